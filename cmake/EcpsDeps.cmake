@@ -1,0 +1,19 @@
+# Third-party dependencies, all from Debian packages (see deploy/setup.sh).
+find_package(Threads REQUIRED)
+find_package(Protobuf REQUIRED)          # module mode: Debian ships no protobuf-config.cmake
+find_package(gRPC CONFIG REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(GTest CONFIG REQUIRED)
+find_package(benchmark CONFIG REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
+
+find_package(OpenBLAS CONFIG REQUIRED)   # variables only
+add_library(ecps_openblas INTERFACE)
+target_include_directories(ecps_openblas INTERFACE ${OpenBLAS_INCLUDE_DIRS})
+target_link_libraries(ecps_openblas INTERFACE ${OpenBLAS_LIBRARIES})
+add_library(ecps::openblas ALIAS ecps_openblas)
+
+include(GoogleTest)

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what ecps needs (Debian packages, only those missing), then configures and builds
+# into build/ (RelWithDebInfo; ccache when present). Idempotent and quiet when all is there.
+#
+#   deploy/setup.sh            install + configure + build everything
+#   ECPS_BUILD_DIR=dir         build somewhere else (default: build)
+#   ECPS_CMAKE_ARGS="..."      extra CMake arguments (e.g. -DECPS_CUDA=OFF)
+#   ECPS_JOBS=n                parallel compile jobs (default: number of cores)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${ECPS_BUILD_DIR:-$root/build}"
+jobs="${ECPS_JOBS:-$(nproc)}"
+
+packages=(cmake ninja-build pkg-config g++ ccache
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
+  libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev libisal-dev python3-matplotlib)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if [ ! -f "$build/build.ninja" ]; then
+  # shellcheck disable=SC2086
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \
+    ${ECPS_CMAKE_ARGS:-} >/dev/null
+fi
+cmake --build "$build" -j "$jobs" | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
+# grep swallows the build's exit status: check it again (a no-op when the build succeeded).
+cmake --build "$build" -j "$jobs" >/dev/null
+echo "setup: built into $build"
