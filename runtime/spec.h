@@ -1,0 +1,147 @@
+// The job spec: one YAML file that describes a whole ecps job (docs/spec.md lists every key).
+//
+// ParseSpec validates everything before anything starts: an unknown key, a wrong type or an
+// out-of-range value returns INVALID_ARGUMENT whose message names the file, the key path
+// (e.g. "model.embedding_dim"), its line, and the allowed values. Defaults fill whatever
+// the file leaves out, so a minimal spec is valid.
+#ifndef ECPS_RUNTIME_SPEC_H_
+#define ECPS_RUNTIME_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ecps {
+
+struct JobSection {
+  std::string name = "ecps-job";
+  std::string output_dir;        // default: runs/<name>
+  int64_t steps = 1000;          // training steps per worker
+  int64_t eval_every = 0;        // steps between held-out evaluations (0: only at the end)
+  int64_t eval_samples = 8192;   // size of the held-out split
+  uint64_t seed = 42;
+  std::string token;             // job token; empty: `ecps run` generates a random one
+  std::string resume_from;       // checkpoint directory to resume from (empty: none)
+  bool synchronous = false;      // workers step in lockstep (used by equivalence tests)
+};
+
+struct ClusterSection {
+  int servers = 2;
+  int spares = 0;
+  int workers = 1;
+  std::string host = "127.0.0.1";
+  int coordinator_port = 0;          // 0: pick a free port
+  int heartbeat_interval_ms = 200;
+  int heartbeat_timeout_ms = 1500;
+  int rpc_timeout_ms = 10000;
+  int worker_threads = 1;            // compute threads per worker (OpenBLAS)
+  int server_threads = 2;            // gRPC handler threads per server
+};
+
+struct ModelSection {
+  int num_dense = 13;
+  int num_sparse = 26;
+  int embedding_dim = 16;
+  std::vector<int64_t> table_rows;   // one per sparse feature; a scalar in YAML repeats
+  std::vector<int> bottom_mlp = {64, 16};   // last must equal embedding_dim
+  std::vector<int> top_mlp = {64, 32};      // hidden sizes; the output layer (1) is implied
+  std::string pooling = "sum";              // sum | mean
+};
+
+struct SparseOptimizer {
+  std::string type = "adagrad";      // sgd | adagrad | rowwise_adagrad
+  float lr = 0.05f;
+  float eps = 1e-8f;
+  float initial_accumulator = 0.0f;
+};
+
+struct DenseOptimizer {
+  std::string type = "adam";         // sgd | adagrad | adam
+  float lr = 0.001f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+
+struct OptimizerSection {
+  SparseOptimizer sparse;
+  DenseOptimizer dense;
+};
+
+struct SyntheticData {
+  int64_t num_samples = 0;           // 0: endless (steps bound the job)
+  double zipf_s = 1.05;              // Zipf exponent of sparse ids
+  uint64_t hidden_seed = 7;          // seed of the hidden labelling model
+  double label_noise = 0.1;          // probability mass of noise in the hidden model
+};
+
+struct DataSection {
+  std::string source = "synthetic";  // synthetic | criteo_tsv | criteo_csv
+  std::vector<std::string> paths;    // input files for criteo_* (relative to the spec file)
+  int batch_size = 512;
+  double eval_fraction = 0.05;       // criteo_*: share of rows held out for evaluation
+  int64_t max_bad_lines = 100;       // malformed lines tolerated before the job fails
+  SyntheticData synthetic;
+};
+
+struct CheckpointSection {
+  std::string dir;                   // default: <output_dir>/checkpoints
+  int64_t interval_steps = 0;        // 0: not by steps
+  double interval_seconds = 0;       // 0: not by time
+  bool save_final = true;
+};
+
+struct FaultToleranceSection {
+  std::string mode = "none";         // none | erasure_code | replication | checkpoint
+  int k = 4;
+  int r = 1;
+  std::string ack = "after_parity";  // after_parity | async
+  int async_window = 4096;           // unacknowledged deltas per server pair (async)
+  int dense_replicas = -1;           // -1: r
+  std::string codec_backend = "auto";
+  double rebuild_rate_mb_s = 0;      // background rebuild rate limit; 0: unlimited
+  CheckpointSection checkpoint;
+};
+
+struct FaultSpec {
+  int64_t at_step = 0;
+  std::string action;                // kill_server | stop_server | kill_worker
+  int target = 0;                    // server or worker index
+  double duration_s = 0;             // stop_server: how long the process stays stopped
+};
+
+struct MonitoringSection {
+  bool progress = true;              // one live progress line on the terminal
+  int metrics_interval_ms = 1000;    // metrics timeline resolution
+  int report_every_steps = 10;       // worker progress reports to the coordinator
+  std::string log_level = "info";
+};
+
+struct JobSpec {
+  std::string path;                  // file it came from ("" for a string)
+  JobSection job;
+  ClusterSection cluster;
+  ModelSection model;
+  OptimizerSection optimizer;
+  DataSection data;
+  FaultToleranceSection fault_tolerance;
+  std::vector<FaultSpec> faults;
+  MonitoringSection monitoring;
+};
+
+// Parses and validates a spec. `source_name` is used in error messages ("spec.yaml:12: ...").
+absl::StatusOr<JobSpec> ParseSpec(const std::string& yaml_text,
+                                  const std::string& source_name = "<spec>");
+
+// Reads `path` and parses it; relative data paths are resolved against the file's folder.
+absl::StatusOr<JobSpec> LoadSpecFile(const std::string& path);
+
+// Renders a spec back to YAML (every key, defaults included); ParseSpec(SpecToYaml(s))
+// yields an equal spec. Used to pass the exact spec to child processes.
+std::string SpecToYaml(const JobSpec& spec);
+
+}  // namespace ecps
+
+#endif  // ECPS_RUNTIME_SPEC_H_
