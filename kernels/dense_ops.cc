@@ -1,0 +1,145 @@
+#include "kernels/dense_ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace ecps {
+
+int SetBlasThreads(int threads) {
+  openblas_set_num_threads(std::max(1, threads));
+  return openblas_get_num_threads();
+}
+
+void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
+                   bool relu, float* y) {
+  if (batch <= 0) return;
+  // Seed y with the bias so sgemm accumulates onto it (beta = 1): one pass fewer.
+  for (int b = 0; b < batch; ++b) std::memcpy(y + static_cast<int64_t>(b) * out, bias,
+                                              sizeof(float) * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 1.0f,
+              y, out);
+  if (relu) {
+    const int64_t n = static_cast<int64_t>(batch) * out;
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+  }
+}
+
+void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
+                    float* dw, float* db, float* dx) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f,
+              dw, in);
+  std::fill(db, db + out, 0.0f);
+  for (int b = 0; b < batch; ++b) {
+    const float* row = dy + static_cast<int64_t>(b) * out;
+    for (int o = 0; o < out; ++o) db[o] += row[o];
+  }
+  if (dx != nullptr) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in,
+                0.0f, dx, in);
+  }
+}
+
+void ReluBackwardInPlace(int64_t n, const float* y, float* dy) {
+  for (int64_t i = 0; i < n; ++i) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+namespace {
+
+template <int kDim>
+inline float Dot(const float* a, const float* b, int dim) {
+  float s = 0.0f;
+  const int n = kDim > 0 ? kDim : dim;
+  for (int k = 0; k < n; ++k) s += a[k] * b[k];
+  return s;
+}
+
+template <int kDim>
+void InteractionForwardImpl(int batch, int vectors, int dim, const float* z, float* out,
+                            int out_stride) {
+  const int64_t sample = static_cast<int64_t>(vectors) * dim;
+  for (int b = 0; b < batch; ++b) {
+    const float* zb = z + b * sample;
+    float* o = out + static_cast<int64_t>(b) * out_stride;
+    for (int i = 1; i < vectors; ++i) {
+      const float* zi = zb + i * dim;
+      for (int j = 0; j < i; ++j) *o++ = Dot<kDim>(zi, zb + j * dim, dim);
+    }
+  }
+}
+
+template <int kDim>
+void InteractionBackwardImpl(int batch, int vectors, int dim, const float* z, const float* d_out,
+                             int d_out_stride, float* dz) {
+  const int n = kDim > 0 ? kDim : dim;
+  const int64_t sample = static_cast<int64_t>(vectors) * dim;
+  std::fill(dz, dz + batch * sample, 0.0f);
+  for (int b = 0; b < batch; ++b) {
+    const float* zb = z + b * sample;
+    float* dzb = dz + b * sample;
+    const float* g = d_out + static_cast<int64_t>(b) * d_out_stride;
+    for (int i = 1; i < vectors; ++i) {
+      const float* zi = zb + i * dim;
+      float* dzi = dzb + i * dim;
+      for (int j = 0; j < i; ++j) {
+        const float gij = *g++;
+        const float* zj = zb + j * dim;
+        float* dzj = dzb + j * dim;
+        for (int k = 0; k < n; ++k) {
+          dzi[k] += gij * zj[k];
+          dzj[k] += gij * zi[k];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void InteractionForward(int batch, int vectors, int dim, const float* z, float* out,
+                        int out_stride) {
+  switch (dim) {
+    case 16:
+      return InteractionForwardImpl<16>(batch, vectors, dim, z, out, out_stride);
+    case 32:
+      return InteractionForwardImpl<32>(batch, vectors, dim, z, out, out_stride);
+    case 8:
+      return InteractionForwardImpl<8>(batch, vectors, dim, z, out, out_stride);
+    default:
+      return InteractionForwardImpl<0>(batch, vectors, dim, z, out, out_stride);
+  }
+}
+
+void InteractionBackward(int batch, int vectors, int dim, const float* z, const float* d_out,
+                         int d_out_stride, float* dz) {
+  switch (dim) {
+    case 16:
+      return InteractionBackwardImpl<16>(batch, vectors, dim, z, d_out, d_out_stride, dz);
+    case 32:
+      return InteractionBackwardImpl<32>(batch, vectors, dim, z, d_out, d_out_stride, dz);
+    case 8:
+      return InteractionBackwardImpl<8>(batch, vectors, dim, z, d_out, d_out_stride, dz);
+    default:
+      return InteractionBackwardImpl<0>(batch, vectors, dim, z, d_out, d_out_stride, dz);
+  }
+}
+
+float BceWithLogits(int batch, const float* logits, const float* labels, float* d_logits,
+                    float* probs) {
+  if (batch <= 0) return 0.0f;
+  double total = 0.0;
+  const float inv = 1.0f / static_cast<float>(batch);
+  for (int b = 0; b < batch; ++b) {
+    const float z = logits[b], y = labels[b];
+    // loss = max(z, 0) - z*y + log(1 + exp(-|z|))
+    total += std::max(z, 0.0f) - z * y + std::log1p(std::exp(-std::fabs(z)));
+    const float p = z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
+    if (d_logits != nullptr) d_logits[b] = (p - y) * inv;
+    if (probs != nullptr) probs[b] = p;
+  }
+  return static_cast<float>(total / batch);
+}
+
+}  // namespace ecps

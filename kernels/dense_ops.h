@@ -1,0 +1,51 @@
+// CPU building blocks of the DLRM forward and backward passes. Matrices are row-major;
+// "batch" is the number of rows. Every function writes (never accumulates into) its outputs,
+// allocates nothing and is thread-compatible. Linear layers use OpenBLAS cblas_sgemm.
+#ifndef ECPS_KERNELS_DENSE_OPS_H_
+#define ECPS_KERNELS_DENSE_OPS_H_
+
+#include <cstdint>
+
+namespace ecps {
+
+// Sets the number of OpenBLAS threads used by every later sgemm of this process (>= 1).
+// ecps defaults to 1 (call this once at worker start-up: the worker's cores are shared with
+// gRPC threads); returns the number OpenBLAS reports afterwards.
+int SetBlasThreads(int threads);
+
+// y[b][o] = sum_i x[b][i] * w[o][i] + bias[o], then max(., 0) when relu.
+// x: batch x in, w: out x in, bias: out, y: batch x out.
+void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
+                   bool relu, float* y);
+
+// Backward of y = x w^T + bias given dy = dL/dy (batch x out):
+// dw = dy^T x (out x in), db = column sums of dy (out), dx = dy w (batch x in; skipped when
+// dx is null).
+void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
+                    float* dw, float* db, float* dx);
+
+// dy[i] = 0 where y[i] <= 0 (y is the ReLU's output).
+void ReluBackwardInPlace(int64_t n, const float* y, float* dy);
+
+// Number of strictly-lower-triangle pairs of `vectors` vectors: vectors*(vectors-1)/2.
+inline int InteractionPairs(int vectors) { return vectors * (vectors - 1) / 2; }
+
+// Pairwise dot interaction. z: batch x vectors x dim (each sample contiguous). For each
+// sample writes the dot products <z_i, z_j> for i = 1..vectors-1, j = 0..i-1 (in that
+// order) to out + b*out_stride.
+void InteractionForward(int batch, int vectors, int dim, const float* z, float* out,
+                        int out_stride);
+
+// Backward of InteractionForward: dz (batch x vectors x dim) from d_out (same layout as out).
+void InteractionBackward(int batch, int vectors, int dim, const float* z, const float* d_out,
+                         int d_out_stride, float* dz);
+
+// Binary cross-entropy on logits, numerically stable. Returns the mean loss over the batch;
+// d_logits[b] = (sigmoid(logit_b) - label_b) / batch (the gradient of the MEAN loss);
+// probs[b] = sigmoid(logit_b) when probs is not null. d_logits may be null.
+float BceWithLogits(int batch, const float* logits, const float* labels, float* d_logits,
+                    float* probs);
+
+}  // namespace ecps
+
+#endif  // ECPS_KERNELS_DENSE_OPS_H_

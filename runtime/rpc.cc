@@ -1,0 +1,112 @@
+#include "runtime/rpc.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "proto/ecps.pb.h"
+
+namespace ecps {
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
+                      std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  // Reconnect fast after a peer restarts: recovery depends on it.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+absl::Status CallWithRetry(const RpcOptions& options,
+                           const std::function<grpc::Status(grpc::ClientContext*)>& call) {
+  int backoff_ms = options.initial_backoff_ms;
+  grpc::Status status;
+  for (int attempt = 0; attempt < std::max(1, options.max_attempts); ++attempt) {
+    if (attempt > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      backoff_ms = std::min(options.max_backoff_ms, backoff_ms * 2);
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         std::chrono::milliseconds(options.deadline_ms));
+    status = call(&context);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
+  }
+  return FromGrpcStatus(status);
+}
+
+void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoch,
+                std::string_view sender) {
+  header->set_token(std::string(token));
+  header->set_epoch(epoch);
+  header->set_sender(std::string(sender));
+}
+
+absl::Status CheckHeader(const v1::RequestHeader& header, std::string_view token,
+                         uint64_t min_epoch) {
+  if (header.token() != token) {
+    return absl::UnauthenticatedError("wrong or missing job token" +
+                                      (header.sender().empty()
+                                           ? std::string()
+                                           : " (request from " + header.sender() + ")"));
+  }
+  if (header.epoch() < min_epoch) {
+    return absl::FailedPreconditionError(
+        "stale epoch " + std::to_string(header.epoch()) + " < " + std::to_string(min_epoch) +
+        " from " + (header.sender().empty() ? std::string("unknown sender") : header.sender()) +
+        ": the sender was fenced or has not seen the current cluster map");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
+                                           const std::vector<grpc::Service*>& services,
+                                           int threads) {
+  GrpcServer result;
+  grpc::ServerBuilder builder;
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              std::max(1, threads));
+  std::string listen = host + ":" + std::to_string(port);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &result.port);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  result.server = builder.BuildAndStart();
+  if (result.server == nullptr || result.port == 0) {
+    return absl::UnavailableError("could not listen on " + listen);
+  }
+  result.address = host + ":" + std::to_string(result.port);
+  return result;
+}
+
+absl::Status SplitHostPort(const std::string& address, std::string* host, int* port) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return absl::InvalidArgumentError("address '" + address + "' is not host:port");
+  }
+  *host = address.substr(0, colon);
+  if (!absl::SimpleAtoi(address.substr(colon + 1), port) || *port < 0 || *port > 65535) {
+    return absl::InvalidArgumentError("address '" + address + "' has a bad port");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ecps

@@ -1,0 +1,76 @@
+// RPC plumbing shared by every role: status translation, channels, deadlines and retries,
+// request headers (job token + epoch), and starting a gRPC server on a free port.
+//
+// absl::StatusCode values equal grpc::StatusCode values, so a status crosses the wire with
+// its code intact: a server handler returns ToGrpcStatus(absl_status) and a client gets the
+// same code back from FromGrpcStatus.
+#ifndef ECPS_RUNTIME_RPC_H_
+#define ECPS_RUNTIME_RPC_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace ecps {
+namespace v1 {
+class RequestHeader;
+}
+
+// Largest message any ecps channel or server accepts (rows are packed into few messages).
+inline constexpr int kMaxMessageBytes = 256 << 20;
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// A channel to `address` (host:port) with ecps' message-size limits and keepalive.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+
+struct RpcOptions {
+  int deadline_ms = 10000;      // per attempt
+  int max_attempts = 5;         // attempts on UNAVAILABLE (1: no retry)
+  int initial_backoff_ms = 20;  // doubled after each UNAVAILABLE, capped at max_backoff_ms
+  int max_backoff_ms = 1000;
+};
+
+// Calls `call` with a fresh ClientContext carrying a deadline, and retries with exponential
+// backoff while it returns UNAVAILABLE. Returns the last status. Every other error (and OK)
+// returns at once: only UNAVAILABLE means the request surely did not take effect.
+absl::Status CallWithRetry(const RpcOptions& options,
+                           const std::function<grpc::Status(grpc::ClientContext*)>& call);
+
+// Fills a request header.
+void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoch,
+                std::string_view sender);
+
+// Checks a request header against the receiver's token and epoch: UNAUTHENTICATED for a
+// wrong token, FAILED_PRECONDITION when the sender's epoch is older than `min_epoch` (the
+// sender was fenced or has not seen the current cluster map). OK otherwise.
+absl::Status CheckHeader(const v1::RequestHeader& header, std::string_view token,
+                         uint64_t min_epoch);
+
+// A running gRPC server.
+struct GrpcServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::string address;  // host:port
+};
+
+// Starts a server for `services` on host:port (port 0 picks a free port). `threads` bounds
+// the synchronous handler threads. The services must outlive the server.
+absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
+                                           const std::vector<grpc::Service*>& services,
+                                           int threads = 4);
+
+// "host:port" -> host and port; INVALID_ARGUMENT when it is not of that form.
+absl::Status SplitHostPort(const std::string& address, std::string* host, int* port);
+
+}  // namespace ecps
+
+#endif  // ECPS_RUNTIME_RPC_H_
