@@ -1,0 +1,24 @@
+// `ecps run SPEC`: the embedded launcher. Starts the coordinator, the servers (and spares)
+// and the workers of a job as child processes on this machine, shows one live progress line,
+// writes the metrics timeline (metrics.csv) and the final report (report.json) into the
+// job's output folder, and stops every child on exit, error or Ctrl-C.
+#ifndef ECPS_CLI_LAUNCHER_H_
+#define ECPS_CLI_LAUNCHER_H_
+
+#include <string>
+
+namespace ecps {
+
+struct RunFlags {
+  std::string spec_path;
+  std::string output_dir;  // overrides job.output_dir when not empty
+  bool progress = true;    // the live progress line (also off when the spec says so)
+};
+
+// Returns the process exit code: 0 when the job finished, 1 when it failed, 2 for a bad
+// spec or a job that could not start, 130 when interrupted.
+int RunJob(const RunFlags& flags);
+
+}  // namespace ecps
+
+#endif  // ECPS_CLI_LAUNCHER_H_

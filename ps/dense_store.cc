@@ -1,0 +1,71 @@
+#include "ps/dense_store.h"
+
+#include <string>
+
+#include "kernels/optimizers.h"
+
+namespace ecps {
+
+DenseStore::DenseStore(const DenseOptimizer& optimizer, int servers, int server,
+                       std::vector<std::vector<float>> initial)
+    : optimizer_(optimizer), servers_(servers), server_(server) {
+  tensors_.resize(initial.size());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    sizes_.push_back(static_cast<int64_t>(initial[i].size()));
+    if (!Owns(static_cast<int>(i))) continue;
+    tensors_[i].state.assign(DenseStateFloats(optimizer_, sizes_[i]), 0.0f);
+    tensors_[i].weights = std::move(initial[i]);
+  }
+}
+
+absl::Status DenseStore::Check(int tensor, int64_t size) const {
+  if (tensor < 0 || tensor >= num_tensors()) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " out of range [0, " + std::to_string(num_tensors()) +
+                                      ")");
+  }
+  if (!Owns(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not held by server " + std::to_string(server_));
+  }
+  if (size >= 0 && size != sizes_[tensor]) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) + " has " +
+                                      std::to_string(sizes_[tensor]) + " floats, got " +
+                                      std::to_string(size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DenseStore::Read(int tensor, std::vector<float>* out, int64_t* version) const {
+  if (absl::Status s = Check(tensor, -1); !s.ok()) return s;
+  const Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  *out = t.weights;
+  *version = t.version;
+  return absl::OkStatus();
+}
+
+absl::Status DenseStore::Apply(int tensor, const float* grad, int64_t size) {
+  if (absl::Status s = Check(tensor, size); !s.ok()) return s;
+  Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  ++t.version;
+  ApplyDenseUpdate(optimizer_, t.version, size, grad, t.weights.data(), t.state.data());
+  return absl::OkStatus();
+}
+
+int64_t DenseStore::owned_tensors() const {
+  int64_t n = 0;
+  for (int i = 0; i < num_tensors(); ++i) n += Owns(i) ? 1 : 0;
+  return n;
+}
+
+int64_t DenseStore::bytes() const {
+  int64_t total = 0;
+  for (const Tensor& t : tensors_) {
+    total += static_cast<int64_t>((t.weights.size() + t.state.size()) * sizeof(float));
+  }
+  return total;
+}
+
+}  // namespace ecps

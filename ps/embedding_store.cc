@@ -1,0 +1,110 @@
+#include "ps/embedding_store.h"
+
+#include <cstring>
+#include <string>
+
+#include "kernels/optimizers.h"
+
+namespace ecps {
+
+EmbeddingStore::EmbeddingStore(const Placement& placement, int server, int dim,
+                               const SparseOptimizer& optimizer)
+    : placement_(placement),
+      server_(server),
+      dim_(dim),
+      optimizer_(optimizer),
+      payload_floats_(dim + SparseStateFloats(optimizer, dim)),
+      locks_(new std::mutex[kLockStripes]) {}
+
+absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
+    const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
+    uint64_t seed) {
+  if (server < 0 || server >= placement.servers()) {
+    return absl::InvalidArgumentError("server id " + std::to_string(server) +
+                                      " out of range");
+  }
+  if (dim < 1) return absl::InvalidArgumentError("embedding dim must be positive");
+  std::unique_ptr<EmbeddingStore> store(new EmbeddingStore(placement, server, dim, optimizer));
+  store->tables_.resize(placement.num_tables());
+  for (int t = 0; t < placement.num_tables(); ++t) {
+    int64_t slots = placement.DataSlots(t);
+    store->tables_[t].assign(static_cast<size_t>(slots) * store->payload_floats_, 0.0f);
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      int64_t row = placement.RowAtDataSlot(t, server, slot);
+      if (row < 0) continue;  // padding slot of a partial block
+      InitSparseRow(optimizer, seed, t, row, dim, placement.rows(t), store->Payload(t, slot));
+      ++store->data_rows_;
+    }
+  }
+  return store;
+}
+
+absl::Status EmbeddingStore::Resolve(int table, absl::Span<const int64_t> rows,
+                                     std::vector<int64_t>* slots) const {
+  if (table < 0 || table >= placement_.num_tables()) {
+    return absl::InvalidArgumentError("table " + std::to_string(table) + " out of range [0, " +
+                                      std::to_string(placement_.num_tables()) + ")");
+  }
+  slots->resize(rows.size());
+  const int64_t num_rows = placement_.rows(table);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    int64_t row = rows[i];
+    if (row < 0 || row >= num_rows) {
+      return absl::InvalidArgumentError("row " + std::to_string(row) + " of table " +
+                                        std::to_string(table) + " out of range [0, " +
+                                        std::to_string(num_rows) + ")");
+    }
+    MemberLocation loc = placement_.DataLocation(table, row);
+    if (loc.server != server_) {
+      return absl::InvalidArgumentError("row " + std::to_string(row) + " of table " +
+                                        std::to_string(table) + " belongs to server " +
+                                        std::to_string(loc.server) + ", not server " +
+                                        std::to_string(server_));
+    }
+    (*slots)[i] = loc.slot;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, float* out) const {
+  std::vector<int64_t> slots;
+  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    std::memcpy(out + i * dim_, Payload(table, slots[i]), sizeof(float) * dim_);
+  }
+  pulls_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
+                                  const float* grads) {
+  std::vector<int64_t> slots;
+  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, Payload(table, slots[i]));
+  }
+  pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingStore::ReadPayloads(int table, absl::Span<const int64_t> rows,
+                                          float* out) const {
+  std::vector<int64_t> slots;
+  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    std::memcpy(out + i * payload_floats_, Payload(table, slots[i]),
+                sizeof(float) * payload_floats_);
+  }
+  return absl::OkStatus();
+}
+
+int64_t EmbeddingStore::bytes() const {
+  int64_t total = 0;
+  for (const auto& t : tables_) total += static_cast<int64_t>(t.size() * sizeof(float));
+  return total;
+}
+
+}  // namespace ecps

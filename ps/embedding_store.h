@@ -1,0 +1,93 @@
+// The embedding rows one parameter server holds, in dense local arrays (DESIGN §3).
+//
+// A row's payload is its `dim` weights followed by the sparse optimizer's state, as float32.
+// Rows are initialised deterministically from (seed, table, row), so a row's initial value
+// never depends on which server holds it. Thread-safe: pulls and pushes of different rows
+// run in parallel; a row is guarded by one of a fixed set of striped locks (no global lock
+// on the hot path). Every call validates all of its arguments before it changes anything.
+#ifndef ECPS_PS_EMBEDDING_STORE_H_
+#define ECPS_PS_EMBEDDING_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "runtime/placement.h"
+#include "runtime/spec.h"
+
+namespace ecps {
+
+class EmbeddingStore {
+ public:
+  // Allocates and initialises the data rows that `server` holds under `placement`.
+  static absl::StatusOr<std::unique_ptr<EmbeddingStore>> Create(const Placement& placement,
+                                                                int server, int dim,
+                                                                const SparseOptimizer& optimizer,
+                                                                uint64_t seed);
+
+  int dim() const { return dim_; }
+  int payload_floats() const { return payload_floats_; }
+  const Placement& placement() const { return placement_; }
+
+  // Copies the weights of `rows` of `table` into out (rows.size() * dim floats).
+  // INVALID_ARGUMENT when the table or a row is out of range or a row is not on this server.
+  absl::Status Pull(int table, absl::Span<const int64_t> rows, float* out) const;
+
+  // Applies the optimizer to each row with its gradient (rows.size() * dim floats, summed
+  // over the batch). Rows are applied in the given order. Errors as for Pull; on error
+  // nothing is applied.
+  absl::Status Push(int table, absl::Span<const int64_t> rows, const float* grads);
+
+  // Checks that every row of `rows` is a row of `table` held here (the checks Pull and
+  // Push make), without touching any row.
+  absl::Status Validate(int table, absl::Span<const int64_t> rows) const {
+    std::vector<int64_t> slots;
+    return Resolve(table, rows, &slots);
+  }
+
+  // Copies whole payloads (weights + optimizer state) of `rows` into out.
+  absl::Status ReadPayloads(int table, absl::Span<const int64_t> rows, float* out) const;
+
+  int64_t data_rows() const { return data_rows_; }
+  int64_t bytes() const;
+  int64_t pulls() const { return pulls_.load(std::memory_order_relaxed); }
+  int64_t pushes() const { return pushes_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr int kLockStripes = 1024;
+
+  EmbeddingStore(const Placement& placement, int server, int dim,
+                 const SparseOptimizer& optimizer);
+  // Validates (table, rows) and writes each row's local slot to `slots`.
+  absl::Status Resolve(int table, absl::Span<const int64_t> rows,
+                       std::vector<int64_t>* slots) const;
+  std::mutex& LockFor(int table, int64_t slot) const {
+    return locks_[(static_cast<uint64_t>(slot) * 31 + table) % kLockStripes];
+  }
+  float* Payload(int table, int64_t slot) {
+    return tables_[table].data() + slot * payload_floats_;
+  }
+  const float* Payload(int table, int64_t slot) const {
+    return tables_[table].data() + slot * payload_floats_;
+  }
+
+  const Placement placement_;
+  const int server_;
+  const int dim_;
+  const SparseOptimizer optimizer_;
+  const int payload_floats_;
+  std::vector<std::vector<float>> tables_;  // per table: DataSlots * payload_floats
+  int64_t data_rows_ = 0;
+  mutable std::unique_ptr<std::mutex[]> locks_;
+  mutable std::atomic<int64_t> pulls_{0};
+  std::atomic<int64_t> pushes_{0};
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_EMBEDDING_STORE_H_

@@ -1,0 +1,46 @@
+// gRPC glue for the parameter server: adapts ParameterServerCore to the generated service,
+// nothing else (the logic and its validation live in parameter_server.h).
+#ifndef ECPS_PS_GRPC_PARAMETER_SERVER_H_
+#define ECPS_PS_GRPC_PARAMETER_SERVER_H_
+
+#include "proto/ecps.grpc.pb.h"
+#include "ps/parameter_server.h"
+#include "runtime/rpc.h"
+
+namespace ecps {
+
+class GrpcParameterServer final : public v1::ParameterServer::Service {
+ public:
+  explicit GrpcParameterServer(ParameterServerCore* core) : core_(core) {}
+  grpc::Status Pull(grpc::ServerContext*, const v1::PullRequest* req,
+                    v1::PullResponse* resp) override {
+    return ToGrpcStatus(core_->Pull(*req, resp));
+  }
+  grpc::Status Push(grpc::ServerContext*, const v1::PushRequest* req,
+                    v1::PushResponse*) override {
+    return ToGrpcStatus(core_->Push(*req));
+  }
+  grpc::Status PullDense(grpc::ServerContext*, const v1::PullDenseRequest* req,
+                         v1::PullDenseResponse* resp) override {
+    return ToGrpcStatus(core_->PullDense(*req, resp));
+  }
+  grpc::Status PushDense(grpc::ServerContext*, const v1::PushDenseRequest* req,
+                         v1::PushDenseResponse*) override {
+    return ToGrpcStatus(core_->PushDense(*req));
+  }
+  grpc::Status ReadRows(grpc::ServerContext*, const v1::ReadRowsRequest* req,
+                        v1::ReadRowsResponse* resp) override {
+    return ToGrpcStatus(core_->ReadRows(*req, resp));
+  }
+  grpc::Status Health(grpc::ServerContext*, const v1::HealthRequest* req,
+                      v1::HealthResponse* resp) override {
+    return ToGrpcStatus(core_->Health(req->header(), resp));
+  }
+
+ private:
+  ParameterServerCore* core_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_GRPC_PARAMETER_SERVER_H_

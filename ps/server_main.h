@@ -1,0 +1,27 @@
+// The `ecps server` role: a parameter server process.
+#ifndef ECPS_PS_SERVER_MAIN_H_
+#define ECPS_PS_SERVER_MAIN_H_
+
+#include <string>
+
+#include "runtime/spec.h"
+
+namespace ecps {
+
+struct ServerOptions {
+  JobSpec spec;
+  std::string coordinator;          // host:port
+  std::string token;
+  std::string listen_host = "127.0.0.1";
+  int port = 0;                     // 0: a free port
+  int requested_id = -1;            // -1: let the coordinator choose (a spare)
+};
+
+// Starts the gRPC service, registers with the coordinator, initialises its rows, serves
+// until the job finishes (or this instance is fenced, or SIGTERM/SIGINT). Returns the exit
+// code: 0 on a finished job, 1 on an error.
+int RunServer(const ServerOptions& options);
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_SERVER_MAIN_H_

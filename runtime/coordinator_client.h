@@ -1,0 +1,68 @@
+// The client side of the Coordinator service, shared by servers and workers: registration
+// (retried while the coordinator is still starting), heartbeats, failure reports, and a
+// background watcher that keeps the latest cluster map. Thread-safe.
+#ifndef ECPS_RUNTIME_COORDINATOR_CLIENT_H_
+#define ECPS_RUNTIME_COORDINATOR_CLIENT_H_
+
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "proto/ecps.grpc.pb.h"
+#include "runtime/rpc.h"
+
+namespace ecps {
+
+// A string that tells this process incarnation apart from any other: pid@host:start-ns.
+std::string MakeInstanceId();
+
+class CoordinatorClient {
+ public:
+  CoordinatorClient(const std::string& address, std::string token, std::string sender,
+                    int rpc_timeout_ms);
+  ~CoordinatorClient();
+
+  // Registers; retries UNAVAILABLE for up to `wait_ms` (the coordinator may be starting).
+  absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& address,
+                                                int requested_id, const std::string& instance,
+                                                int wait_ms = 30000);
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+  absl::Status ReportFailure(v1::Role role, int id, const std::string& reason);
+  absl::StatusOr<v1::StatusResponse> Status();
+
+  // Starts a background stream that keeps the latest cluster map (reconnecting on errors).
+  void StartWatch();
+  // The latest map seen (epoch 0 before the first).
+  v1::ClusterMap map() const;
+  // Waits until `ready(map)` holds or `timeout_ms` passes; returns the map that satisfied it.
+  absl::StatusOr<v1::ClusterMap> WaitForMap(const std::function<bool(const v1::ClusterMap&)>& ready,
+                                            int timeout_ms);
+
+  const std::string& token() const { return token_; }
+  const std::string& sender() const { return sender_; }
+  uint64_t epoch() const;
+
+ private:
+  void WatchLoop();
+
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  const std::string token_;
+  const std::string sender_;
+  const int rpc_timeout_ms_;
+
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  v1::ClusterMap map_;
+  bool stopping_ = false;
+  grpc::ClientContext* watch_context_ = nullptr;  // guarded by mu_
+  std::thread watcher_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_RUNTIME_COORDINATOR_CLIENT_H_

@@ -1,0 +1,132 @@
+// Requests with a wrong token, a stale epoch, out-of-range ids or wrong sizes are refused
+// with the right code over real gRPC, and change nothing.
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "proto/ecps.grpc.pb.h"
+#include "tests/test_cluster.h"
+
+namespace ecps {
+namespace {
+
+class BadRequestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spec_ = SmallSpec(2, 1);
+    cluster_ = TestCluster::Start(spec_, kToken);
+    ASSERT_NE(cluster_, nullptr);
+    stub_ = v1::ParameterServer::NewStub(MakeChannel(cluster_->address(0)));
+    auto placement = Placement::Create(2, 1, 0, spec_.model.table_rows);
+    // Rows 0 and 2 of table 0 live on server 0 (member 0 of stripes 0 and 2).
+    ASSERT_EQ(placement->DataLocation(0, 0).server, 0);
+    ASSERT_EQ(placement->DataLocation(0, 2).server, 0);
+    ASSERT_EQ(placement->DataLocation(0, 1).server, 1);
+    before_ = ReadRows(0, {0, 2});
+  }
+
+  std::string ReadRows(int table, std::vector<int64_t> rows) {
+    v1::ReadRowsRequest req;
+    FillHeader(req.mutable_header(), kToken, 1, "test");
+    req.mutable_rows()->set_table(table);
+    for (int64_t r : rows) req.mutable_rows()->add_rows(r);
+    v1::ReadRowsResponse resp;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(stub_->ReadRows(&ctx, req, &resp).ok());
+    return resp.payloads();
+  }
+
+  grpc::Status Push(const std::string& token, uint64_t epoch, int table,
+                    std::vector<int64_t> rows, size_t grad_floats) {
+    v1::PushRequest req;
+    FillHeader(req.mutable_header(), token, epoch, "test");
+    auto* t = req.add_tables();
+    t->set_table(table);
+    for (int64_t r : rows) t->add_rows(r);
+    std::vector<float> g(grad_floats, 0.5f);
+    req.add_grads()->assign(reinterpret_cast<const char*>(g.data()), g.size() * sizeof(float));
+    v1::PushResponse resp;
+    grpc::ClientContext ctx;
+    return stub_->Push(&ctx, req, &resp);
+  }
+
+  static constexpr char kToken[] = "secret";
+  JobSpec spec_;
+  std::unique_ptr<TestCluster> cluster_;
+  std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  std::string before_;
+};
+
+TEST_F(BadRequestTest, ValidPushChangesRows) {
+  const size_t dim = spec_.model.embedding_dim;
+  EXPECT_TRUE(Push(kToken, 1, 0, {0, 2}, 2 * dim).ok());
+  EXPECT_NE(ReadRows(0, {0, 2}), before_);
+}
+
+TEST_F(BadRequestTest, WrongTokenIsUnauthenticated) {
+  const size_t dim = spec_.model.embedding_dim;
+  EXPECT_EQ(Push("wrong", 1, 0, {0, 2}, 2 * dim).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Push("", 1, 0, {0, 2}, 2 * dim).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(ReadRows(0, {0, 2}), before_);
+}
+
+TEST_F(BadRequestTest, StaleEpochIsFenced) {
+  cluster_->core(0)->SetEpoch(3);
+  const size_t dim = spec_.model.embedding_dim;
+  EXPECT_EQ(Push(kToken, 2, 0, {0, 2}, 2 * dim).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+  cluster_->core(0)->SetEpoch(1);
+  EXPECT_EQ(ReadRows(0, {0, 2}), before_);
+}
+
+TEST_F(BadRequestTest, OutOfRangeAndForeignRowsAreInvalid) {
+  const size_t dim = spec_.model.embedding_dim;
+  // The first row is fine; the request as a whole must still change nothing.
+  EXPECT_EQ(Push(kToken, 1, 0, {0, 300}, 2 * dim).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Push(kToken, 1, 0, {0, -1}, 2 * dim).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Push(kToken, 1, 0, {0, 1}, 2 * dim).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);  // row 1 lives on server 1
+  EXPECT_EQ(Push(kToken, 1, 26, {0}, dim).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(ReadRows(0, {0, 2}), before_);
+}
+
+TEST_F(BadRequestTest, WrongDimensionIsInvalid) {
+  const size_t dim = spec_.model.embedding_dim;
+  grpc::Status s = Push(kToken, 1, 0, {0, 2}, 2 * dim - 1);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("dimension"), std::string::npos) << s.error_message();
+  EXPECT_EQ(ReadRows(0, {0, 2}), before_);
+}
+
+TEST_F(BadRequestTest, BadDenseRequestsChangeNothing) {
+  v1::PullDenseRequest pull;
+  FillHeader(pull.mutable_header(), kToken, 1, "test");
+  pull.add_tensors(0);
+  v1::PullDenseResponse before;
+  {
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(stub_->PullDense(&ctx, pull, &before).ok());
+  }
+  v1::PushDenseRequest push;
+  FillHeader(push.mutable_header(), kToken, 1, "test");
+  push.add_tensors(0);
+  push.add_grads()->assign(12, '\0');  // 3 floats: not the tensor's size
+  push.add_tensors(1);                 // tensor 1 lives on server 1
+  push.add_grads()->assign(4, '\0');
+  v1::PushDenseResponse unused;
+  {
+    grpc::ClientContext ctx;
+    EXPECT_EQ(stub_->PushDense(&ctx, push, &unused).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  v1::PullDenseResponse after;
+  grpc::ClientContext ctx;
+  ASSERT_TRUE(stub_->PullDense(&ctx, pull, &after).ok());
+  EXPECT_EQ(after.values(0), before.values(0));
+  EXPECT_EQ(after.versions(0), before.versions(0));
+}
+
+}  // namespace
+}  // namespace ecps

@@ -1,0 +1,300 @@
+#include "worker/ps_client.h"
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "proto/ecps.grpc.pb.h"
+#include "runtime/rpc.h"
+
+namespace ecps {
+
+struct PsClient::Impl {
+  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
+  std::string token;
+  std::string sender;
+  int rpc_timeout_ms = 10000;
+};
+
+namespace {
+
+// Runs one unary async call per server in parallel and waits for all. A call that returns
+// UNAVAILABLE is retried (with backoff) until `deadline_ms` has passed.
+template <typename Request, typename Response, typename StartFn>
+absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
+                    std::vector<Response>* responses, int deadline_ms, StartFn start) {
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
+  std::vector<int> pending = servers;
+  int backoff_ms = 20;
+  while (true) {
+    grpc::CompletionQueue cq;
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    std::vector<grpc::Status> statuses(pending.size());
+    std::vector<std::unique_ptr<grpc::ClientAsyncResponseReader<Response>>> calls;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      int s = pending[i];
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      contexts.back()->set_deadline(std::chrono::system_clock::now() +
+                                    std::chrono::milliseconds(deadline_ms));
+      (*responses)[s].Clear();
+      calls.push_back(start(s, contexts.back().get(), requests[s], &cq));
+      calls.back()->Finish(&(*responses)[s], &statuses[i], reinterpret_cast<void*>(i));
+    }
+    for (size_t done = 0; done < pending.size(); ++done) {
+      void* tag = nullptr;
+      bool ok = false;
+      cq.Next(&tag, &ok);
+    }
+    std::vector<int> retry;
+    for (size_t i = 0; i < pending.size(); ++i) {
+      if (statuses[i].ok()) continue;
+      if (statuses[i].error_code() == grpc::StatusCode::UNAVAILABLE &&
+          std::chrono::steady_clock::now() < give_up) {
+        retry.push_back(pending[i]);
+        continue;
+      }
+      absl::Status st = FromGrpcStatus(statuses[i]);
+      return absl::Status(st.code(), "server " + std::to_string(pending[i]) + ": " +
+                                         std::string(st.message()));
+    }
+    if (retry.empty()) return absl::OkStatus();
+    pending = std::move(retry);
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    backoff_ms = std::min(500, backoff_ms * 2);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+    const v1::ClusterMap& map, std::vector<int64_t> table_rows, int dim,
+    std::vector<int64_t> dense_sizes, std::string token, std::string sender,
+    int rpc_timeout_ms) {
+  int k = map.k() > 0 ? map.k() : 1;
+  auto placement = Placement::Create(map.servers_size(), k, map.r(), std::move(table_rows));
+  if (!placement.ok()) return placement.status();
+  auto impl = std::make_unique<Impl>();
+  for (const v1::NodeInfo& server : map.servers()) {
+    if (server.address().empty()) {
+      return absl::FailedPreconditionError("server " + std::to_string(server.id()) +
+                                           " has no address in the cluster map");
+    }
+    impl->stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(server.address())));
+  }
+  impl->token = std::move(token);
+  impl->sender = std::move(sender);
+  impl->rpc_timeout_ms = rpc_timeout_ms;
+  std::unique_ptr<PsClient> client(
+      new PsClient(std::move(*placement), dim, std::move(dense_sizes), std::move(impl)));
+  client->set_epoch(map.epoch());
+  return client;
+}
+
+PsClient::PsClient(Placement placement, int dim, std::vector<int64_t> dense_sizes,
+                   std::unique_ptr<Impl> impl)
+    : placement_(std::move(placement)),
+      dim_(dim),
+      dense_sizes_(std::move(dense_sizes)),
+      impl_(std::move(impl)) {}
+
+PsClient::~PsClient() = default;
+
+absl::Status PsClient::PullRows(const UniqueIds& ids,
+                                std::vector<std::vector<float>>* rows_data) {
+  const int servers = placement_.servers();
+  const int tables = static_cast<int>(ids.rows.size());
+  std::vector<std::vector<std::vector<int32_t>>> route(
+      servers, std::vector<std::vector<int32_t>>(tables));
+  for (int t = 0; t < tables; ++t) {
+    for (size_t i = 0; i < ids.rows[t].size(); ++i) {
+      route[placement_.DataLocation(t, ids.rows[t][i]).server][t].push_back(
+          static_cast<int32_t>(i));
+    }
+  }
+  std::vector<v1::PullRequest> requests(servers);
+  std::vector<int> targets;
+  for (int s = 0; s < servers; ++s) {
+    bool any = false;
+    for (int t = 0; t < tables; ++t) {
+      if (route[s][t].empty()) continue;
+      any = true;
+      v1::TableRows* tr = requests[s].add_tables();
+      tr->set_table(t);
+      for (int32_t i : route[s][t]) tr->add_rows(ids.rows[t][i]);
+    }
+    if (!any) continue;
+    FillHeader(requests[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    targets.push_back(s);
+  }
+  std::vector<v1::PullResponse> responses(servers);
+  absl::Status status = FanOut(
+      targets, requests, &responses, impl_->rpc_timeout_ms,
+      [&](int s, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
+        return impl_->stubs[s]->AsyncPull(ctx, req, cq);
+      });
+  if (!status.ok()) return status;
+  rows_data->resize(tables);
+  for (int t = 0; t < tables; ++t) (*rows_data)[t].resize(ids.rows[t].size() * dim_);
+  for (int s : targets) {
+    const v1::PullRequest& req = requests[s];
+    const v1::PullResponse& resp = responses[s];
+    if (resp.weights_size() != req.tables_size()) {
+      return absl::InternalError("server " + std::to_string(s) + " answered " +
+                                 std::to_string(resp.weights_size()) + " tables for " +
+                                 std::to_string(req.tables_size()));
+    }
+    for (int e = 0; e < req.tables_size(); ++e) {
+      int t = req.tables(e).table();
+      const std::string& bytes = resp.weights(e);
+      const std::vector<int32_t>& positions = route[s][t];
+      if (bytes.size() != positions.size() * dim_ * sizeof(float)) {
+        return absl::InternalError("server " + std::to_string(s) + " sent a wrong-sized block");
+      }
+      const float* src = reinterpret_cast<const float*>(bytes.data());
+      for (size_t i = 0; i < positions.size(); ++i) {
+        std::memcpy((*rows_data)[t].data() + static_cast<size_t>(positions[i]) * dim_,
+                    src + i * dim_, sizeof(float) * dim_);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<float>>& grads,
+                            const std::vector<std::vector<float>>& dense_grads) {
+  const int servers = placement_.servers();
+  const int tables = static_cast<int>(ids.rows.size());
+  std::vector<std::vector<std::vector<int32_t>>> route(
+      servers, std::vector<std::vector<int32_t>>(tables));
+  for (int t = 0; t < tables; ++t) {
+    for (size_t i = 0; i < ids.rows[t].size(); ++i) {
+      route[placement_.DataLocation(t, ids.rows[t][i]).server][t].push_back(
+          static_cast<int32_t>(i));
+    }
+  }
+  std::vector<v1::PushRequest> sparse(servers);
+  std::vector<v1::PushDenseRequest> dense(servers);
+  std::vector<int> sparse_targets, dense_targets;
+  for (int s = 0; s < servers; ++s) {
+    for (int t = 0; t < tables; ++t) {
+      if (route[s][t].empty()) continue;
+      v1::TableRows* tr = sparse[s].add_tables();
+      tr->set_table(t);
+      std::string* g = sparse[s].add_grads();
+      g->resize(route[s][t].size() * dim_ * sizeof(float));
+      float* dst = reinterpret_cast<float*>(g->data());
+      for (size_t i = 0; i < route[s][t].size(); ++i) {
+        int32_t pos = route[s][t][i];
+        tr->add_rows(ids.rows[t][pos]);
+        std::memcpy(dst + i * dim_, grads[t].data() + static_cast<size_t>(pos) * dim_,
+                    sizeof(float) * dim_);
+      }
+    }
+    if (sparse[s].tables_size() > 0) {
+      FillHeader(sparse[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+      sparse_targets.push_back(s);
+    }
+  }
+  for (size_t i = 0; i < dense_grads.size(); ++i) {
+    int s = static_cast<int>(i % servers);
+    dense[s].add_tensors(static_cast<int>(i));
+    dense[s].add_grads()->assign(reinterpret_cast<const char*>(dense_grads[i].data()),
+                                 dense_grads[i].size() * sizeof(float));
+  }
+  for (int s = 0; s < servers; ++s) {
+    if (dense[s].tensors_size() == 0) continue;
+    FillHeader(dense[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    dense_targets.push_back(s);
+  }
+  // Sparse and dense pushes go out together: dense pushes run on a helper thread.
+  absl::Status dense_status;
+  std::thread dense_thread([&] {
+    std::vector<v1::PushDenseResponse> responses(servers);
+    dense_status = FanOut(dense_targets, dense, &responses, impl_->rpc_timeout_ms,
+                          [&](int s, grpc::ClientContext* ctx, const v1::PushDenseRequest& req,
+                              grpc::CompletionQueue* cq) {
+                            return impl_->stubs[s]->AsyncPushDense(ctx, req, cq);
+                          });
+  });
+  std::vector<v1::PushResponse> responses(servers);
+  absl::Status status = FanOut(
+      sparse_targets, sparse, &responses, impl_->rpc_timeout_ms,
+      [&](int s, grpc::ClientContext* ctx, const v1::PushRequest& req, grpc::CompletionQueue* cq) {
+        return impl_->stubs[s]->AsyncPush(ctx, req, cq);
+      });
+  dense_thread.join();
+  return status.ok() ? dense_status : status;
+}
+
+absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors) {
+  const int servers = placement_.servers();
+  std::vector<v1::PullDenseRequest> requests(servers);
+  std::vector<int> targets;
+  for (size_t i = 0; i < dense_sizes_.size(); ++i) {
+    requests[i % servers].add_tensors(static_cast<int>(i));
+  }
+  for (int s = 0; s < servers; ++s) {
+    if (requests[s].tensors_size() == 0) continue;
+    FillHeader(requests[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    targets.push_back(s);
+  }
+  std::vector<v1::PullDenseResponse> responses(servers);
+  absl::Status status = FanOut(targets, requests, &responses, impl_->rpc_timeout_ms,
+                               [&](int s, grpc::ClientContext* ctx,
+                                   const v1::PullDenseRequest& req, grpc::CompletionQueue* cq) {
+                                 return impl_->stubs[s]->AsyncPullDense(ctx, req, cq);
+                               });
+  if (!status.ok()) return status;
+  tensors->resize(dense_sizes_.size());
+  for (int s : targets) {
+    for (int e = 0; e < requests[s].tensors_size(); ++e) {
+      int i = requests[s].tensors(e);
+      const std::string& bytes = responses[s].values(e);
+      if (static_cast<int64_t>(bytes.size()) != dense_sizes_[i] * 4) {
+        return absl::InternalError("dense tensor " + std::to_string(i) + " has a wrong size");
+      }
+      (*tensors)[i].resize(dense_sizes_[i]);
+      std::memcpy((*tensors)[i].data(), bytes.data(), bytes.size());
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::ReadPayloads(int table, const std::vector<int64_t>& rows,
+                                    std::vector<float>* out, int* payload_floats) {
+  const int servers = placement_.servers();
+  std::vector<v1::ReadRowsRequest> requests(servers);
+  std::vector<std::vector<size_t>> positions(servers);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    int s = placement_.DataLocation(table, rows[i]).server;
+    requests[s].mutable_rows()->set_table(table);
+    requests[s].mutable_rows()->add_rows(rows[i]);
+    positions[s].push_back(i);
+  }
+  std::vector<int> targets;
+  for (int s = 0; s < servers; ++s) {
+    if (positions[s].empty()) continue;
+    FillHeader(requests[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    targets.push_back(s);
+  }
+  std::vector<v1::ReadRowsResponse> responses(servers);
+  absl::Status status = FanOut(targets, requests, &responses, impl_->rpc_timeout_ms,
+                               [&](int s, grpc::ClientContext* ctx,
+                                   const v1::ReadRowsRequest& req, grpc::CompletionQueue* cq) {
+                                 return impl_->stubs[s]->AsyncReadRows(ctx, req, cq);
+                               });
+  if (!status.ok()) return status;
+  int pf = 0;
+  for (int s : targets) pf = responses[s].payload_floats();
+  *payload_floats = pf;
+  out->assign(rows.size() * pf, 0.0f);
+  for (int s : targets) {
+    const float* src = reinterpret_cast<const float*>(responses[s].payloads().data());
+    for (size_t i = 0; i < positions[s].size(); ++i) {
+      std::memcpy(out->data() + positions[s][i] * pf, src + i * pf, sizeof(float) * pf);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ecps

@@ -1,0 +1,68 @@
+// The worker's view of the parameter servers: routes rows and dense tensors to the servers
+// that hold them (runtime/placement.h), and fans requests out to all servers in parallel.
+//
+// Thread-safe for concurrent PullRows / Push / PullDense (the worker prefetches the next
+// batch while it pushes this one); set_epoch must not race with requests. Errors: UNAVAILABLE
+// is retried with backoff within the RPC deadline; any other error is returned at once.
+#ifndef ECPS_WORKER_PS_CLIENT_H_
+#define ECPS_WORKER_PS_CLIENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "runtime/placement.h"
+#include "worker/step.h"
+
+namespace ecps {
+namespace v1 {
+class ClusterMap;
+}
+
+class PsClient {
+ public:
+  // `map` gives the servers' addresses; the code (k, r) it names decides placement.
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(const v1::ClusterMap& map,
+                                                          std::vector<int64_t> table_rows,
+                                                          int dim,
+                                                          std::vector<int64_t> dense_sizes,
+                                                          std::string token,
+                                                          std::string sender,
+                                                          int rpc_timeout_ms);
+  ~PsClient();
+
+  // Pulls the weights of every unique row; rows_data[t] gets rows[t].size() * dim floats.
+  absl::Status PullRows(const UniqueIds& ids, std::vector<std::vector<float>>* rows_data);
+  // Pushes summed row gradients (grads[t]: rows[t].size() * dim) and, when `dense_grads` is
+  // not empty, one gradient per dense tensor. Both travel in parallel.
+  absl::Status Push(const UniqueIds& ids, const std::vector<std::vector<float>>& grads,
+                    const std::vector<std::vector<float>>& dense_grads);
+  // Pulls every dense tensor from its primary.
+  absl::Status PullDense(std::vector<std::vector<float>>* tensors);
+  // Reads whole payloads (weights + optimizer state) of rows of one table (admin / tests).
+  absl::Status ReadPayloads(int table, const std::vector<int64_t>& rows, std::vector<float>* out,
+                            int* payload_floats);
+
+  const Placement& placement() const { return placement_; }
+
+  // The epoch this client stamps on its requests.
+  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+
+ private:
+  struct Impl;
+  PsClient(Placement placement, int dim, std::vector<int64_t> dense_sizes,
+           std::unique_ptr<Impl> impl);
+
+  Placement placement_;
+  const int dim_;
+  const std::vector<int64_t> dense_sizes_;
+  uint64_t epoch_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_WORKER_PS_CLIENT_H_

@@ -1,0 +1,113 @@
+// One worker's training loop against the parameter servers, apart from process concerns
+// (registration, heartbeats, signals live in worker_main.cc), so tests can drive it.
+//
+// Each step: read a batch, dedupe its ids, pull the rows (the next batch's rows are
+// prefetched while this one computes, unless job.synchronous), pull the dense tensors,
+// forward, backward, push row and dense gradients. Not thread-safe.
+#ifndef ECPS_WORKER_TRAINING_LOOP_H_
+#define ECPS_WORKER_TRAINING_LOOP_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/dlrm.h"
+#include "proto/ecps.pb.h"
+#include "runtime/spec.h"
+#include "worker/data.h"
+#include "worker/ps_client.h"
+#include "worker/step.h"
+
+namespace ecps {
+
+// A batch with its unique ids and their pulled rows.
+struct PreparedBatch {
+  Batch batch;
+  UniqueIds ids;
+  std::vector<std::vector<float>> rows;
+  bool valid = false;  // false at the end of the partition
+};
+
+// Progress shared between the training loop and the heartbeat thread. Thread-safe.
+class ProgressBoard {
+ public:
+  void Step(int64_t step, int64_t samples, double loss, int64_t position, int64_t bad) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.set_step(step);
+    p_.set_samples(samples);
+    p_.set_reader_position(position);
+    p_.set_bad_lines(bad);
+    loss_sum_ += loss;
+    ++loss_count_;
+  }
+  void Eval(int64_t step, double auc, double logloss) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.set_eval_step(step);
+    p_.set_eval_auc(auc);
+    p_.set_eval_logloss(logloss);
+  }
+  void Done() { std::lock_guard<std::mutex> lock(mu_); p_.set_done(true); }
+  void Fail(const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.set_error(error);
+  }
+  // A snapshot for a heartbeat: rate and loss over the time since the previous snapshot.
+  v1::WorkerProgress Snapshot() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto now = std::chrono::steady_clock::now();
+    double dt = std::chrono::duration<double>(now - last_time_).count();
+    if (dt > 0 && p_.samples() >= last_samples_) {
+      p_.set_samples_per_s((p_.samples() - last_samples_) / dt);
+    }
+    if (loss_count_ > 0) p_.set_loss(loss_sum_ / loss_count_);
+    last_time_ = now;
+    last_samples_ = p_.samples();
+    loss_sum_ = 0;
+    loss_count_ = 0;
+    return p_;
+  }
+
+ private:
+  std::mutex mu_;
+  v1::WorkerProgress p_ = [] {
+    v1::WorkerProgress p;
+    p.set_eval_auc(-1);
+    return p;
+  }();
+  double loss_sum_ = 0;
+  int64_t loss_count_ = 0;
+  std::chrono::steady_clock::time_point last_time_ = std::chrono::steady_clock::now();
+  int64_t last_samples_ = 0;
+};
+
+class TrainingLoop {
+ public:
+  // `spec` is the job; `worker` this worker's index (its data partition; worker 0 also
+  // evaluates). `stop` ends training early (CANCELLED) when set. All must outlive the loop.
+  TrainingLoop(const JobSpec& spec, int worker, PsClient* ps, Dlrm* model, ProgressBoard* board,
+               const std::atomic<bool>* stop)
+      : spec_(spec), worker_(worker), ps_(ps), model_(model), board_(board), stop_(stop) {}
+
+  // Runs job.steps steps (fewer when the partition ends), then worker 0 evaluates. Returns the
+  // first error of a data source or a server.
+  absl::Status Train();
+
+ private:
+  absl::Status Evaluate(int64_t step);
+
+  const JobSpec& spec_;
+  const int worker_;
+  PsClient* ps_;
+  Dlrm* model_;
+  ProgressBoard* board_;
+  const std::atomic<bool>* stop_;
+  std::unique_ptr<DataSource> source_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_WORKER_TRAINING_LOOP_H_

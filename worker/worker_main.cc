@@ -1,0 +1,115 @@
+#include "worker/worker_main.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "kernels/dense_ops.h"
+#include "worker/dlrm.h"
+#include "proto/ecps.pb.h"
+#include "runtime/coordinator_client.h"
+#include "spdlog/spdlog.h"
+#include "worker/ps_client.h"
+#include "worker/training_loop.h"
+
+namespace ecps {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+}  // namespace
+
+int RunWorker(const WorkerOptions& options) {
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  const JobSpec& spec = options.spec;
+  SetBlasThreads(spec.cluster.worker_threads);
+  const std::string sender = "worker-" + std::to_string(options.id);
+  const std::string instance = MakeInstanceId();
+  CoordinatorClient coordinator(options.coordinator, options.token, sender,
+                                spec.cluster.rpc_timeout_ms);
+  auto registered = coordinator.Register(v1::ROLE_WORKER, "", options.id, instance);
+  if (!registered.ok()) {
+    spdlog::error("{}: cannot register with {}: {}", sender, options.coordinator,
+                  registered.status().ToString());
+    return 1;
+  }
+  coordinator.StartWatch();
+  ProgressBoard board;
+  std::atomic<int> exit_code{-1};
+  std::atomic<bool> finished_training{false};
+  std::thread heartbeats([&] {
+    while (exit_code.load() < 0) {
+      v1::HeartbeatRequest hb;
+      FillHeader(hb.mutable_header(), options.token, coordinator.epoch(), sender);
+      hb.set_role(v1::ROLE_WORKER);
+      hb.set_id(options.id);
+      hb.set_instance(instance);
+      hb.set_state(finished_training.load() ? v1::NODE_FINISHED : v1::NODE_ACTIVE);
+      *hb.mutable_worker() = board.Snapshot();
+      auto resp = coordinator.Heartbeat(hb);
+      if (resp.ok()) {
+        if (resp->fenced()) {
+          spdlog::warn("{}: fenced by the coordinator; exiting", sender);
+          exit_code.store(1);
+          g_stop.store(true);
+        } else if (resp->phase() == v1::JOB_FINISHED) {
+          exit_code.store(0);
+        } else if (resp->phase() == v1::JOB_FAILED) {
+          exit_code.store(1);
+          g_stop.store(true);
+        }
+      }
+      if (g_stop.load() && exit_code.load() < 0) exit_code.store(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(spec.cluster.heartbeat_interval_ms));
+    }
+  });
+
+  absl::Status status = [&]() -> absl::Status {
+    auto map = coordinator.WaitForMap(
+        [&](const v1::ClusterMap& m) {
+          if (m.phase() != v1::JOB_RUNNING) return false;
+          if (m.servers_size() != spec.cluster.servers) return false;
+          for (const auto& s : m.servers()) {
+            if (s.state() != v1::NODE_ACTIVE) return false;
+          }
+          return true;
+        },
+        600000);
+    if (!map.ok()) return map.status();
+    auto model = Dlrm::Create(spec.model, spec.data.batch_size);
+    if (!model.ok()) return model.status();
+    std::vector<int64_t> sizes;
+    for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
+    auto ps = PsClient::Create(*map, spec.model.table_rows, spec.model.embedding_dim, sizes,
+                               options.token, sender, spec.cluster.rpc_timeout_ms);
+    if (!ps.ok()) return ps.status();
+    spdlog::info("{}: training {} steps against {} servers (epoch {})", sender, spec.job.steps,
+                 map->servers_size(), map->epoch());
+    TrainingLoop loop(spec, options.id, ps->get(), model->get(), &board, &g_stop);
+    return loop.Train();
+  }();
+
+  if (status.ok()) {
+    board.Done();
+    finished_training.store(true);
+    spdlog::info("{}: done", sender);
+  } else {
+    spdlog::error("{}: {}", sender, status.ToString());
+    board.Fail(status.ToString());
+  }
+  // Wait until the coordinator has seen the final report and ends the job.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (exit_code.load() < 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (exit_code.load() < 0) exit_code.store(status.ok() ? 0 : 1);
+  heartbeats.join();
+  return status.ok() ? exit_code.load() : 1;
+}
+
+}  // namespace ecps
