@@ -1,0 +1,169 @@
+// End-to-end: `ecps run` starts real processes (coordinator, servers, workers) on loopback,
+// trains, and reports; Ctrl-C leaves no process behind; a bad spec starts nothing.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "proto/ecps.grpc.pb.h"
+#include "runtime/rpc.h"
+
+namespace ecps {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+fs::path TempDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() /
+                 ("ecps_e2e_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts `ecps ARGS...` with stdout/stderr in `log`; returns its pid.
+pid_t Start(const std::vector<std::string>& args, const fs::path& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    std::string bin = ECPS_BINARY;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    FILE* f = freopen(log.c_str(), "w", stdout);
+    (void)f;
+    dup2(STDOUT_FILENO, STDERR_FILENO);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` up to `timeout`; returns its wait status, or -1 on timeout.
+int WaitFor(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+std::string Spec(const std::string& name, int steps, int workers, const std::string& extra = "") {
+  return "job:\n  name: " + name + "\n  steps: " + std::to_string(steps) +
+         "\n  eval_every: 0\n  eval_samples: 8192\n  token: e2e-token\n"
+         "cluster:\n  servers: 2\n  workers: " + std::to_string(workers) +
+         "\n  heartbeat_interval_ms: 100\n"
+         "model:\n  embedding_dim: 8\n  bottom_mlp: [32, 8]\n  top_mlp: [32, 16]\n"
+         "  table_rows: 2000\n"
+         "optimizer:\n  sparse: {type: adagrad, lr: 0.05}\n  dense: {type: adam, lr: 0.003}\n"
+         "data:\n  source: synthetic\n  batch_size: 256\n"
+         "monitoring:\n  metrics_interval_ms: 200\n" + extra;
+}
+
+TEST(EndToEnd, TrainsToUsefulAucWithRealProcesses) {
+  fs::path dir = TempDir("converge");
+  std::ofstream(dir / "job.yaml") << Spec("converge", 600, 2);
+  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
+                     "--no-progress"},
+                    dir / "run.log");
+  int status = WaitFor(pid, std::chrono::seconds(240));
+  ASSERT_NE(status, -1) << "ecps run did not finish; log:\n" << ReadFile(dir / "run.log");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir / "run.log");
+  std::string report = ReadFile(dir / "out" / "report.json");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(report, m, std::regex("\"eval_auc\": ([0-9.]+)"))) << report;
+  double auc = std::stod(m[1]);
+  EXPECT_GE(auc, 0.70) << report;
+  EXPECT_NE(report.find("\"ok\": true"), std::string::npos);
+  // The metrics timeline has a row per interval with progress.
+  std::string csv = ReadFile(dir / "out" / "metrics.csv");
+  EXPECT_NE(csv.find("running"), std::string::npos);
+  EXPECT_NE(csv.find("finished"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Asks the coordinator for the pids of every node of the job.
+std::vector<int64_t> NodePids(const std::string& address) {
+  auto stub = v1::Coordinator::NewStub(MakeChannel(address));
+  v1::StatusRequest req;
+  FillHeader(req.mutable_header(), "e2e-token", 0, "test");
+  v1::StatusResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  std::vector<int64_t> pids;
+  if (!stub->Status(&ctx, req, &resp).ok()) return pids;
+  for (const auto& n : resp.nodes()) {
+    if (n.pid() > 0) pids.push_back(n.pid());
+  }
+  return pids;
+}
+
+TEST(EndToEnd, SigintLeavesNoProcessBehind) {
+  fs::path dir = TempDir("sigint");
+  std::ofstream(dir / "job.yaml") << Spec("sigint", 1000000, 1);
+  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
+                     "--no-progress"},
+                    dir / "run.log");
+  // Wait until training runs: every node registered (1 coordinator-less: 2 servers, 1 worker).
+  std::vector<int64_t> pids;
+  auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (Clock::now() < deadline) {
+    std::ifstream port_file(dir / "out" / "coordinator.port");
+    int port = 0;
+    if (port_file >> port && port > 0) {
+      pids = NodePids("127.0.0.1:" + std::to_string(port));
+      if (pids.size() == 3 && ReadFile(dir / "out" / "metrics.csv").find("running") !=
+                                  std::string::npos) {
+        break;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(pids.size(), 3u) << ReadFile(dir / "run.log");
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  int status = WaitFor(pid, std::chrono::seconds(30));
+  ASSERT_NE(status, -1) << "launcher did not exit after SIGINT";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << ReadFile(dir / "run.log");
+  for (int64_t p : pids) {
+    EXPECT_EQ(kill(static_cast<pid_t>(p), 0), -1) << "process " << p << " survived";
+    EXPECT_EQ(errno, ESRCH);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(EndToEnd, BadSpecStartsNothingAndNamesTheKey) {
+  fs::path dir = TempDir("badspec");
+  std::ofstream(dir / "job.yaml") << Spec("bad", 10, 1, "  bogus_key: 3\n");
+  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string()},
+                    dir / "run.log");
+  int status = WaitFor(pid, std::chrono::seconds(30));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::string log = ReadFile(dir / "run.log");
+  EXPECT_NE(log.find("monitoring.bogus_key"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(dir / "out")) << "a bad spec must not start the job";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ecps
