@@ -17,10 +17,10 @@ void LinearForward(int batch, int in, int out, const float* x, const float* w, c
                    bool relu, float* y) {
   if (batch <= 0) return;
   // Seed y with the bias so sgemm accumulates onto it (beta = 1): one pass fewer.
-  for (int b = 0; b < batch; ++b) std::memcpy(y + static_cast<int64_t>(b) * out, bias,
-                                              sizeof(float) * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 1.0f,
-              y, out);
+  for (int b = 0; b < batch; ++b)
+    std::memcpy(y + static_cast<int64_t>(b) * out, bias, sizeof(float) * out);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 1.0f, y,
+              out);
   if (relu) {
     const int64_t n = static_cast<int64_t>(batch) * out;
     for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;

@@ -58,9 +58,8 @@ inline void SparseUpdate(SparseKind kind, const SparseOptimizer& opt, int dim, c
 
 absl::Status ValidateSparseOptimizer(const SparseOptimizer& opt) {
   if (KindOf(opt) == SparseKind::kUnknown) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("optimizer.sparse.type: unknown '", opt.type,
-                     "' (allowed: sgd, adagrad, rowwise_adagrad)"));
+    return absl::InvalidArgumentError(absl::StrCat("optimizer.sparse.type: unknown '", opt.type,
+                                                   "' (allowed: sgd, adagrad, rowwise_adagrad)"));
   }
   if (!(opt.lr > 0)) return absl::InvalidArgumentError("optimizer.sparse.lr must be > 0");
   if (!(opt.eps > 0)) return absl::InvalidArgumentError("optimizer.sparse.eps must be > 0");
@@ -72,8 +71,8 @@ absl::Status ValidateSparseOptimizer(const SparseOptimizer& opt) {
 
 absl::Status ValidateDenseOptimizer(const DenseOptimizer& opt) {
   if (KindOf(opt) == DenseKind::kUnknown) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "optimizer.dense.type: unknown '", opt.type, "' (allowed: sgd, adagrad, adam)"));
+    return absl::InvalidArgumentError(absl::StrCat("optimizer.dense.type: unknown '", opt.type,
+                                                   "' (allowed: sgd, adagrad, adam)"));
   }
   if (!(opt.lr > 0)) return absl::InvalidArgumentError("optimizer.dense.lr must be > 0");
   if (!(opt.eps > 0)) return absl::InvalidArgumentError("optimizer.dense.eps must be > 0");
@@ -107,8 +106,8 @@ void ApplySparseUpdates(const SparseOptimizer& opt, int dim, int64_t n, const fl
 void InitSparseRow(const SparseOptimizer& opt, uint64_t seed, int table, int64_t row, int dim,
                    int64_t table_rows, float* payload) {
   const float bound = std::sqrt(1.0f / static_cast<float>(table_rows > 0 ? table_rows : 1));
-  const uint64_t base = HashOf(seed, 0x5EED0001ull, static_cast<uint64_t>(table),
-                               static_cast<uint64_t>(row));
+  const uint64_t base =
+      HashOf(seed, 0x5EED0001ull, static_cast<uint64_t>(table), static_cast<uint64_t>(row));
   for (int k = 0; k < dim; ++k) {
     const float u = UnitFloat(Mix64(base + static_cast<uint64_t>(k)));
     payload[k] = (2.0f * u - 1.0f) * bound;

@@ -23,7 +23,8 @@ absl::Status ValidateSparseOptimizer(const SparseOptimizer& opt);
 absl::Status ValidateDenseOptimizer(const DenseOptimizer& opt);
 
 // A sparse row's payload = dim weights followed by SparseStateFloats() optimizer-state floats.
-int SparseStateFloats(const SparseOptimizer& opt, int dim);  // sgd 0, adagrad dim, rowwise_adagrad 1
+int SparseStateFloats(const SparseOptimizer& opt,
+                      int dim);  // sgd 0, adagrad dim, rowwise_adagrad 1
 
 // Applies one update to a row payload in place; grad has dim floats (already summed over the
 // batch's occurrences). An unknown type leaves the payload unchanged (validate first).
@@ -40,7 +41,8 @@ void ApplySparseUpdates(const SparseOptimizer& opt, int dim, int64_t n, const fl
 void InitSparseRow(const SparseOptimizer& opt, uint64_t seed, int table, int64_t row, int dim,
                    int64_t table_rows, float* payload);
 
-int64_t DenseStateFloats(const DenseOptimizer& opt, int64_t size);  // sgd 0, adagrad size, adam 2*size
+int64_t DenseStateFloats(const DenseOptimizer& opt,
+                         int64_t size);  // sgd 0, adagrad size, adam 2*size
 
 // step is the 1-based count of updates applied to this tensor (Adam bias correction).
 // state holds DenseStateFloats() floats (adam: m[size] then v[size]), zero-initialised.

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "worker/dlrm.h"
+#include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
 #include "runtime/spec.h"
 #include "worker/data.h"

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "kernels/dense_ops.h"
-#include "worker/dlrm.h"
+#include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
 #include "runtime/coordinator_client.h"
 #include "spdlog/spdlog.h"

@@ -1,0 +1,105 @@
+// worker_bench: one worker's training step with no network, on the quickstart-sized model:
+// 26 tables x 100,000 rows, embedding_dim 16, bottom MLP 13-128-64-16, top MLP 367-128-64-1,
+// batch 2048, sparse adagrad, dense adam. items_per_second = training samples/s.
+//
+//   BM_TrainStep/<blas threads>:        LocalTrainer::StepOnBatch on pre-generated batches:
+//                                       dedupe, gather, pool, forward+backward, row-gradient
+//                                       aggregation, sparse and dense optimizer updates.
+//   BM_ForwardBackward/<blas threads>:  Dlrm::ForwardBackward only (the dense math).
+//   BM_SyntheticBatch:                  generating one batch of synthetic data.
+//
+// Run: worker_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <memory>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "kernels/dense_ops.h"
+#include "worker/data.h"
+#include "kernels/dlrm.h"
+#include "worker/local_trainer.h"
+
+namespace ecps {
+namespace {
+
+constexpr int kBatch = 2048;
+constexpr int kBatches = 8;
+
+JobSpec QuickstartJob() {
+  JobSpec s;
+  s.model.embedding_dim = 16;
+  s.model.bottom_mlp = {128, 64, 16};
+  s.model.top_mlp = {128, 64};
+  s.model.table_rows.assign(26, 100000);
+  s.data.batch_size = kBatch;
+  return s;
+}
+
+std::vector<Batch> MakeBatches(const JobSpec& s) {
+  auto src = MakeDataSource(s.data, s.model, s.job.seed, 0, 1, false);
+  std::vector<Batch> out(kBatches);
+  for (auto& b : out) (void)(*src)->Next(kBatch, &b);
+  return out;
+}
+
+void BM_TrainStep(benchmark::State& state) {
+  SetBlasThreads(static_cast<int>(state.range(0)));
+  const JobSpec spec = QuickstartJob();
+  auto trainer = LocalTrainer::Create(spec);
+  if (!trainer.ok()) {
+    state.SkipWithError(trainer.status().ToString().c_str());
+    return;
+  }
+  const std::vector<Batch> batches = MakeBatches(spec);
+  for (int i = 0; i < kBatches; ++i) (*trainer)->StepOnBatch(batches[i]);  // warm up
+  int i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize((*trainer)->StepOnBatch(batches[i++ % kBatches]));
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  SetBlasThreads(1);
+}
+BENCHMARK(BM_TrainStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ForwardBackward(benchmark::State& state) {
+  SetBlasThreads(static_cast<int>(state.range(0)));
+  const JobSpec spec = QuickstartJob();
+  auto model = Dlrm::Create(spec.model, kBatch);
+  std::vector<std::vector<float>> params, grads;
+  (*model)->InitDense(1, &params);
+  std::vector<const float*> pp;
+  std::vector<float*> gp;
+  for (auto& p : params) {
+    grads.emplace_back(p.size());
+    pp.push_back(p.data());
+    gp.push_back(grads.back().data());
+  }
+  const std::vector<Batch> batches = MakeBatches(spec);
+  std::vector<float> pooled(static_cast<size_t>(kBatch) * 26 * 16, 0.01f), d_pooled(pooled.size());
+  for (size_t i = 0; i < pooled.size(); ++i) pooled[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize((*model)->ForwardBackward(kBatch, batches[0].dense.data(),
+                                                       pooled.data(), batches[0].labels.data(), pp,
+                                                       d_pooled.data(), gp));
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kBatch * 3 * 2 *
+                             static_cast<double>((*model)->ForwardMacsPerSample()) / 1e9,
+                         benchmark::Counter::kIsRate);
+  SetBlasThreads(1);
+}
+BENCHMARK(BM_ForwardBackward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SyntheticBatch(benchmark::State& state) {
+  const JobSpec spec = QuickstartJob();
+  auto src = MakeDataSource(spec.data, spec.model, spec.job.seed, 0, 1, false);
+  Batch b;
+  for (auto _ : state) benchmark::DoNotOptimize((*src)->Next(kBatch, &b));
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_SyntheticBatch)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace ecps
+
+BENCHMARK_MAIN();

@@ -1,0 +1,324 @@
+#include "worker/data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ecps {
+namespace {
+
+const std::string kDataDir = ECPS_TEST_DATA_DIR;
+
+ModelSection CriteoModel(int64_t rows = 1000) {
+  ModelSection m;
+  m.table_rows.assign(26, rows);
+  return m;
+}
+
+DataSection CriteoData(const std::string& source, const std::string& file) {
+  DataSection d;
+  d.source = source;
+  d.paths = {kDataDir + "/" + file};
+  d.eval_fraction = 0;
+  return d;
+}
+
+// Reads a whole partition in batches of `bs`.
+Batch ReadAll(DataSource* src, int bs = 7) {
+  Batch all, b;
+  while (true) {
+    auto more = src->Next(bs, &b);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok()) break;
+    all.size += b.size;
+    all.dense.insert(all.dense.end(), b.dense.begin(), b.dense.end());
+    all.sparse.insert(all.sparse.end(), b.sparse.begin(), b.sparse.end());
+    all.labels.insert(all.labels.end(), b.labels.begin(), b.labels.end());
+    if (!*more) break;
+  }
+  return all;
+}
+
+float L(double x) { return static_cast<float>(std::log1p(x)); }
+
+TEST(CriteoReader, TsvRowsParseToTheRightValues) {
+  auto src =
+      MakeDataSource(CriteoData("criteo_tsv", "criteo_sample.tsv"), CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok()) << src.status();
+  Batch all = ReadAll(src->get());
+  ASSERT_EQ(all.size, 200);
+  EXPECT_EQ((*src)->bad_lines(), 0);
+  // Line 1: 0, I1 '', I2 3, I3 260, I4 '', I5 17668, I6/I7 '', I8 33, I9-I11 '', I12 0, I13 ''.
+  EXPECT_EQ(all.labels[0], 0.0f);
+  const std::vector<float> row1 = {0, L(3), L(260), 0, L(17668), 0, 0, L(33), 0, 0, 0, 0, 0};
+  for (int j = 0; j < 13; ++j) EXPECT_FLOAT_EQ(all.dense[j], row1[j]) << "I" << j + 1;
+  EXPECT_EQ(all.sparse[0], CriteoRowId(0x05db9164, 0, 1000));    // C1
+  EXPECT_EQ(all.sparse[17], CriteoRowId(0x87c6f83c, 17, 1000));  // C18
+  EXPECT_EQ(all.sparse[18], 0);                                  // C19 missing
+  EXPECT_EQ(all.sparse[20], CriteoRowId(0x0429f84b, 20, 1000));  // C21
+  EXPECT_EQ(all.sparse[25], 0);                                  // C26 missing
+  // Line 2: I2 = -1 clamps to 0; I3 19.
+  EXPECT_FLOAT_EQ(all.dense[13 + 1], 0.0f);
+  EXPECT_FLOAT_EQ(all.dense[13 + 2], L(19));
+  // Line 8: the first positive; I1 19, I13 2, C26 2fede552.
+  EXPECT_EQ(all.labels[7], 1.0f);
+  EXPECT_FLOAT_EQ(all.dense[7 * 13 + 0], L(19));
+  EXPECT_FLOAT_EQ(all.dense[7 * 13 + 11], 0.0f);
+  EXPECT_FLOAT_EQ(all.dense[7 * 13 + 12], L(2));
+  EXPECT_EQ(all.sparse[7 * 26 + 25], CriteoRowId(0x2fede552, 25, 1000));
+  int positives = 0;
+  for (float y : all.labels) positives += y == 1.0f;
+  EXPECT_EQ(positives, 49);
+  for (int64_t id : all.sparse) {
+    EXPECT_GE(id, 0);
+    EXPECT_LT(id, 1000);
+  }
+}
+
+TEST(CriteoReader, CsvAndTsvGiveIdenticalBatches) {
+  auto tsv =
+      MakeDataSource(CriteoData("criteo_tsv", "criteo_sample.tsv"), CriteoModel(), 1, 0, 1, false);
+  auto csv =
+      MakeDataSource(CriteoData("criteo_csv", "criteo_sample.txt"), CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(tsv.ok() && csv.ok());
+  Batch a, b;
+  int total = 0;
+  while (true) {
+    auto ma = (*tsv)->Next(64, &a);
+    auto mb = (*csv)->Next(64, &b);
+    ASSERT_TRUE(ma.ok() && mb.ok());
+    ASSERT_EQ(a.size, b.size);
+    EXPECT_EQ(a.dense, b.dense);
+    EXPECT_EQ(a.sparse, b.sparse);
+    EXPECT_EQ(a.labels, b.labels);
+    total += a.size;
+    ASSERT_EQ(*ma, *mb);
+    if (!*ma) break;
+  }
+  EXPECT_EQ(total, 200);
+}
+
+TEST(CriteoReader, SplitsPartitionsAndSeek) {
+  DataSection d = CriteoData("criteo_tsv", "criteo_sample.tsv");
+  auto full = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(full.ok());
+  Batch all = ReadAll(full->get());
+  d.eval_fraction = 0.05;  // every 20th line (r % 20 == 19) is held out
+  auto train = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  auto eval = MakeDataSource(d, CriteoModel(), 1, 0, 1, true);
+  ASSERT_TRUE(train.ok() && eval.ok());
+  Batch tr = ReadAll(train->get()), ev = ReadAll(eval->get());
+  EXPECT_EQ(tr.size, 190);
+  EXPECT_EQ(ev.size, 10);
+  EXPECT_EQ(ev.labels[0], all.labels[19]);
+  EXPECT_TRUE(std::equal(ev.sparse.begin(), ev.sparse.begin() + 26, all.sparse.begin() + 19 * 26));
+  // Two partitions of the training split: partition 1 gets train lines 1, 3, 5, ...
+  auto p1 = MakeDataSource(d, CriteoModel(), 1, 1, 2, false);
+  ASSERT_TRUE(p1.ok());
+  Batch b1 = ReadAll(p1->get());
+  EXPECT_EQ(b1.size, 95);
+  EXPECT_TRUE(std::equal(b1.sparse.begin(), b1.sparse.begin() + 26, tr.sparse.begin() + 26));
+  EXPECT_TRUE(
+      std::equal(b1.sparse.begin() + 26, b1.sparse.begin() + 52, tr.sparse.begin() + 3 * 26));
+  // Seek: resume after 2 batches of 16 in a fresh source.
+  auto a = MakeDataSource(d, CriteoModel(), 1, 1, 2, false);
+  Batch x, y;
+  ASSERT_TRUE((*a)->Next(16, &x).ok());
+  ASSERT_TRUE((*a)->Next(16, &x).ok());
+  const int64_t pos = (*a)->position();
+  EXPECT_EQ(pos, 32);
+  ASSERT_TRUE((*a)->Next(16, &x).ok());
+  auto c = MakeDataSource(d, CriteoModel(), 1, 1, 2, false);
+  ASSERT_TRUE((*c)->Seek(pos).ok());
+  ASSERT_TRUE((*c)->Next(16, &y).ok());
+  EXPECT_EQ(x.sparse, y.sparse);
+  EXPECT_EQ(x.dense, y.dense);
+  EXPECT_FALSE((*c)->Seek(1000).ok());
+  // max_samples caps the partition.
+  auto capped = MakeDataSource(d, CriteoModel(), 1, 0, 1, true, 4);
+  EXPECT_EQ(ReadAll(capped->get()).size, 4);
+}
+
+class MalformedInput : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = ::testing::TempDir() + "/ecps_bad_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".tsv";
+    std::ifstream in(kDataDir + "/criteo_sample.tsv");
+    std::vector<std::string> lines;
+    std::string l;
+    while (std::getline(in, l)) lines.push_back(l);
+    std::ofstream out(path_);
+    out << lines[0] << "\n";  // line 1 good
+    out << "0\t1\t2\n";       // line 2: 3 columns
+    out << lines[1] << "\n";  // line 3 good
+    std::string bad_int = lines[2];
+    bad_int.replace(bad_int.find('\t', 2) + 1, 0, "x");  // line 4: I2 'x0'
+    out << bad_int << "\n";
+    std::string bad_hex = lines[3];
+    bad_hex.replace(bad_hex.find("05db9164"), 8, "05dz9164");  // line 5: bad hex in C1
+    out << bad_hex << "\n";
+    std::string bad_label = lines[4];
+    bad_label[0] = '7';  // line 6: label 7
+    out << bad_label << "\n";
+    out << lines[5] << "\r\n";  // line 7 good (CRLF)
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  std::string path_;
+};
+
+TEST_F(MalformedInput, CountedAndReportedWithFileAndLine) {
+  DataSection d;
+  d.source = "criteo_tsv";
+  d.paths = {path_};
+  d.eval_fraction = 0;
+  d.max_bad_lines = 10;
+  auto src = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok());
+  Batch all = ReadAll(src->get());
+  EXPECT_EQ(all.size, 3);
+  EXPECT_EQ((*src)->bad_lines(), 4);
+  EXPECT_EQ((*src)->position(), 7);
+  auto ex = (*src)->bad_line_examples();
+  ASSERT_EQ(ex.size(), 4u);
+  EXPECT_THAT(ex[0], ::testing::StartsWith(path_ + ":2: expected 40 columns, found 3"));
+  EXPECT_THAT(ex[1], ::testing::StartsWith(path_ + ":4: I2"));
+  EXPECT_THAT(ex[2], ::testing::StartsWith(path_ + ":5: C1 '05dz9164'"));
+  EXPECT_THAT(ex[3], ::testing::StartsWith(path_ + ":6: label"));
+}
+
+TEST_F(MalformedInput, PastMaxBadLinesIsAnError) {
+  DataSection d;
+  d.source = "criteo_tsv";
+  d.paths = {path_};
+  d.eval_fraction = 0;
+  d.max_bad_lines = 2;
+  auto src = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok());
+  Batch b;
+  auto r = (*src)->Next(100, &b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr(path_ + ":5:"));
+  EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("max_bad_lines"));
+}
+
+TEST(CriteoReader, ConfigurationErrors) {
+  DataSection d = CriteoData("criteo_tsv", "no_such_file.tsv");
+  EXPECT_EQ(MakeDataSource(d, CriteoModel(), 1, 0, 1, false).status().code(),
+            absl::StatusCode::kNotFound);
+  d = CriteoData("criteo_tsv", "criteo_sample.tsv");
+  ModelSection m = CriteoModel();
+  m.table_rows.pop_back();
+  EXPECT_EQ(MakeDataSource(d, m, 1, 0, 1, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakeDataSource(d, CriteoModel(), 1, 2, 2, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  d.source = "parquet";
+  EXPECT_EQ(MakeDataSource(d, CriteoModel(), 1, 0, 1, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// ----------------------------------------------------------------------------------------
+
+ModelSection SynthModel(int64_t rows = 100000) {
+  ModelSection m;
+  m.table_rows.assign(26, rows);
+  return m;
+}
+
+TEST(Synthetic, DeterministicSeekableAndPartitioned) {
+  DataSection d;
+  auto a = MakeDataSource(d, SynthModel(), 42, 0, 1, false);
+  auto b = MakeDataSource(d, SynthModel(), 42, 0, 1, false);
+  auto other = MakeDataSource(d, SynthModel(), 43, 0, 1, false);
+  ASSERT_TRUE(a.ok() && b.ok() && other.ok());
+  Batch x, y, z;
+  ASSERT_TRUE((*a)->Next(64, &x).ok());
+  ASSERT_TRUE((*b)->Next(64, &y).ok());
+  ASSERT_TRUE((*other)->Next(64, &z).ok());
+  EXPECT_EQ(x.dense, y.dense);
+  EXPECT_EQ(x.sparse, y.sparse);
+  EXPECT_EQ(x.labels, y.labels);
+  EXPECT_NE(x.sparse, z.sparse);
+  // Seek back and forth.
+  ASSERT_TRUE((*a)->Next(64, &x).ok());  // samples 64..127
+  EXPECT_EQ((*a)->position(), 128);
+  ASSERT_TRUE((*b)->Seek(64).ok());
+  ASSERT_TRUE((*b)->Next(64, &y).ok());
+  EXPECT_EQ(x.sparse, y.sparse);
+  EXPECT_EQ(x.dense, y.dense);
+  // Partition 1 of 3, sample k = global sample 3k + 1.
+  auto p = MakeDataSource(d, SynthModel(), 42, 1, 3, false);
+  ASSERT_TRUE((*p)->Next(10, &z).ok());
+  ASSERT_TRUE((*b)->Seek(0).ok());
+  ASSERT_TRUE((*b)->Next(30, &y).ok());
+  for (int k = 0; k < 10; ++k) {
+    EXPECT_TRUE(std::equal(z.sparse.begin() + k * 26, z.sparse.begin() + (k + 1) * 26,
+                           y.sparse.begin() + (3 * k + 1) * 26));
+  }
+  // The held-out stream differs from training.
+  auto e = MakeDataSource(d, SynthModel(), 42, 0, 1, true, 100);
+  ASSERT_TRUE((*e)->Next(30, &z).ok());
+  EXPECT_NE(z.dense, y.dense);
+  for (float v : z.dense) EXPECT_GE(v, 0.0f);
+}
+
+TEST(Synthetic, FiniteDataSetEnds) {
+  DataSection d;
+  d.synthetic.num_samples = 10;
+  auto p0 = MakeDataSource(d, SynthModel(), 1, 0, 3, false);  // global 0, 3, 6, 9
+  auto p2 = MakeDataSource(d, SynthModel(), 1, 2, 3, false);  // global 2, 5, 8
+  Batch b;
+  auto r = (*p0)->Next(100, &b);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(b.size, 4);
+  r = (*p2)->Next(2, &b);
+  EXPECT_TRUE(*r);
+  r = (*p2)->Next(2, &b);
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(b.size, 1);
+}
+
+TEST(Synthetic, ZipfSkewAndBalancedLabels) {
+  DataSection d;  // zipf_s = 1.05
+  auto src = MakeDataSource(d, SynthModel(100000), 42, 0, 1, false);
+  Batch b;
+  const int n = 40000;
+  ASSERT_TRUE((*src)->Next(n, &b).ok());
+  std::map<int64_t, int> counts;
+  for (int s = 0; s < n; ++s) ++counts[b.sparse[s * 26 + 3]];
+  std::vector<int> c;
+  for (auto& [id, k] : counts) c.push_back(k);
+  std::sort(c.rbegin(), c.rend());
+  // Zipf(1.05) over 1e5 ranks: P(rank 1) = 1/sum_k k^-1.05 ~ 0.106, rank1/rank2 = 2^1.05.
+  EXPECT_NEAR(c[0] / static_cast<double>(n), 0.106, 0.015);
+  EXPECT_NEAR(c[0] / static_cast<double>(c[1]), std::pow(2.0, 1.05), 0.3);
+  EXPECT_LT(counts.size(), n / 2u);  // uniform ids would be ~all distinct
+  double pos = 0;
+  for (float y : b.labels) pos += y;
+  std::printf("synthetic positive rate: %.3f, top id share %.3f\n", pos / n,
+              c[0] / static_cast<double>(n));
+  EXPECT_GT(pos / n, 0.25);
+  EXPECT_LT(pos / n, 0.6);
+}
+
+TEST(Synthetic, CeilingAuc) {
+  DataSection d;
+  auto ceiling = SyntheticCeilingAuc(d, SynthModel(), 42, 50000);
+  ASSERT_TRUE(ceiling.ok());
+  std::printf("synthetic ceiling AUC (defaults, 26 x 1e5 rows, 50000 eval samples): %.4f\n",
+              *ceiling);
+  EXPECT_GT(*ceiling, 0.78);
+  EXPECT_LT(*ceiling, 0.92);
+}
+
+}  // namespace
+}  // namespace ecps
