@@ -1,0 +1,38 @@
+// `ecps status ADDR`: asks a coordinator for the job's status and prints it.
+#ifndef ECPS_CLI_STATUS_COMMAND_H_
+#define ECPS_CLI_STATUS_COMMAND_H_
+
+#include <string>
+
+namespace ecps {
+namespace v1 {
+class StatusResponse;
+}
+
+// Exit codes of RunStatusCommand.
+inline constexpr int kStatusOk = 0;
+inline constexpr int kStatusError = 1;        // any other RPC error
+inline constexpr int kStatusUnreachable = 2;  // the coordinator could not be reached
+inline constexpr int kStatusBadToken = 3;     // the coordinator refused the job token
+
+// Calls Status on the coordinator at `address` (host:port) with `token` and prints the
+// result to stdout: a table (FormatStatusTable) or, with `json`, the StatusResponse as JSON.
+// With `watch`, reprints every `watch_interval_ms` until the job is FINISHED or FAILED (or
+// the process is interrupted). Errors go to stderr as one line. Returns kStatusOk, or
+// kStatusUnreachable ("cannot reach coordinator at ADDR: ..."), kStatusBadToken, or
+// kStatusError.
+int RunStatusCommand(const std::string& address, const std::string& token, bool json, bool watch,
+                     int watch_interval_ms = 1000);
+
+// Renders a status as human-readable text: one job line (phase, step/total, samples/s,
+// loss, AUC, elapsed, ETA, epoch, mode k/r), an error line when the job failed, then a
+// table with one row per node (role, id, address, state, heartbeat age, pid, and rows/bytes
+// for servers or step and samples/s for workers). Pure: no I/O.
+std::string FormatStatusTable(const v1::StatusResponse& status);
+
+// The status as pretty-printed JSON (proto field names, defaults included).
+std::string FormatStatusJson(const v1::StatusResponse& status);
+
+}  // namespace ecps
+
+#endif  // ECPS_CLI_STATUS_COMMAND_H_

@@ -1,0 +1,149 @@
+#include "coordinator/coordinator_main.h"
+
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "coordinator/clock.h"
+#include "coordinator/coordinator_service.h"
+#include "coordinator/grpc_coordinator.h"
+#include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
+#include "spdlog/spdlog.h"
+
+namespace ecps {
+namespace {
+
+// Writes `port` to `path` via a temporary file and a rename, so a reader never sees a
+// partial file.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  FILE* file = std::fopen(tmp.c_str(), "w");
+  if (file == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  }
+  const bool written = std::fprintf(file, "%d\n", port) > 0;
+  const bool closed = std::fclose(file) == 0;
+  if (!written || !closed) {
+    std::remove(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::InternalError(
+        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+// Blocks SIGINT/SIGTERM in this thread for its lifetime and lets the owner wait for them.
+class TerminationSignals {
+ public:
+  TerminationSignals() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+  }
+  ~TerminationSignals() {
+    // Consume whatever is pending so that unblocking does not deliver it.
+    timespec zero{0, 0};
+    while (sigtimedwait(&set_, nullptr, &zero) > 0) {
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  // Waits up to `timeout` for SIGINT/SIGTERM; returns the signal, or 0 on timeout.
+  int Wait(absl::Duration timeout) {
+    const timespec ts = absl::ToTimespec(timeout);
+    const int sig = sigtimedwait(&set_, nullptr, &ts);
+    return sig > 0 ? sig : 0;
+  }
+
+ private:
+  sigset_t set_;
+  sigset_t old_;
+};
+
+}  // namespace
+
+int RunCoordinator(const CoordinatorOptions& options) {
+  const JobSpec& spec = options.spec;
+  const std::string token = options.token.empty() ? spec.job.token : options.token;
+  if (token.empty()) spdlog::warn("no job token set: every client is accepted");
+
+  TerminationSignals signals;  // before any gRPC thread starts, so they inherit the mask
+  RealClock clock;
+  CoordinatorServiceOptions service_options;
+  service_options.startup_timeout = absl::Milliseconds(options.startup_timeout_ms);
+  absl::StatusOr<std::unique_ptr<CoordinatorService>> created =
+      CoordinatorService::Create(spec, token, &clock, service_options);
+  if (!created.ok()) {
+    spdlog::error("coordinator: {}", created.status().ToString());
+    return 1;
+  }
+  std::unique_ptr<CoordinatorService> service = std::move(created).value();
+  GrpcCoordinator glue(service.get());
+
+  // One polling thread per expected node keeps every node's RPCs from queueing.
+  const int threads =
+      std::max(4, spec.cluster.servers + spec.cluster.spares + spec.cluster.workers);
+  absl::StatusOr<GrpcServer> server =
+      StartGrpcServer(options.listen_host, options.port, {glue.grpc_service()}, threads);
+  if (!server.ok()) {
+    spdlog::error("coordinator: {}", server.status().ToString());
+    return 1;
+  }
+  spdlog::info("coordinator for job '{}' listening on {} ({} servers, {} workers, mode {})",
+               spec.job.name, server->address, spec.cluster.servers, spec.cluster.workers,
+               spec.fault_tolerance.mode);
+  if (!options.port_file.empty()) {
+    absl::Status written = WritePortFile(options.port_file, server->port);
+    if (!written.ok()) {
+      spdlog::error("coordinator: {}", written.ToString());
+      service->Shutdown();
+      server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      return 1;
+    }
+  }
+
+  absl::Duration tick = absl::Milliseconds(options.tick_ms);
+  if (options.tick_ms <= 0) {
+    tick = std::clamp(absl::Milliseconds(spec.cluster.heartbeat_timeout_ms) / 10,
+                      absl::Milliseconds(1), absl::Milliseconds(100));
+  }
+  std::optional<absl::Time> ended_at;
+  while (true) {
+    if (const int sig = signals.Wait(tick); sig != 0) {
+      spdlog::info("coordinator: {} received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+      break;
+    }
+    service->Tick();
+    const v1::JobPhase phase = service->phase();
+    if (!ended_at && (phase == v1::JOB_FINISHED || phase == v1::JOB_FAILED)) {
+      ended_at = absl::Now();
+    }
+    if (ended_at && absl::Now() - *ended_at >= absl::Milliseconds(options.linger_ms)) break;
+  }
+
+  service->Shutdown();  // ends WatchClusterMap streams, so the server shutdown does not wait
+  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  server->server->Wait();
+  const v1::JobPhase phase = service->phase();
+  if (phase == v1::JOB_FINISHED) return 0;
+  if (phase != v1::JOB_FAILED) spdlog::warn("coordinator stopped before the job ended");
+  return 1;
+}
+
+}  // namespace ecps

@@ -1,0 +1,38 @@
+// The coordinator process: serves ecps.v1.Coordinator for one job until it ends.
+#ifndef ECPS_COORDINATOR_COORDINATOR_MAIN_H_
+#define ECPS_COORDINATOR_COORDINATOR_MAIN_H_
+
+#include <string>
+
+#include "runtime/spec.h"
+
+namespace ecps {
+
+struct CoordinatorOptions {
+  JobSpec spec;
+  std::string listen_host = "127.0.0.1";
+  int port = 0;       // 0: a free port
+  std::string token;  // empty: spec.job.token
+  // When set, the bound port is written there (decimal and a newline), atomically (a
+  // temporary file renamed into place), once the server is listening.
+  std::string port_file;
+  int linger_ms = 2000;             // time to keep serving Status after the job ended
+  int startup_timeout_ms = 120000;  // every server ACTIVE and every worker registered by then
+  int tick_ms = 0;                  // failure-detection period; 0: heartbeat timeout / 10,
+                                    // at most 100 ms
+};
+
+// Runs the coordinator until the job finishes or fails, then keeps serving for linger_ms so
+// the launcher can read the final Status (or until SIGTERM/SIGINT), then shuts down cleanly
+// (open WatchClusterMap streams end). Returns the process exit code: 0 when the job
+// finished, 1 when it failed, could not start (bad spec, port in use) or was interrupted
+// before it finished.
+//
+// SIGTERM and SIGINT are blocked in the calling thread (and so in the threads it starts) and
+// consumed with sigtimedwait; call it from the main thread before starting other threads
+// so that no other thread takes those signals. The previous signal mask is restored.
+int RunCoordinator(const CoordinatorOptions& options);
+
+}  // namespace ecps
+
+#endif  // ECPS_COORDINATOR_COORDINATOR_MAIN_H_

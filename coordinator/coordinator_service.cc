@@ -1,0 +1,374 @@
+#include "coordinator/coordinator_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
+#include "runtime/status_macros.h"
+#include "spdlog/spdlog.h"
+
+namespace ecps {
+namespace {
+
+bool IsFinal(v1::JobPhase phase) { return phase == v1::JOB_FINISHED || phase == v1::JOB_FAILED; }
+
+std::string Describe(const NodeRef& node) {
+  std::string text = NodeName(node);
+  if (!node.address.empty()) absl::StrAppend(&text, " at ", node.address);
+  absl::StrAppend(&text, " (instance ", node.instance, ")");
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(
+    const JobSpec& spec, std::string token, const Clock* clock, CoordinatorServiceOptions options) {
+  if (clock == nullptr) return absl::InvalidArgumentError("coordinator: clock is null");
+  if (spec.cluster.servers < 1) {
+    return absl::InvalidArgumentError("cluster.servers must be at least 1");
+  }
+  if (spec.cluster.workers < 1) {
+    return absl::InvalidArgumentError("cluster.workers must be at least 1");
+  }
+  if (options.heartbeat_timeout <= absl::ZeroDuration()) {
+    if (spec.cluster.heartbeat_timeout_ms <= 0) {
+      return absl::InvalidArgumentError("cluster.heartbeat_timeout_ms must be positive");
+    }
+    options.heartbeat_timeout = absl::Milliseconds(spec.cluster.heartbeat_timeout_ms);
+  }
+  if (options.suspicion_timeout <= absl::ZeroDuration()) {
+    options.suspicion_timeout = options.heartbeat_timeout / 3;
+  }
+  if (options.watch_wakeup <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("coordinator: watch_wakeup must be positive");
+  }
+
+  Membership::Config config;
+  config.servers = spec.cluster.servers;
+  config.workers = spec.cluster.workers;
+  const FaultToleranceSection& ft = spec.fault_tolerance;
+  config.mode = ft.mode;
+  if (ft.mode == "none" || ft.mode == "checkpoint") {
+    config.k = 1;
+    config.r = 0;
+  } else if (ft.mode == "replication") {
+    config.k = 1;
+    config.r = ft.r;
+  } else if (ft.mode == "erasure_code") {
+    config.k = ft.k;
+    config.r = ft.r;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault_tolerance.mode '", ft.mode,
+                     "' is not one of none, erasure_code, replication, checkpoint"));
+  }
+  if (config.k < 1 || config.r < 0 || config.k + config.r > config.servers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault_tolerance: k=", config.k, " r=", config.r, " needs k >= 1, r >= 0 ",
+                     "and k + r <= cluster.servers (", config.servers, ")"));
+  }
+
+  FailureDetector::Options detector_options;
+  detector_options.heartbeat_timeout = options.heartbeat_timeout;
+  detector_options.suspicion_timeout = options.suspicion_timeout;
+  return std::unique_ptr<CoordinatorService>(new CoordinatorService(
+      spec, std::move(token), clock, options, std::move(config), detector_options));
+}
+
+CoordinatorService::CoordinatorService(const JobSpec& spec, std::string token, const Clock* clock,
+                                       CoordinatorServiceOptions options, Membership::Config config,
+                                       FailureDetector::Options detector_options)
+    : job_name_(spec.job.name),
+      token_(std::move(token)),
+      clock_(clock),
+      options_(options),
+      created_(clock->Now()),
+      membership_(std::move(config)),
+      detector_(clock, detector_options),
+      progress_(spec.cluster.workers, spec.job.steps),
+      phase_(v1::JOB_STARTING) {
+  absl::MutexLock lock(&mu_);
+  published_version_ = MapVersionLocked();
+}
+
+CoordinatorService::~CoordinatorService() = default;
+
+absl::Status CoordinatorService::Register(const v1::RegisterRequest& request,
+                                          v1::RegisterResponse* response) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Membership::Registration reg, membership_.Register(request));
+  if (!reg.repeated) {
+    if (reg.replaced) detector_.Forget(*reg.replaced);
+    detector_.Track(reg.node.instance);
+    if (reg.node.spare) {
+      spdlog::info("spare server registered at {} (pid {}, instance {}): standby", reg.node.address,
+                   request.pid(), reg.node.instance);
+    } else if (reg.replaced) {
+      spdlog::warn("{} replaces dead instance {}; epoch now {}", Describe(reg.node), *reg.replaced,
+                   membership_.epoch());
+    } else {
+      spdlog::info("{} registered (pid {})", Describe(reg.node), request.pid());
+    }
+  }
+  UpdatePhaseLocked();
+  PublishLocked();
+  response->set_id(reg.node.id);
+  response->set_state(reg.state);
+  FillMapLocked(response->mutable_map());
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
+                                           v1::HeartbeatResponse* response) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(Membership::HeartbeatResult result, membership_.ApplyHeartbeat(request));
+  if (result.fenced) {
+    spdlog::debug("fenced heartbeat from instance {} (id {})", request.instance(), request.id());
+  } else {
+    detector_.Heartbeat(result.node.instance);
+    if (result.node.role == v1::ROLE_WORKER) {
+      progress_.Report(result.node.id, request.worker());
+      if (result.became_done) {
+        // A finished worker may exit before the job ends: its silence is not a failure.
+        detector_.Forget(result.node.instance);
+        spdlog::info("worker {} done after {} steps", result.node.id, request.worker().step());
+      }
+      if (!request.worker().error().empty()) {
+        FailJobLocked(
+            absl::StrCat("worker ", result.node.id, " failed: ", request.worker().error()));
+      }
+    }
+    UpdatePhaseLocked();
+    PublishLocked();
+  }
+  response->set_epoch(membership_.epoch());
+  response->set_phase(phase_);
+  response->set_fenced(result.fenced);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorService::ReportFailure(const v1::ReportFailureRequest& request,
+                                               v1::ReportFailureResponse* /*response*/) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  std::vector<DeadServer> dead;
+  {
+    absl::MutexLock lock(&mu_);
+    ASSIGN_OR_RETURN(NodeRef node, membership_.Holder(request.role(), request.id()));
+    const std::optional<v1::NodeState> state = membership_.StateOf(node.instance);
+    if (Final() || !state || *state == v1::NODE_DEAD || *state == v1::NODE_FINISHED) {
+      return absl::OkStatus();
+    }
+    const std::string sender =
+        request.header().sender().empty() ? "a peer" : request.header().sender();
+    if (detector_.Suspect(node.instance) && membership_.MarkSuspect(node.instance)) {
+      spdlog::warn("{} reported failed by {}: {}; suspect", Describe(node), sender,
+                   request.reason());
+    }
+    dead = DetectLocked();
+    PublishLocked();
+  }
+  HandleDeadServers(dead);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
+                                        v1::StatusResponse* response) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  absl::MutexLock lock(&mu_);
+  const ProgressSummary summary = progress_.Summarize(clock_->Now());
+  response->set_job(job_name_);
+  response->set_phase(phase_);
+  response->set_epoch(membership_.epoch());
+  response->set_step(summary.step);
+  response->set_total_steps(summary.total_steps);
+  response->set_samples(summary.samples);
+  response->set_samples_per_s(summary.samples_per_s);
+  response->set_loss(summary.loss);
+  response->set_eval_auc(summary.eval_auc);
+  response->set_eval_logloss(summary.eval_logloss);
+  response->set_elapsed_s(summary.elapsed_s);
+  response->set_eta_s(summary.eta_s);
+  response->set_mode(membership_.config().mode);
+  response->set_k(membership_.config().k);
+  response->set_r(membership_.config().r);
+  response->set_error(error_);
+  membership_.FillStatusNodes(
+      [this](const std::string& instance)
+          ABSL_NO_THREAD_SAFETY_ANALYSIS { return detector_.SinceHeartbeat(instance); },
+      response);
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorService::WatchClusterMap(
+    const v1::WatchClusterMapRequest& request, const std::function<bool()>& cancelled,
+    const std::function<bool(const v1::ClusterMap&)>& send) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  uint64_t sent_version;
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t epoch = membership_.epoch();
+    const bool newer =
+        epoch > request.known_epoch() ||
+        (epoch == request.known_epoch() && MapVersionLocked() > request.known_version());
+    // Pretend the client already has the current version when it is not newer.
+    sent_version = newer ? 0 : MapVersionLocked();
+  }
+  while (true) {
+    v1::ClusterMap map;
+    {
+      absl::MutexLock lock(&mu_);
+      while (!shutdown_ && MapVersionLocked() == sent_version) {
+        if (cancelled()) return absl::OkStatus();
+        map_changed_.WaitWithTimeout(&mu_, options_.watch_wakeup);
+      }
+      if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
+      FillMapLocked(&map);
+      sent_version = MapVersionLocked();
+    }
+    if (cancelled() || !send(map)) return absl::OkStatus();
+  }
+}
+
+void CoordinatorService::Tick() {
+  std::vector<DeadServer> dead;
+  {
+    absl::MutexLock lock(&mu_);
+    if (Final()) return;
+    dead = DetectLocked();
+    if (phase_ == v1::JOB_STARTING && clock_->Now() - created_ > options_.startup_timeout) {
+      FailJobLocked(
+          absl::StrCat("startup timeout: after ", absl::FormatDuration(options_.startup_timeout),
+                       " the job still waits for ", absl::StrJoin(membership_.Waiting(), ", ")));
+    }
+    PublishLocked();
+  }
+  HandleDeadServers(dead);
+}
+
+void CoordinatorService::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+  map_changed_.SignalAll();
+}
+
+void CoordinatorService::SetServerDeadHandler(ServerDeadHandler handler) {
+  absl::MutexLock lock(&mu_);
+  server_dead_handler_ = std::move(handler);
+}
+
+v1::JobPhase CoordinatorService::phase() const {
+  absl::MutexLock lock(&mu_);
+  return phase_;
+}
+
+std::string CoordinatorService::error() const {
+  absl::MutexLock lock(&mu_);
+  return error_;
+}
+
+uint64_t CoordinatorService::epoch() const {
+  absl::MutexLock lock(&mu_);
+  return membership_.epoch();
+}
+
+void CoordinatorService::GetClusterMap(v1::ClusterMap* map) const {
+  absl::MutexLock lock(&mu_);
+  FillMapLocked(map);
+}
+
+bool CoordinatorService::Final() const { return IsFinal(phase_); }
+
+void CoordinatorService::SetPhaseLocked(v1::JobPhase phase) {
+  if (phase == phase_) return;
+  phase_ = phase;
+  ++phase_changes_;
+  const absl::Time now = clock_->Now();
+  if (phase == v1::JOB_RUNNING) progress_.MarkRunning(now);
+  if (IsFinal(phase)) progress_.MarkEnded(now);
+}
+
+void CoordinatorService::UpdatePhaseLocked() {
+  if (phase_ == v1::JOB_STARTING && membership_.AllServersActive() &&
+      membership_.AllWorkersRegistered()) {
+    SetPhaseLocked(v1::JOB_RUNNING);
+    spdlog::info(
+        "job '{}' running: {} servers active, {} workers registered ({:.1f} s after start)",
+        job_name_, membership_.num_servers(), membership_.num_workers(),
+        absl::ToDoubleSeconds(clock_->Now() - created_));
+  }
+  if (phase_ == v1::JOB_RUNNING && membership_.AllWorkersDone()) {
+    SetPhaseLocked(v1::JOB_FINISHED);
+    const ProgressSummary summary = progress_.Summarize(clock_->Now());
+    spdlog::info("job '{}' finished: {} steps, {} samples in {:.1f} s", job_name_, summary.step,
+                 summary.samples, summary.elapsed_s);
+  }
+}
+
+void CoordinatorService::FailJobLocked(const std::string& error) {
+  if (Final()) return;
+  error_ = error;
+  SetPhaseLocked(v1::JOB_FAILED);
+  spdlog::error("job '{}' failed: {}", job_name_, error);
+}
+
+std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
+  std::vector<DeadServer> dead_servers;
+  if (Final()) return dead_servers;
+  for (const FailureDetector::Death& death : detector_.Check()) {
+    const std::optional<NodeRef> node = membership_.MarkDead(death.node);
+    if (!node) continue;
+    const std::string why = absl::StrFormat("%s declared dead: no heartbeat for %.1f s%s",
+                                            Describe(*node), absl::ToDoubleSeconds(death.silence),
+                                            death.reported ? " after a failure report" : "");
+    spdlog::warn("{}; epoch now {}", why, membership_.epoch());
+    if (node->role == v1::ROLE_SERVER && !node->spare) {
+      dead_servers.push_back(DeadServer{node->id, why});
+    } else if (node->role == v1::ROLE_WORKER && !node->worker_done) {
+      FailJobLocked(why + " (worker failover is not supported yet)");
+    }
+  }
+  return dead_servers;
+}
+
+void CoordinatorService::HandleDeadServers(const std::vector<DeadServer>& dead) {
+  for (const DeadServer& server : dead) {
+    ServerDeadHandler handler;
+    {
+      absl::MutexLock lock(&mu_);
+      handler = server_dead_handler_;
+    }
+    const bool handled = handler && handler(server.id);
+    if (!handled) {
+      absl::MutexLock lock(&mu_);
+      FailJobLocked(absl::StrCat(server.why, "; no recovery for it (fault_tolerance.mode '",
+                                 membership_.config().mode, "')"));
+      PublishLocked();
+    }
+  }
+}
+
+uint64_t CoordinatorService::MapVersionLocked() const {
+  // Both counters only grow, so their sum changes exactly when the map content does.
+  return membership_.version() + phase_changes_;
+}
+
+void CoordinatorService::FillMapLocked(v1::ClusterMap* map) const {
+  membership_.FillClusterMap(map);
+  map->set_phase(phase_);
+  map->set_version(MapVersionLocked());
+}
+
+void CoordinatorService::PublishLocked() {
+  const uint64_t version = MapVersionLocked();
+  if (version != published_version_) {
+    published_version_ = version;
+    map_changed_.SignalAll();
+  }
+}
+
+}  // namespace ecps

@@ -1,0 +1,175 @@
+// CoordinatorService: the coordinator's RPC handlers as a plain, thread-safe C++ class.
+//
+// It owns the membership table, the failure detector and the job progress, and drives the
+// job phase:
+//   JOB_STARTING --(every server slot ACTIVE, every worker registered)--> JOB_RUNNING
+//   JOB_RUNNING  --(every worker reported done)--> JOB_FINISHED
+//   any non-final phase --> JOB_FAILED (with error()) when a worker reports an error, a
+//   worker is declared dead, a server is declared dead and no ServerDeadHandler takes
+//   charge, or not everything was registered and ACTIVE within the startup timeout.
+// FINISHED and FAILED are final. Nodes learn the phase from heartbeat responses.
+//
+// Every handler checks the request header's token first: a wrong token returns
+// UNAUTHENTICATED and changes nothing. Register and Heartbeat accept any epoch (nodes learn
+// the epoch from the coordinator). A handler that returns an error changes nothing.
+//
+// Time comes only from the injected clock; the owner calls Tick() periodically (and tests
+// call it after advancing a FakeClock) to run failure detection and the startup timeout.
+// The gRPC glue (GrpcCoordinator) only adapts these methods.
+#ifndef ECPS_COORDINATOR_COORDINATOR_SERVICE_H_
+#define ECPS_COORDINATOR_COORDINATOR_SERVICE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "coordinator/clock.h"
+#include "coordinator/failure_detector.h"
+#include "coordinator/job_progress.h"
+#include "coordinator/membership.h"
+#include "runtime/spec.h"
+
+namespace ecps {
+namespace v1 {
+class ClusterMap;
+class HeartbeatRequest;
+class HeartbeatResponse;
+class RegisterRequest;
+class RegisterResponse;
+class ReportFailureRequest;
+class ReportFailureResponse;
+class StatusRequest;
+class StatusResponse;
+class WatchClusterMapRequest;
+enum JobPhase : int;
+}  // namespace v1
+
+struct CoordinatorServiceOptions {
+  // The job fails when not every server is ACTIVE and every worker registered by then.
+  absl::Duration startup_timeout = absl::Seconds(120);
+  // Heartbeat timeout; zero: the spec's cluster.heartbeat_timeout_ms.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // Staleness that confirms a peer's failure report; zero: heartbeat_timeout / 3.
+  absl::Duration suspicion_timeout = absl::ZeroDuration();
+  // How often a blocked WatchClusterMap wakes up to notice a cancelled client.
+  absl::Duration watch_wakeup = absl::Milliseconds(200);
+};
+
+class CoordinatorService {
+ public:
+  // Called when the server holding logical id `server_id` has been declared dead (after the
+  // epoch bump and the new map were published), from the thread that ran the detection,
+  // without the service's lock held (it may call back into the service). Returns true when
+  // it takes charge of recovery; false makes the job fail. The recovery work plugs in here;
+  // until then no handler is set and a dead server fails the job.
+  using ServerDeadHandler = std::function<bool(int server_id)>;
+
+  // Validates the parts of `spec` the coordinator uses (server/worker counts, timeouts,
+  // fault-tolerance mode and k/r): INVALID_ARGUMENT when they are unusable. `clock` must
+  // outlive the service.
+  static absl::StatusOr<std::unique_ptr<CoordinatorService>> Create(
+      const JobSpec& spec, std::string token, const Clock* clock,
+      CoordinatorServiceOptions options = {});
+
+  CoordinatorService(const CoordinatorService&) = delete;
+  CoordinatorService& operator=(const CoordinatorService&) = delete;
+  ~CoordinatorService();
+
+  // Registers a server or worker (rules in membership.h). OK: `response` holds the assigned
+  // id, the state and the current map. ALREADY_EXISTS: the id is held by a live instance;
+  // INVALID_ARGUMENT: bad role, id out of range, missing instance/address.
+  absl::Status Register(const v1::RegisterRequest& request, v1::RegisterResponse* response);
+
+  // Records liveness, the node's own state and its stats/progress. OK with fenced=true when
+  // the instance does not hold its id (or was declared dead): nothing is recorded and the
+  // node must exit. The response always carries the current epoch and phase.
+  absl::Status Heartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse* response);
+
+  // A peer reports that a node failed. The node becomes SUSPECT at once; it is declared dead
+  // only if its last heartbeat is also older than the suspicion timeout (now or at a later
+  // Tick); a heartbeat clears the suspicion. INVALID_ARGUMENT for an id out of range,
+  // FAILED_PRECONDITION for a node that never registered. A report about a dead or finished
+  // node is accepted and ignored.
+  absl::Status ReportFailure(const v1::ReportFailureRequest& request,
+                             v1::ReportFailureResponse* response);
+
+  // The job's status: phase, progress, every registered node with its heartbeat age, stats.
+  absl::Status Status(const v1::StatusRequest& request, v1::StatusResponse* response);
+
+  // Streams the cluster map to `send`: the current map at once when its (epoch, version) is
+  // newer than the request's (known_epoch, known_version), then the latest map after every
+  // change (changes that happen between two sends are coalesced). Blocks until `send`
+  // returns false or `cancelled()` returns true (OK), or Shutdown() is called
+  // (UNAVAILABLE). `cancelled` is polled at least every options.watch_wakeup.
+  absl::Status WatchClusterMap(const v1::WatchClusterMapRequest& request,
+                               const std::function<bool()>& cancelled,
+                               const std::function<bool(const v1::ClusterMap&)>& send);
+
+  // Runs failure detection and the startup timeout at the clock's current time. Detection
+  // stops once the job is FINISHED or FAILED.
+  void Tick();
+
+  // Wakes and ends every WatchClusterMap stream (now and later). Idempotent.
+  void Shutdown();
+
+  void SetServerDeadHandler(ServerDeadHandler handler);
+
+  v1::JobPhase phase() const;
+  std::string error() const;  // why the job failed ("" unless FAILED)
+  uint64_t epoch() const;
+  // A copy of the current map (what WatchClusterMap would send).
+  void GetClusterMap(v1::ClusterMap* map) const;
+
+ private:
+  CoordinatorService(const JobSpec& spec, std::string token, const Clock* clock,
+                     CoordinatorServiceOptions options, Membership::Config config,
+                     FailureDetector::Options detector_options);
+
+  // A server declared dead, waiting for the ServerDeadHandler.
+  struct DeadServer {
+    int id;
+    std::string why;
+  };
+
+  bool Final() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetPhaseLocked(v1::JobPhase phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdatePhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailJobLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Declares dead whatever the detector says is; returns the servers among them.
+  std::vector<DeadServer> DetectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the ServerDeadHandler for each; fails the job for those it does not take.
+  void HandleDeadServers(const std::vector<DeadServer>& dead) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t MapVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillMapLocked(v1::ClusterMap* map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Wakes watchers when the map changed since the last call.
+  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string job_name_;
+  const std::string token_;
+  const Clock* const clock_;
+  const CoordinatorServiceOptions options_;
+  const absl::Time created_;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar map_changed_;
+  Membership membership_ ABSL_GUARDED_BY(mu_);
+  FailureDetector detector_ ABSL_GUARDED_BY(mu_);
+  JobProgress progress_ ABSL_GUARDED_BY(mu_);
+  v1::JobPhase phase_ ABSL_GUARDED_BY(mu_);
+  uint64_t phase_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t published_version_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string error_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  ServerDeadHandler server_dead_handler_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_COORDINATOR_COORDINATOR_SERVICE_H_

@@ -1,0 +1,101 @@
+// Test helpers: job specs and requests for coordinator tests (header-only; tests only).
+#ifndef ECPS_COORDINATOR_COORDINATOR_TEST_UTIL_H_
+#define ECPS_COORDINATOR_COORDINATOR_TEST_UTIL_H_
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
+#include "runtime/spec.h"
+
+namespace ecps::testing {
+
+inline constexpr char kToken[] = "secret-token";
+
+inline JobSpec TestSpec(int servers, int workers, int64_t steps = 100) {
+  JobSpec spec;
+  spec.job.name = "test-job";
+  spec.job.steps = steps;
+  spec.cluster.servers = servers;
+  spec.cluster.workers = workers;
+  spec.cluster.heartbeat_timeout_ms = 1500;
+  spec.fault_tolerance.mode = "none";
+  return spec;
+}
+
+inline v1::RegisterRequest ServerRegistration(int requested_id, const std::string& instance,
+                                              const std::string& token = kToken) {
+  v1::RegisterRequest request;
+  FillHeader(request.mutable_header(), token, 0, "server");
+  request.set_role(v1::ROLE_SERVER);
+  request.set_address(absl::StrCat("127.0.0.1:", 7000 + (requested_id < 0 ? 99 : requested_id)));
+  request.set_requested_id(requested_id);
+  request.set_instance(instance);
+  request.set_pid(1000 + requested_id);
+  return request;
+}
+
+inline v1::RegisterRequest WorkerRegistration(int requested_id, const std::string& instance,
+                                              const std::string& token = kToken) {
+  v1::RegisterRequest request;
+  FillHeader(request.mutable_header(), token, 0, "worker");
+  request.set_role(v1::ROLE_WORKER);
+  request.set_requested_id(requested_id);
+  request.set_instance(instance);
+  request.set_pid(2000 + requested_id);
+  return request;
+}
+
+inline v1::HeartbeatRequest ServerHeartbeat(int id, const std::string& instance,
+                                            v1::NodeState state = v1::NODE_ACTIVE,
+                                            const std::string& token = kToken) {
+  v1::HeartbeatRequest request;
+  FillHeader(request.mutable_header(), token, 1, absl::StrCat("server-", id));
+  request.set_role(v1::ROLE_SERVER);
+  request.set_id(id);
+  request.set_instance(instance);
+  request.set_state(state);
+  request.mutable_server()->set_data_rows(1000 + id);
+  request.mutable_server()->set_parity_rows(10 + id);
+  request.mutable_server()->set_bytes(1 << 20);
+  return request;
+}
+
+inline v1::HeartbeatRequest WorkerHeartbeat(int id, const std::string& instance, int64_t step,
+                                            bool done = false, const std::string& token = kToken) {
+  v1::HeartbeatRequest request;
+  FillHeader(request.mutable_header(), token, 1, absl::StrCat("worker-", id));
+  request.set_role(v1::ROLE_WORKER);
+  request.set_id(id);
+  request.set_instance(instance);
+  request.set_state(v1::NODE_ACTIVE);
+  v1::WorkerProgress* progress = request.mutable_worker();
+  progress->set_step(step);
+  progress->set_samples(step * 100);
+  progress->set_samples_per_s(500);
+  progress->set_loss(0.5);
+  progress->set_eval_auc(-1);
+  progress->set_done(done);
+  return request;
+}
+
+inline v1::ReportFailureRequest FailureReport(v1::Role role, int id,
+                                              const std::string& token = kToken) {
+  v1::ReportFailureRequest request;
+  FillHeader(request.mutable_header(), token, 1, "worker-0");
+  request.set_role(role);
+  request.set_id(id);
+  request.set_reason("Pull: connection refused");
+  return request;
+}
+
+inline v1::StatusRequest StatusQuery(const std::string& token = kToken) {
+  v1::StatusRequest request;
+  FillHeader(request.mutable_header(), token, 0, "cli");
+  return request;
+}
+
+}  // namespace ecps::testing
+
+#endif  // ECPS_COORDINATOR_COORDINATOR_TEST_UTIL_H_

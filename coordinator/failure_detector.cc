@@ -1,0 +1,61 @@
+#include "coordinator/failure_detector.h"
+
+namespace ecps {
+
+FailureDetector::FailureDetector(const Clock* clock, Options options)
+    : clock_(clock), options_(options) {}
+
+void FailureDetector::Track(const std::string& node) {
+  nodes_[node] = Entry{clock_->Now(), false, false};
+}
+
+void FailureDetector::Forget(const std::string& node) { nodes_.erase(node); }
+
+bool FailureDetector::Heartbeat(const std::string& node) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.dead) return false;
+  it->second.last_heartbeat = clock_->Now();
+  it->second.suspected = false;
+  return true;
+}
+
+bool FailureDetector::Suspect(const std::string& node) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.dead) return false;
+  it->second.suspected = true;
+  return true;
+}
+
+std::vector<FailureDetector::Death> FailureDetector::Check() {
+  const absl::Time now = clock_->Now();
+  std::vector<Death> deaths;
+  for (auto& [node, entry] : nodes_) {
+    if (entry.dead) continue;
+    const absl::Duration silence = now - entry.last_heartbeat;
+    const bool expired = silence > options_.heartbeat_timeout;
+    const bool confirmed = entry.suspected && silence > options_.suspicion_timeout;
+    if (expired || confirmed) {
+      entry.dead = true;
+      deaths.push_back(Death{node, silence, entry.suspected});
+    }
+  }
+  return deaths;
+}
+
+bool FailureDetector::IsSuspected(const std::string& node) const {
+  auto it = nodes_.find(node);
+  return it != nodes_.end() && it->second.suspected && !it->second.dead;
+}
+
+bool FailureDetector::IsDead(const std::string& node) const {
+  auto it = nodes_.find(node);
+  return it != nodes_.end() && it->second.dead;
+}
+
+std::optional<absl::Duration> FailureDetector::SinceHeartbeat(const std::string& node) const {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return std::nullopt;
+  return clock_->Now() - it->second.last_heartbeat;
+}
+
+}  // namespace ecps

@@ -1,0 +1,79 @@
+// Failure detector: decides, from heartbeat times and peer reports, when a node is dead.
+//
+// A node is identified by its instance string (unique per process incarnation). It is
+// declared dead when
+//   - its last heartbeat is older than `heartbeat_timeout`, or
+//   - a peer reported it (Suspect) and its last heartbeat is older than the shorter
+//     `suspicion_timeout`: a report alone never kills a node that keeps heartbeating, and a
+//     heartbeat received after a report clears the suspicion.
+// Once declared dead a node stays dead (Check never reports it again) until Forget/Track.
+//
+// Not thread-safe: the owner (CoordinatorService) serialises calls under its own lock.
+#ifndef ECPS_COORDINATOR_FAILURE_DETECTOR_H_
+#define ECPS_COORDINATOR_FAILURE_DETECTOR_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+#include "coordinator/clock.h"
+
+namespace ecps {
+
+class FailureDetector {
+ public:
+  struct Options {
+    absl::Duration heartbeat_timeout = absl::Milliseconds(1500);
+    absl::Duration suspicion_timeout = absl::Milliseconds(500);  // < heartbeat_timeout
+  };
+
+  // A node that Check declared dead.
+  struct Death {
+    std::string node;
+    absl::Duration silence;  // time since its last heartbeat
+    bool reported;           // a peer had reported it (the suspicion timeout applied)
+  };
+
+  // `clock` must outlive the detector.
+  FailureDetector(const Clock* clock, Options options);
+
+  // Starts (or restarts) watching `node`, counting now as a heartbeat; clears any suspicion
+  // or death verdict of that node.
+  void Track(const std::string& node);
+  // Stops watching `node` (a finished worker, a replaced instance). No-op when unknown.
+  void Forget(const std::string& node);
+
+  // Records a heartbeat now and clears any suspicion. Returns false (and records nothing)
+  // when `node` is not tracked or was already declared dead.
+  bool Heartbeat(const std::string& node);
+  // A peer reports `node` failed. Returns false when it is not tracked or already dead.
+  bool Suspect(const std::string& node);
+
+  // Declares dead every live node past its deadline at the clock's current time, and
+  // returns those (each only once).
+  std::vector<Death> Check();
+
+  bool IsSuspected(const std::string& node) const;
+  bool IsDead(const std::string& node) const;
+  // Time since the node's last heartbeat (also for dead nodes); nullopt when not tracked.
+  std::optional<absl::Duration> SinceHeartbeat(const std::string& node) const;
+
+  const Options& options() const { return options_; }
+
+ private:
+  struct Entry {
+    absl::Time last_heartbeat;
+    bool suspected = false;
+    bool dead = false;
+  };
+
+  const Clock* const clock_;
+  const Options options_;
+  absl::flat_hash_map<std::string, Entry> nodes_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_COORDINATOR_FAILURE_DETECTOR_H_

@@ -1,0 +1,362 @@
+#include "coordinator/membership.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "proto/ecps.pb.h"
+
+namespace ecps {
+
+struct Membership::Node {
+  bool registered = false;
+  v1::Role role = v1::ROLE_UNSPECIFIED;
+  int id = -1;
+  bool spare = false;
+  std::string address;
+  std::string instance;
+  int64_t pid = 0;
+  v1::NodeState state = v1::NODE_STATE_UNSPECIFIED;
+  v1::NodeState before_suspect = v1::NODE_STATE_UNSPECIFIED;
+  v1::ServerStats server;
+  v1::WorkerProgress worker;
+
+  NodeRef Ref() const { return NodeRef{role, id, spare, instance, address, worker.done()}; }
+  bool live() const { return registered && state != v1::NODE_DEAD; }
+};
+
+std::string NodeName(const NodeRef& node) {
+  const char* role = node.role == v1::ROLE_SERVER   ? "server"
+                     : node.role == v1::ROLE_WORKER ? "worker"
+                                                    : "node";
+  if (node.spare) return absl::StrCat("spare ", role);
+  return absl::StrCat(role, " ", node.id);
+}
+
+Membership::Membership(Config config) : config_(std::move(config)) {
+  servers_.resize(std::max(0, config_.servers));
+  for (int i = 0; i < static_cast<int>(servers_.size()); ++i) {
+    servers_[i].role = v1::ROLE_SERVER;
+    servers_[i].id = i;
+  }
+  workers_.resize(std::max(0, config_.workers));
+  for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
+    workers_[i].role = v1::ROLE_WORKER;
+    workers_[i].id = i;
+  }
+}
+
+Membership::~Membership() = default;
+
+absl::StatusOr<Membership::Registration> Membership::Register(const v1::RegisterRequest& request) {
+  const v1::Role role = request.role();
+  if (role != v1::ROLE_SERVER && role != v1::ROLE_WORKER) {
+    return absl::InvalidArgumentError("register: role must be ROLE_SERVER or ROLE_WORKER");
+  }
+  if (request.instance().empty()) {
+    return absl::InvalidArgumentError("register: instance must not be empty");
+  }
+  if (role == v1::ROLE_SERVER && request.address().empty()) {
+    return absl::InvalidArgumentError("register: a server must give its address");
+  }
+  std::vector<Node>& slots = role == v1::ROLE_SERVER ? servers_ : workers_;
+  const char* role_name = role == v1::ROLE_SERVER ? "server" : "worker";
+  const int requested = request.requested_id();
+  if (requested < -1 || requested >= static_cast<int>(slots.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("register: ", role_name, " id ", requested,
+                                                   " is out of range [0, ", slots.size(),
+                                                   ") (or -1 to let the coordinator choose)"));
+  }
+
+  // A retried registration of the same instance gets its assignment back.
+  if (Node* existing = FindNode(role, request.instance()); existing != nullptr) {
+    if (existing->state == v1::NODE_DEAD) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("register: instance ", request.instance(),
+                       " was declared dead; a restarted process needs a new instance"));
+    }
+    if (requested != -1 && requested != existing->id) {
+      return absl::AlreadyExistsError(absl::StrCat("register: instance ", request.instance(),
+                                                   " already holds ", NodeName(existing->Ref())));
+    }
+    return Registration{existing->Ref(), existing->state, /*repeated=*/true, std::nullopt};
+  }
+
+  Node* slot = nullptr;
+  if (requested >= 0) {
+    slot = &slots[requested];
+    if (slot->live()) {
+      return absl::AlreadyExistsError(absl::StrCat("register: ", role_name, " ", requested,
+                                                   " is held by live instance ", slot->instance));
+    }
+  } else {
+    for (Node& candidate : slots) {
+      if (!candidate.registered) {
+        slot = &candidate;
+        break;
+      }
+    }
+    if (slot == nullptr && role == v1::ROLE_WORKER) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("register: all ", slots.size(), " worker slots are taken"));
+    }
+  }
+
+  Node fresh;
+  fresh.registered = true;
+  fresh.role = role;
+  fresh.address = request.address();
+  fresh.instance = request.instance();
+  fresh.pid = request.pid();
+  Registration result;
+  if (slot == nullptr) {  // a spare server
+    fresh.spare = true;
+    fresh.id = -1;
+    fresh.state = v1::NODE_STANDBY;
+    spares_.push_back(std::move(fresh));
+    Bump();
+    result.node = spares_.back().Ref();
+    result.state = v1::NODE_STANDBY;
+    return result;
+  }
+  fresh.id = slot->id;
+  if (slot->registered) {  // replacing a dead holder
+    result.replaced = slot->instance;
+    fresh.state = role == v1::ROLE_SERVER ? v1::NODE_RECOVERING : v1::NODE_STARTING;
+    ++epoch_;
+  } else {
+    fresh.state = v1::NODE_STARTING;
+  }
+  *slot = std::move(fresh);
+  Bump();
+  result.node = slot->Ref();
+  result.state = slot->state;
+  return result;
+}
+
+absl::StatusOr<Membership::HeartbeatResult> Membership::ApplyHeartbeat(
+    const v1::HeartbeatRequest& request) {
+  const v1::Role role = request.role();
+  if (role != v1::ROLE_SERVER && role != v1::ROLE_WORKER) {
+    return absl::InvalidArgumentError("heartbeat: role must be ROLE_SERVER or ROLE_WORKER");
+  }
+  const int limit = role == v1::ROLE_SERVER ? config_.servers : config_.workers;
+  const int lowest = role == v1::ROLE_SERVER ? -1 : 0;
+  if (request.id() < lowest || request.id() >= limit) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat: ", role == v1::ROLE_SERVER ? "server" : "worker", " id ",
+                     request.id(), " is out of range"));
+  }
+  HeartbeatResult result;
+  Node* node = FindNode(role, request.instance());
+  if (node == nullptr || node->state == v1::NODE_DEAD) {
+    result.fenced = true;
+    return result;
+  }
+
+  const v1::NodeState old_state = node->state;
+  v1::NodeState reported = request.state();
+  if (reported == v1::NODE_SUSPECT || reported == v1::NODE_DEAD || reported == v1::NODE_STANDBY ||
+      reported == v1::NODE_STATE_UNSPECIFIED) {
+    reported = v1::NODE_STATE_UNSPECIFIED;  // not the node's to claim: keep ours
+  }
+  v1::NodeState next = old_state == v1::NODE_SUSPECT ? node->before_suspect : old_state;
+  if (node->spare) {
+    next = v1::NODE_STANDBY;  // a spare stays standby until it is given an id
+  } else if (reported != v1::NODE_STATE_UNSPECIFIED) {
+    next = reported;
+  }
+  if (role == v1::ROLE_SERVER) {
+    node->server = request.server();
+  } else {
+    const bool was_done = node->worker.done();
+    node->worker = request.worker();
+    // done is sticky: a late report cannot undo it.
+    if (was_done) node->worker.set_done(true);
+    if (node->worker.done()) next = v1::NODE_FINISHED;
+    result.became_done = node->worker.done() && !was_done;
+  }
+  if (next != old_state) {
+    node->state = next;
+    result.map_changed = true;
+    Bump();
+  }
+  result.node = node->Ref();
+  return result;
+}
+
+absl::StatusOr<NodeRef> Membership::Holder(v1::Role role, int id) const {
+  if (role != v1::ROLE_SERVER && role != v1::ROLE_WORKER) {
+    return absl::InvalidArgumentError("role must be ROLE_SERVER or ROLE_WORKER");
+  }
+  const std::vector<Node>& slots = role == v1::ROLE_SERVER ? servers_ : workers_;
+  const char* role_name = role == v1::ROLE_SERVER ? "server" : "worker";
+  if (id < 0 || id >= static_cast<int>(slots.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(role_name, " id ", id, " is out of range [0, ", slots.size(), ")"));
+  }
+  if (!slots[id].registered) {
+    return absl::FailedPreconditionError(absl::StrCat(role_name, " ", id, " is not registered"));
+  }
+  return slots[id].Ref();
+}
+
+std::optional<NodeRef> Membership::Find(const std::string& instance) const {
+  const Node* node = FindNode(instance);
+  if (node == nullptr) return std::nullopt;
+  return node->Ref();
+}
+
+std::optional<v1::NodeState> Membership::StateOf(const std::string& instance) const {
+  const Node* node = FindNode(instance);
+  if (node == nullptr) return std::nullopt;
+  return node->state;
+}
+
+bool Membership::MarkSuspect(const std::string& instance) {
+  Node* node = FindNode(instance);
+  if (node == nullptr || !node->live() || node->state == v1::NODE_SUSPECT) return false;
+  node->before_suspect = node->state;
+  node->state = v1::NODE_SUSPECT;
+  Bump();
+  return true;
+}
+
+std::optional<NodeRef> Membership::MarkDead(const std::string& instance) {
+  Node* node = FindNode(instance);
+  if (node == nullptr || !node->live()) return std::nullopt;
+  node->state = v1::NODE_DEAD;
+  ++epoch_;
+  Bump();
+  return node->Ref();
+}
+
+bool Membership::AllServersActive() const {
+  for (const Node& node : servers_) {
+    if (!node.registered || node.state != v1::NODE_ACTIVE) return false;
+  }
+  return true;
+}
+
+bool Membership::AllWorkersRegistered() const {
+  for (const Node& node : workers_) {
+    if (!node.registered) return false;
+  }
+  return true;
+}
+
+bool Membership::AllWorkersDone() const {
+  for (const Node& node : workers_) {
+    if (!node.registered || !node.worker.done()) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> Membership::Waiting() const {
+  std::vector<std::string> waiting;
+  for (const Node& node : servers_) {
+    if (!node.registered) {
+      waiting.push_back(absl::StrCat("server ", node.id, " (not registered)"));
+    } else if (node.state != v1::NODE_ACTIVE) {
+      waiting.push_back(
+          absl::StrCat("server ", node.id, " (", v1::NodeState_Name(node.state), ")"));
+    }
+  }
+  for (const Node& node : workers_) {
+    if (!node.registered) waiting.push_back(absl::StrCat("worker ", node.id, " (not registered)"));
+  }
+  return waiting;
+}
+
+std::vector<std::string> Membership::LiveInstances() const {
+  std::vector<std::string> live;
+  for (const auto* table : {&servers_, &spares_, &workers_}) {
+    for (const Node& node : *table) {
+      if (node.live()) live.push_back(node.instance);
+    }
+  }
+  return live;
+}
+
+void Membership::FillClusterMap(v1::ClusterMap* map) const {
+  map->set_epoch(epoch_);
+  map->set_version(version_);
+  map->set_mode(config_.mode);
+  map->set_k(config_.k);
+  map->set_r(config_.r);
+  map->clear_servers();
+  map->clear_workers();
+  auto fill = [](const Node& node, v1::NodeInfo* info) {
+    info->set_role(node.role);
+    info->set_id(node.id);
+    if (!node.registered) return;
+    info->set_address(node.address);
+    info->set_state(node.state);
+    info->set_instance(node.instance);
+    info->set_pid(node.pid);
+  };
+  for (const Node& node : servers_) fill(node, map->add_servers());
+  for (const Node& node : workers_) fill(node, map->add_workers());
+}
+
+void Membership::FillStatusNodes(
+    const std::function<std::optional<absl::Duration>(const std::string&)>& since_heartbeat,
+    v1::StatusResponse* out) const {
+  for (const auto* table : {&servers_, &spares_, &workers_}) {
+    for (const Node& node : *table) {
+      if (!node.registered) continue;
+      v1::NodeInfo* info = out->add_nodes();
+      info->set_role(node.role);
+      info->set_id(node.id);
+      info->set_address(node.address);
+      info->set_state(node.state);
+      info->set_instance(node.instance);
+      info->set_pid(node.pid);
+      std::optional<absl::Duration> age = since_heartbeat(node.instance);
+      info->set_heartbeat_age_ms(age ? absl::ToInt64Milliseconds(*age) : -1);
+      if (node.role == v1::ROLE_SERVER) {
+        *info->mutable_server() = node.server;
+      } else {
+        *info->mutable_worker() = node.worker;
+      }
+    }
+  }
+}
+
+template <typename Self>
+auto* Membership::FindIn(Self& self, v1::Role role, const std::string& instance) {
+  decltype(&self.servers_[0]) none = nullptr;
+  if (role == v1::ROLE_SERVER) {
+    for (auto& node : self.servers_) {
+      if (node.registered && node.instance == instance) return &node;
+    }
+    for (auto& node : self.spares_) {
+      if (node.instance == instance) return &node;
+    }
+  } else if (role == v1::ROLE_WORKER) {
+    for (auto& node : self.workers_) {
+      if (node.registered && node.instance == instance) return &node;
+    }
+  }
+  return none;
+}
+
+Membership::Node* Membership::FindNode(v1::Role role, const std::string& instance) {
+  return FindIn(*this, role, instance);
+}
+
+const Membership::Node* Membership::FindNode(v1::Role role, const std::string& instance) const {
+  return FindIn(*this, role, instance);
+}
+
+Membership::Node* Membership::FindNode(const std::string& instance) {
+  if (Node* node = FindNode(v1::ROLE_SERVER, instance)) return node;
+  return FindNode(v1::ROLE_WORKER, instance);
+}
+
+const Membership::Node* Membership::FindNode(const std::string& instance) const {
+  if (const Node* node = FindNode(v1::ROLE_SERVER, instance)) return node;
+  return FindNode(v1::ROLE_WORKER, instance);
+}
+
+}  // namespace ecps

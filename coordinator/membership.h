@@ -1,0 +1,151 @@
+// Membership: the coordinator's node table and the cluster map built from it.
+//
+// The table has S server slots (index = logical server id), W worker slots, and a list of
+// spare servers (NODE_STANDBY, id -1) that hold no logical id. Each slot records the
+// instance that holds it (a process incarnation), its address, pid, state and latest
+// stats. Registration rules:
+//   - requested_id in [0, S) (servers) or [0, W) (workers): takes that slot when it is free
+//     or its holder was declared DEAD (a replacement: the epoch is bumped; a replacement
+//     server starts NODE_RECOVERING, a worker NODE_STARTING); ALREADY_EXISTS when a live
+//     instance holds it.
+//   - requested_id -1: the lowest never-registered slot; a server finding every slot taken
+//     becomes a spare (NODE_STANDBY); a worker gets RESOURCE_EXHAUSTED.
+//   - any other id: INVALID_ARGUMENT. The same instance registering again (a retried
+//     request) gets its existing assignment back and changes nothing else.
+// The epoch starts at 1 and grows only on membership changes (a node declared dead, a
+// replacement taking an id). The version grows on every change of map content (states,
+// addresses, epoch), so a watcher can tell a new map from one it has.
+//
+// Not thread-safe: the owner (CoordinatorService) serialises calls under its lock.
+#ifndef ECPS_COORDINATOR_MEMBERSHIP_H_
+#define ECPS_COORDINATOR_MEMBERSHIP_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ecps {
+namespace v1 {
+class ClusterMap;
+class HeartbeatRequest;
+class RegisterRequest;
+class StatusResponse;
+enum Role : int;
+enum NodeState : int;
+}  // namespace v1
+
+// Identifies a node of the table.
+struct NodeRef {
+  v1::Role role;
+  int id = -1;  // logical id; -1 for a spare server
+  bool spare = false;
+  std::string instance;
+  std::string address;
+  bool worker_done = false;  // a worker that reported done
+};
+
+// "server 2", "worker 0", "spare server".
+std::string NodeName(const NodeRef& node);
+
+class Membership {
+ public:
+  struct Config {
+    int servers = 0;
+    int workers = 0;
+    std::string mode = "none";  // fault_tolerance.mode, copied into the map
+    int k = 1;
+    int r = 0;
+  };
+
+  explicit Membership(Config config);
+  ~Membership();
+  Membership(const Membership&) = delete;
+  Membership& operator=(const Membership&) = delete;
+
+  struct Registration {
+    NodeRef node;
+    v1::NodeState state;
+    bool repeated = false;                // the same instance registered again: nothing changed
+    std::optional<std::string> replaced;  // instance of the dead holder this one replaced
+  };
+  // Applies the registration rules above. On error nothing changes.
+  absl::StatusOr<Registration> Register(const v1::RegisterRequest& request);
+
+  struct HeartbeatResult {
+    bool fenced = false;       // not the current holder, or declared dead: nothing recorded
+    NodeRef node;              // when not fenced
+    bool map_changed = false;  // the node's state changed
+    bool became_done = false;  // a worker reported done for the first time
+  };
+  // Records a heartbeat's self-reported state and stats for the node that `request.instance`
+  // is (looked up among the slots of `request.role`). A node's own report may not claim
+  // SUSPECT, DEAD or STANDBY (the coordinator owns those) and UNSPECIFIED keeps the state;
+  // a SUSPECT node that heartbeats returns to its reported (or previous) state; a worker
+  // whose progress says done becomes NODE_FINISHED. INVALID_ARGUMENT for a bad role or an
+  // id out of range (-1 is allowed for servers).
+  absl::StatusOr<HeartbeatResult> ApplyHeartbeat(const v1::HeartbeatRequest& request);
+
+  // The node registered at role/id: INVALID_ARGUMENT when the id is out of range,
+  // FAILED_PRECONDITION when nobody registered it.
+  absl::StatusOr<NodeRef> Holder(v1::Role role, int id) const;
+  // The node `instance` is, wherever it sits (also when dead).
+  std::optional<NodeRef> Find(const std::string& instance) const;
+  std::optional<v1::NodeState> StateOf(const std::string& instance) const;
+
+  // Marks a live node NODE_SUSPECT (remembering its state). Returns whether it changed.
+  bool MarkSuspect(const std::string& instance);
+  // Declares `instance` dead: NODE_DEAD, epoch + 1. Returns the node, or nullopt when unknown
+  // or already dead (nothing changes).
+  std::optional<NodeRef> MarkDead(const std::string& instance);
+
+  bool AllServersActive() const;  // every server slot registered and NODE_ACTIVE
+  bool AllWorkersRegistered() const;
+  bool AllWorkersDone() const;  // every worker slot registered and done
+  // Human-readable list of what the job still waits for: "server 1 (not registered)",
+  // "server 0 (STARTING)", "worker 2 (not registered)".
+  std::vector<std::string> Waiting() const;
+  // Instances of every registered, not-dead node (servers, spares, workers).
+  std::vector<std::string> LiveInstances() const;
+
+  uint64_t epoch() const { return epoch_; }
+  uint64_t version() const { return version_; }
+  int num_servers() const { return config_.servers; }
+  int num_workers() const { return config_.workers; }
+  const Config& config() const { return config_; }
+
+  // Fills epoch, version, servers (one entry per logical id; a free slot has state
+  // UNSPECIFIED), workers, mode, k, r. Leaves phase to the caller. No stats.
+  void FillClusterMap(v1::ClusterMap* map) const;
+  // Appends one NodeInfo per registered node (servers by id, spares, workers by id) with
+  // stats, pid and heartbeat age (from `since_heartbeat`; -1 when it returns nullopt).
+  void FillStatusNodes(
+      const std::function<std::optional<absl::Duration>(const std::string&)>& since_heartbeat,
+      v1::StatusResponse* out) const;
+
+ private:
+  struct Node;  // defined in membership.cc (holds proto stats)
+
+  template <typename Self>
+  static auto* FindIn(Self& self, v1::Role role, const std::string& instance);
+  Node* FindNode(v1::Role role, const std::string& instance);
+  const Node* FindNode(v1::Role role, const std::string& instance) const;
+  Node* FindNode(const std::string& instance);
+  const Node* FindNode(const std::string& instance) const;
+  void Bump() { ++version_; }
+
+  const Config config_;
+  std::vector<Node> servers_;  // index = logical id
+  std::vector<Node> spares_;
+  std::vector<Node> workers_;  // index = worker id
+  uint64_t epoch_ = 1;
+  uint64_t version_ = 1;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_COORDINATOR_MEMBERSHIP_H_
