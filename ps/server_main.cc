@@ -7,7 +7,7 @@
 #include <csignal>
 #include <thread>
 
-#include "worker/dlrm.h"
+#include "kernels/dlrm.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/grpc_parameter_server.h"
 #include "ps/parameter_server.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/dlrm.h"
+#include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
 #include "ps/grpc_parameter_server.h"
 #include "ps/parameter_server.h"
