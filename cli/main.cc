@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "cli/bench_command.h"
 #include "cli/launcher.h"
 #include "cli/status_command.h"
 #include "coordinator/coordinator_main.h"
@@ -22,6 +23,8 @@ constexpr char kUsage[] =
     "\n"
     "  run SPEC.yaml [--output DIR] [--no-progress]\n"
     "      start a whole job on this machine (coordinator, servers, workers), train, report\n"
+    "  bench throughput SPEC.yaml [--output DIR]\n"
+    "      the same job in-process (no servers) and under `ecps run`; prints the ratio\n"
     "  status ADDR [--json] [--watch] [--interval-ms N]\n"
     "      show a running job (token from --token or ECPS_TOKEN)\n"
     "  coordinator --spec SPEC [--host H] [--port P] [--port-file F]\n"
@@ -134,6 +137,13 @@ int Main(int argc, char** argv) {
     flags.output_dir = a.Get("output");
     flags.progress = !a.Has("no-progress");
     return RunJob(flags);
+  }
+  if (command == "bench") {
+    if (!a.Only({"output"})) return UsageError(a.error);
+    if (a.positional.size() != 2 || a.positional[0] != "throughput") {
+      return UsageError("usage: ecps bench throughput SPEC.yaml [--output DIR]");
+    }
+    return RunThroughputBench(a.positional[1], a.Get("output"));
   }
   if (command == "status") {
     if (!a.Only({"json", "watch", "interval-ms", "token"})) return UsageError(a.error);

@@ -74,6 +74,12 @@ absl::Status TrainingLoop::Train() {
       }
       if (!last) std::swap(current, next);
     }
+    if (source_->bad_lines() > 0) {
+      std::string examples;
+      for (const std::string& e : source_->bad_line_examples()) examples += "\n  " + e;
+      spdlog::warn("worker {}: skipped {} malformed input lines (data.max_bad_lines {}):{}",
+                   worker_, source_->bad_lines(), spec_.data.max_bad_lines, examples);
+    }
     if (worker_ == 0) {
       if (absl::Status s = Evaluate(spec_.job.steps); !s.ok()) return s;
     }
