@@ -1,6 +1,7 @@
 #include "codec/gf256.h"
 
 #include <array>
+#include <cstddef>
 #include <utility>
 
 namespace ecps::codec::gf {
@@ -36,21 +37,21 @@ uint8_t Inverse(uint8_t a) {
 }
 
 std::vector<uint8_t> ParityMatrix(int k, int r) {
-  std::vector<uint8_t> c(static_cast<size_t>(k) * r, 1);
+  std::vector<uint8_t> c(static_cast<std::size_t>(k) * r, 1);
   if (r == 1) return c;
   for (int q = 0; q < r; ++q) {
     for (int j = 0; j < k; ++j) {
-      c[static_cast<size_t>(q) * k + j] = Inverse(static_cast<uint8_t>((k + q) ^ j));
+      c[static_cast<std::size_t>(q) * k + j] = Inverse(static_cast<uint8_t>((k + q) ^ j));
     }
   }
   return c;
 }
 
 bool Invert(std::vector<uint8_t>& m, int n) {
-  std::vector<uint8_t> inv(static_cast<size_t>(n) * n, 0);
-  for (int i = 0; i < n; ++i) inv[static_cast<size_t>(i) * n + i] = 1;
+  std::vector<uint8_t> inv(static_cast<std::size_t>(n) * n, 0);
+  for (int i = 0; i < n; ++i) inv[static_cast<std::size_t>(i) * n + i] = 1;
   auto at = [n](std::vector<uint8_t>& v, int row, int col) -> uint8_t& {
-    return v[static_cast<size_t>(row) * n + col];
+    return v[static_cast<std::size_t>(row) * n + col];
   };
   for (int col = 0; col < n; ++col) {
     int pivot = col;
