@@ -7,15 +7,85 @@
 namespace ecps {
 
 DenseStore::DenseStore(const DenseOptimizer& optimizer, int servers, int server,
-                       std::vector<std::vector<float>> initial)
-    : optimizer_(optimizer), servers_(servers), server_(server) {
+                       std::vector<std::vector<float>> initial, int replicas)
+    : optimizer_(optimizer),
+      servers_(servers),
+      server_(server),
+      replicas_(std::min(replicas, servers - 1)) {
   tensors_.resize(initial.size());
   for (size_t i = 0; i < initial.size(); ++i) {
     sizes_.push_back(static_cast<int64_t>(initial[i].size()));
-    if (!Owns(static_cast<int>(i))) continue;
+    if (!Holds(static_cast<int>(i))) continue;
     tensors_[i].state.assign(DenseStateFloats(optimizer_, sizes_[i]), 0.0f);
     tensors_[i].weights = std::move(initial[i]);
   }
+}
+
+std::vector<int> DenseStore::ReplicasOf(int tensor) const {
+  std::vector<int> out;
+  for (int d = 1; d <= replicas_; ++d) out.push_back((tensor + d) % servers_);
+  return out;
+}
+
+bool DenseStore::Holds(int tensor) const {
+  if (tensor < 0 || tensor >= num_tensors()) return false;
+  if (PrimaryOf(tensor) == server_) return true;
+  for (int r : ReplicasOf(tensor)) {
+    if (r == server_) return true;
+  }
+  return false;
+}
+
+absl::Status DenseStore::ApplyReplica(int tensor, int64_t version, const float* grad,
+                                      int64_t size) {
+  if (!Holds(tensor) || Owns(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not replicated on server " + std::to_string(server_));
+  }
+  if (size != sizes_[tensor]) {
+    return absl::InvalidArgumentError("dense replica update of tensor " + std::to_string(tensor) +
+                                      " has a wrong size");
+  }
+  Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  if (version <= t.version) return absl::OkStatus();  // a resend of an applied update
+  if (version != t.version + 1) {
+    return absl::FailedPreconditionError("dense replica of tensor " + std::to_string(tensor) +
+                                         " is at version " + std::to_string(t.version) +
+                                         ", got update " + std::to_string(version));
+  }
+  t.version = version;
+  ApplyDenseUpdate(optimizer_, t.version, size, grad, t.weights.data(), t.state.data());
+  return absl::OkStatus();
+}
+
+absl::Status DenseStore::ApplyAndShip(int tensor, const float* grad, int64_t size,
+                                      const std::function<absl::Status(int64_t)>& ship) {
+  if (absl::Status s = Check(tensor, size); !s.ok()) return s;
+  Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  ++t.version;
+  ApplyDenseUpdate(optimizer_, t.version, size, grad, t.weights.data(), t.state.data());
+  return ship(t.version);
+}
+
+absl::Status DenseStore::Checksum(int tensor, uint64_t* checksum, int64_t* version) const {
+  if (!Holds(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not held here");
+  }
+  const Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const std::vector<float>& v) {
+    const unsigned char* p = reinterpret_cast<const unsigned char*>(v.data());
+    for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  mix(t.weights);
+  mix(t.state);
+  *checksum = h;
+  *version = t.version;
+  return absl::OkStatus();
 }
 
 absl::Status DenseStore::Check(int tensor, int64_t size) const {
@@ -55,6 +125,7 @@ absl::Status DenseStore::Apply(int tensor, const float* grad, int64_t size) {
 }
 
 int64_t DenseStore::owned_tensors() const {
+  // Primaries only: replicas are counted in bytes().
   int64_t n = 0;
   for (int i = 0; i < num_tensors(); ++i) n += Owns(i) ? 1 : 0;
   return n;

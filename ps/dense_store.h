@@ -1,12 +1,15 @@
 // Dense parameters (the MLPs) a server is primary of, with their optimizer state.
 //
-// Dense tensor i is owned by server i mod S (DESIGN §3; replicas come with fault tolerance).
-// Each tensor has its own lock; an update applies the dense optimizer to the whole tensor and
-// bumps its version (the 1-based step used for Adam's bias correction). Thread-safe.
+// Dense tensor i has its primary on server i mod S and `replicas` backups on the next servers
+// ((i + 1) mod S, ...). Each tensor has its own lock; an update applies the dense optimizer to
+// the whole tensor and bumps its version (the 1-based step used for Adam's bias correction).
+// The primary ships each applied gradient, in version order, to its replicas, which apply the
+// same update with the same code and so stay bit-identical. Thread-safe.
 #ifndef ECPS_PS_DENSE_STORE_H_
 #define ECPS_PS_DENSE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -21,11 +24,26 @@ class DenseStore {
   // `initial` holds every tensor of the model (all servers compute the same deterministic
   // initial values); the store keeps those with index % servers == server.
   DenseStore(const DenseOptimizer& optimizer, int servers, int server,
-             std::vector<std::vector<float>> initial);
+             std::vector<std::vector<float>> initial, int replicas = 0);
 
   int num_tensors() const { return static_cast<int>(sizes_.size()); }
+  int PrimaryOf(int tensor) const { return tensor % servers_; }
+  // The servers holding replicas of `tensor`, in order.
+  std::vector<int> ReplicasOf(int tensor) const;
   bool Owns(int tensor) const { return tensor >= 0 && tensor < num_tensors() &&
-                                       tensor % servers_ == server_; }
+                                       PrimaryOf(tensor) == server_; }
+  bool Holds(int tensor) const;  // primary or replica here
+
+  // Replica side: applies the update that makes version `version`. A version already applied
+  // is ignored (a resend); a gap is FAILED_PRECONDITION. INVALID_ARGUMENT for a tensor not
+  // replicated here or a wrong size.
+  absl::Status ApplyReplica(int tensor, int64_t version, const float* grad, int64_t size);
+  // Primary side: like Apply, and calls `ship(version)` under the tensor's lock after the
+  // local apply, so updates reach replicas in version order; its error is returned.
+  absl::Status ApplyAndShip(int tensor, const float* grad, int64_t size,
+                            const std::function<absl::Status(int64_t version)>& ship);
+  // Checksum over a held tensor's weights and state, with its version.
+  absl::Status Checksum(int tensor, uint64_t* checksum, int64_t* version) const;
 
   // Copies tensor `tensor` into *out and returns its version. INVALID_ARGUMENT when the
   // tensor is out of range or not owned here.
@@ -49,8 +67,9 @@ class DenseStore {
   const DenseOptimizer optimizer_;
   const int servers_;
   const int server_;
+  const int replicas_;
   std::vector<int64_t> sizes_;
-  std::vector<Tensor> tensors_;  // empty weights for tensors owned elsewhere
+  std::vector<Tensor> tensors_;  // empty weights for tensors not held here
 };
 
 }  // namespace ecps

@@ -78,12 +78,23 @@ absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, flo
 }
 
 absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
-                                  const float* grads) {
+                                  const float* grads, const DeltaSink& on_delta) {
   std::vector<int64_t> slots;
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  const size_t bytes = sizeof(float) * payload_floats_;
+  std::vector<uint8_t> delta(on_delta ? bytes : 0);
   for (size_t i = 0; i < slots.size(); ++i) {
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
-    ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, Payload(table, slots[i]));
+    float* payload = Payload(table, slots[i]);
+    if (!on_delta) {
+      ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
+      continue;
+    }
+    std::memcpy(delta.data(), payload, bytes);
+    ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
+    const uint8_t* now = reinterpret_cast<const uint8_t*>(payload);
+    for (size_t b = 0; b < bytes; ++b) delta[b] ^= now[b];
+    on_delta(rows[i], delta.data(), bytes);
   }
   pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
   return absl::OkStatus();

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -41,7 +42,11 @@ class EmbeddingStore {
   // Applies the optimizer to each row with its gradient (rows.size() * dim floats, summed
   // over the batch). Rows are applied in the given order. Errors as for Pull; on error
   // nothing is applied.
-  absl::Status Push(int table, absl::Span<const int64_t> rows, const float* grads);
+  // When `on_delta` is set it is called for each row, under the row's lock, with the row's
+  // change old XOR new over its payload bytes (what the parity holders apply).
+  using DeltaSink = std::function<void(int64_t row, const uint8_t* delta, size_t len)>;
+  absl::Status Push(int table, absl::Span<const int64_t> rows, const float* grads,
+                    const DeltaSink& on_delta = nullptr);
 
   // Checks that every row of `rows` is a row of `table` held here (the checks Pull and
   // Push make), without touching any row.

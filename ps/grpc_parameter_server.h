@@ -36,6 +36,26 @@ class GrpcParameterServer final : public v1::ParameterServer::Service {
                       v1::HealthResponse* resp) override {
     return ToGrpcStatus(core_->Health(req->header(), resp));
   }
+  grpc::Status ApplyParityDeltas(grpc::ServerContext*, const v1::ParityDeltaBatch* req,
+                                 v1::ParityDeltaAck* resp) override {
+    return ToGrpcStatus(core_->ApplyParityDeltas(*req, resp));
+  }
+  grpc::Status ReplicateDense(grpc::ServerContext*, const v1::ReplicateDenseRequest* req,
+                              v1::ReplicateDenseResponse*) override {
+    return ToGrpcStatus(core_->ReplicateDense(*req));
+  }
+  grpc::Status Freeze(grpc::ServerContext*, const v1::FreezeRequest* req,
+                      v1::FreezeResponse*) override {
+    return ToGrpcStatus(core_->Freeze(*req));
+  }
+  grpc::Status ScrubParity(grpc::ServerContext*, const v1::ScrubParityRequest* req,
+                           v1::ScrubParityResponse* resp) override {
+    return ToGrpcStatus(core_->ScrubParity(*req, resp));
+  }
+  grpc::Status DenseChecksums(grpc::ServerContext*, const v1::DenseChecksumsRequest* req,
+                              v1::DenseChecksumsResponse* resp) override {
+    return ToGrpcStatus(core_->DenseChecksums(*req, resp));
+  }
 
  private:
   ParameterServerCore* core_;

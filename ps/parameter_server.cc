@@ -1,10 +1,14 @@
 #include "ps/parameter_server.h"
 
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <map>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
 
 namespace ecps {
 namespace {
@@ -15,11 +19,31 @@ absl::Span<const int64_t> RowsOf(const v1::TableRows& t) {
 
 }  // namespace
 
-void ParameterServerCore::Install(std::unique_ptr<EmbeddingStore> embeddings,
-                                  std::unique_ptr<DenseStore> dense) {
-  embeddings_ = std::move(embeddings);
-  dense_ = std::move(dense);
+ParameterServerCore::~ParameterServerCore() {
+  // Stop the sender threads before the stores they read go away.
+  parts_.streams.reset();
+}
+
+void ParameterServerCore::Install(ServerParts parts) {
+  parts_ = std::move(parts);
   ready_.store(true, std::memory_order_release);
+}
+
+absl::Status ParameterServerCore::BeginUpdate() {
+  std::unique_lock<std::mutex> lock(freeze_mu_);
+  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return !frozen_; })) {
+    return absl::UnavailableError("server frozen for a scrub for over 60 s");
+  }
+  ++in_flight_;
+  return absl::OkStatus();
+}
+
+void ParameterServerCore::EndUpdate() {
+  {
+    std::lock_guard<std::mutex> lock(freeze_mu_);
+    --in_flight_;
+  }
+  freeze_cv_.notify_all();
 }
 
 absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header) const {
@@ -38,14 +62,14 @@ absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header) 
 absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
                                        v1::PullResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
-  const int dim = embeddings_->dim();
+  const int dim = parts_.embeddings->dim();
   for (const v1::TableRows& t : request.tables()) {
-    if (absl::Status s = embeddings_->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+    if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
   }
   for (const v1::TableRows& t : request.tables()) {
     std::string* bytes = response->add_weights();
     bytes->resize(sizeof(float) * dim * t.rows_size());
-    absl::Status s = embeddings_->Pull(t.table(), RowsOf(t), reinterpret_cast<float*>(bytes->data()));
+    absl::Status s = parts_.embeddings->Pull(t.table(), RowsOf(t), reinterpret_cast<float*>(bytes->data()));
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -53,7 +77,7 @@ absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
 
 absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
-  const int dim = embeddings_->dim();
+  const int dim = parts_.embeddings->dim();
   if (request.grads_size() != request.tables_size()) {
     return absl::InvalidArgumentError("push has " + std::to_string(request.tables_size()) +
                                       " tables but " + std::to_string(request.grads_size()) +
@@ -69,15 +93,47 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
           " (" + std::to_string(t.rows_size()) + " rows of dimension " + std::to_string(dim) +
           ")");
     }
-    if (absl::Status s = embeddings_->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+    if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
   }
+  if (absl::Status s = BeginUpdate(); !s.ok()) return s;
+  absl::Status status = ApplyPush(request);
+  EndUpdate();
+  return status;
+}
+
+absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
+  const int dim = parts_.embeddings->dim();
+  const Placement& placement = parts_.embeddings->placement();
+  const int k = placement.k(), r = placement.r();
+  DeltaStreams* streams = parts_.streams.get();
+  std::vector<uint64_t> tickets(streams != nullptr ? placement.servers() : 0, 0);
   std::vector<float> grads;
   for (int i = 0; i < request.tables_size(); ++i) {
     const v1::TableRows& t = request.tables(i);
     grads.resize(static_cast<size_t>(dim) * t.rows_size());
     std::memcpy(grads.data(), request.grads(i).data(), request.grads(i).size());
-    absl::Status s = embeddings_->Push(t.table(), RowsOf(t), grads.data());
+    EmbeddingStore::DeltaSink sink;
+    if (streams != nullptr && r > 0) {
+      const int table = t.table();
+      sink = [&, table](int64_t row, const uint8_t* delta, size_t len) {
+        int64_t stripe = row / k;
+        int j = static_cast<int>(row % k);
+        for (int q = 0; q < r; ++q) {
+          int peer = placement.ServerOf(table, stripe, k + q);
+          tickets[peer] = streams->Enqueue(peer, table, stripe, j, delta, len);
+        }
+      };
+    }
+    absl::Status s = parts_.embeddings->Push(t.table(), RowsOf(t), grads.data(), sink);
     if (!s.ok()) return s;
+  }
+  if (streams != nullptr && parts_.ack_after_parity) {
+    for (size_t peer = 0; peer < tickets.size(); ++peer) {
+      if (tickets[peer] == 0) continue;
+      absl::Status s = streams->WaitAcked(static_cast<int>(peer), tickets[peer],
+                                          std::chrono::milliseconds(parts_.ack_timeout_ms));
+      if (!s.ok()) return s;
+    }
   }
   return absl::OkStatus();
 }
@@ -86,12 +142,12 @@ absl::Status ParameterServerCore::PullDense(const v1::PullDenseRequest& request,
                                             v1::PullDenseResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   for (int tensor : request.tensors()) {
-    if (absl::Status s = dense_->Check(tensor, -1); !s.ok()) return s;
+    if (absl::Status s = parts_.dense->Check(tensor, -1); !s.ok()) return s;
   }
   std::vector<float> values;
   for (int tensor : request.tensors()) {
     int64_t version = 0;
-    if (absl::Status s = dense_->Read(tensor, &values, &version); !s.ok()) return s;
+    if (absl::Status s = parts_.dense->Read(tensor, &values, &version); !s.ok()) return s;
     response->add_values()->assign(reinterpret_cast<const char*>(values.data()),
                                    values.size() * sizeof(float));
     response->add_versions(version);
@@ -111,30 +167,47 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
     if (g.size() % sizeof(float) != 0) {
       return absl::InvalidArgumentError("dense gradient size is not a multiple of 4 bytes");
     }
-    absl::Status s = dense_->Check(request.tensors(i), static_cast<int64_t>(g.size() / sizeof(float)));
+    absl::Status s = parts_.dense->Check(request.tensors(i), static_cast<int64_t>(g.size() / sizeof(float)));
     if (!s.ok()) return s;
   }
+  if (absl::Status s = BeginUpdate(); !s.ok()) return s;
   std::vector<float> grad;
-  for (int i = 0; i < request.tensors_size(); ++i) {
+  absl::Status status;
+  for (int i = 0; i < request.tensors_size() && status.ok(); ++i) {
     const std::string& g = request.grads(i);
+    const int tensor = request.tensors(i);
     grad.resize(g.size() / sizeof(float));
     std::memcpy(grad.data(), g.data(), g.size());
-    absl::Status s = dense_->Apply(request.tensors(i), grad.data(), static_cast<int64_t>(grad.size()));
-    if (!s.ok()) return s;
+    status = parts_.dense->ApplyAndShip(
+        tensor, grad.data(), static_cast<int64_t>(grad.size()), [&](int64_t version) {
+          std::vector<int> replicas = parts_.dense->ReplicasOf(tensor);
+          if (replicas.empty() || parts_.peers == nullptr) return absl::OkStatus();
+          v1::ReplicateDenseRequest rep;
+          FillHeader(rep.mutable_header(), token_, epoch(),
+                     "server-" + std::to_string(parts_.server));
+          rep.set_tensor(tensor);
+          rep.set_version(version);
+          rep.set_grad(g);
+          for (int peer : replicas) {
+            if (absl::Status s = parts_.peers->ReplicateDense(peer, rep); !s.ok()) return s;
+          }
+          return absl::OkStatus();
+        });
   }
-  return absl::OkStatus();
+  EndUpdate();
+  return status;
 }
 
 absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
                                            v1::ReadRowsResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   const v1::TableRows& t = request.rows();
-  if (absl::Status s = embeddings_->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
-  const int pf = embeddings_->payload_floats();
+  if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+  const int pf = parts_.embeddings->payload_floats();
   std::string* bytes = response->mutable_payloads();
   bytes->resize(sizeof(float) * pf * t.rows_size());
   response->set_payload_floats(pf);
-  return embeddings_->ReadPayloads(t.table(), RowsOf(t), reinterpret_cast<float*>(bytes->data()));
+  return parts_.embeddings->ReadPayloads(t.table(), RowsOf(t), reinterpret_cast<float*>(bytes->data()));
 }
 
 absl::Status ParameterServerCore::Health(const v1::RequestHeader& header,
@@ -148,11 +221,209 @@ absl::Status ParameterServerCore::Health(const v1::RequestHeader& header,
 
 void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
   if (!ready()) return;
-  stats->set_data_rows(embeddings_->data_rows());
-  stats->set_bytes(embeddings_->bytes() + dense_->bytes());
-  stats->set_pulls(embeddings_->pulls());
-  stats->set_pushes(embeddings_->pushes());
-  stats->set_dense_tensors(dense_->owned_tensors());
+  stats->set_data_rows(parts_.embeddings->data_rows());
+  stats->set_bytes(parts_.embeddings->bytes() + parts_.dense->bytes());
+  stats->set_pulls(parts_.embeddings->pulls());
+  stats->set_pushes(parts_.embeddings->pushes());
+  stats->set_dense_tensors(parts_.dense->owned_tensors());
+  if (parts_.parity != nullptr) {
+    stats->set_parity_rows(parts_.parity->parity_rows());
+    stats->set_bytes(stats->bytes() + parts_.parity->bytes());
+  }
+  if (parts_.streams != nullptr) {
+    stats->set_unacked_deltas(parts_.streams->unacked());
+    std::lock_guard<std::mutex> lock(rate_mu_);
+    auto now = std::chrono::steady_clock::now();
+    int64_t sent = parts_.streams->bytes_sent();
+    double dt = std::chrono::duration<double>(now - rate_time_).count();
+    if (dt > 0.2) {
+      rate_ = (sent - rate_bytes_) / dt;
+      rate_time_ = now;
+      rate_bytes_ = sent;
+    }
+    stats->set_delta_bytes_per_s(rate_);
+  }
+}
+
+absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& batch,
+                                                    v1::ParityDeltaAck* ack) {
+  if (absl::Status s = CheckRequest(batch.header()); !s.ok()) return s;
+  if (parts_.parity == nullptr) {
+    return absl::FailedPreconditionError("server " + std::to_string(parts_.server) +
+                                         " keeps no parity (mode without erasure coding)");
+  }
+  std::mutex* sender_mu;
+  {
+    std::lock_guard<std::mutex> lock(seq_mu_);
+    auto& m = sender_mu_[batch.from_server()];
+    if (m == nullptr) m = std::make_unique<std::mutex>();
+    sender_mu = m.get();
+  }
+  // One batch of a sender at a time: sequence order is the apply order.
+  std::lock_guard<std::mutex> sender_lock(*sender_mu);
+  uint64_t applied;
+  {
+    std::lock_guard<std::mutex> lock(seq_mu_);
+    applied = applied_seq_[batch.from_server()];
+  }
+  if (batch.seq() <= applied) {  // a resend after a lost ack: already applied
+    ack->set_applied_seq(applied);
+    return absl::OkStatus();
+  }
+  if (batch.seq() != applied + 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "parity batch ", batch.seq(), " from server ", batch.from_server(),
+        " out of order: applied up to ", applied));
+  }
+  const int k = parts_.embeddings->placement().k();
+  for (const v1::ParityDelta& d : batch.deltas()) {
+    auto q = parts_.parity->ParityIndex(d.table(), d.stripe());
+    if (!q.ok()) return q.status();
+    if (d.j() < 0 || d.j() >= k || d.delta().size() != parts_.parity->payload_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat("bad parity delta for table ", d.table(),
+                                                     " stripe ", d.stripe()));
+    }
+  }
+  for (const v1::ParityDelta& d : batch.deltas()) {
+    absl::Status s = parts_.parity->Apply(d.table(), d.stripe(), d.j(),
+                                          reinterpret_cast<const uint8_t*>(d.delta().data()),
+                                          d.delta().size());
+    if (!s.ok()) return s;
+  }
+  {
+    std::lock_guard<std::mutex> lock(seq_mu_);
+    applied_seq_[batch.from_server()] = batch.seq();
+  }
+  ack->set_applied_seq(batch.seq());
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::ReadParityRow(int table, int64_t stripe,
+                                                std::vector<uint8_t>* out) const {
+  if (!ready() || parts_.parity == nullptr) {
+    return absl::FailedPreconditionError("server keeps no parity");
+  }
+  out->resize(parts_.parity->payload_bytes());
+  return parts_.parity->Read(table, stripe, out->data());
+}
+
+absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest& request) {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (request.grad().size() % sizeof(float) != 0) {
+    return absl::InvalidArgumentError("dense replica gradient size is not a multiple of 4");
+  }
+  std::vector<float> grad(request.grad().size() / sizeof(float));
+  std::memcpy(grad.data(), request.grad().data(), request.grad().size());
+  return parts_.dense->ApplyReplica(request.tensor(), request.version(), grad.data(),
+                                    static_cast<int64_t>(grad.size()));
+}
+
+absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  std::unique_lock<std::mutex> lock(freeze_mu_);
+  if (!request.freeze()) {
+    frozen_ = false;
+    lock.unlock();
+    freeze_cv_.notify_all();
+    return absl::OkStatus();
+  }
+  frozen_ = true;
+  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return in_flight_ == 0; })) {
+    frozen_ = false;
+    freeze_cv_.notify_all();
+    return absl::DeadlineExceededError("updates in flight did not finish within 30 s");
+  }
+  lock.unlock();
+  if (parts_.streams != nullptr) {
+    absl::Status s = parts_.streams->Drain(std::chrono::seconds(30));
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> relock(freeze_mu_);
+      frozen_ = false;
+      freeze_cv_.notify_all();
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::ScrubParity(const v1::ScrubParityRequest& request,
+                                              v1::ScrubParityResponse* response) {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (parts_.parity == nullptr) return absl::OkStatus();
+  const Placement& placement = parts_.embeddings->placement();
+  const int k = placement.k();
+  const size_t bytes = parts_.parity->payload_bytes();
+  std::vector<std::pair<int, int64_t>> stripes;
+  parts_.parity->ForEachStripe([&](int t, int64_t s) { stripes.emplace_back(t, s); });
+  constexpr size_t kChunk = 4096;
+  std::vector<uint8_t> data(k * bytes * kChunk), expect(bytes * placement.r()), held(bytes);
+  for (size_t begin = 0; begin < stripes.size(); begin += kChunk) {
+    size_t end = std::min(stripes.size(), begin + kChunk);
+    std::fill(data.begin(), data.end(), 0);
+    // Gather the data rows of these stripes, one ReadRows per (server, table).
+    std::map<std::pair<int, int>, std::vector<std::pair<int64_t, size_t>>> wanted;
+    for (size_t i = begin; i < end; ++i) {
+      auto [t, stripe] = stripes[i];
+      for (int j = 0; j < k; ++j) {
+        int64_t row = stripe * k + j;
+        if (row >= placement.rows(t)) continue;  // padding member: zero
+        wanted[{placement.ServerOf(t, stripe, j), t}].emplace_back(
+            row, ((i - begin) * k + j) * bytes);
+      }
+    }
+    for (const auto& [key, rows] : wanted) {
+      v1::ReadRowsRequest req;
+      FillHeader(req.mutable_header(), token_, epoch(), "server-" + std::to_string(parts_.server));
+      req.mutable_rows()->set_table(key.second);
+      for (const auto& [row, offset] : rows) req.mutable_rows()->add_rows(row);
+      v1::ReadRowsResponse resp;
+      absl::Status s = parts_.peers->ReadRows(key.first, req, &resp);
+      if (!s.ok()) return s;
+      if (resp.payloads().size() != rows.size() * bytes) {
+        return absl::InternalError("scrub: server " + std::to_string(key.first) +
+                                   " returned a wrong-sized block");
+      }
+      for (size_t n = 0; n < rows.size(); ++n) {
+        std::memcpy(data.data() + rows[n].second, resp.payloads().data() + n * bytes, bytes);
+      }
+    }
+    std::vector<const uint8_t*> dptr(k);
+    std::vector<uint8_t*> pptr(placement.r());
+    for (int q = 0; q < placement.r(); ++q) pptr[q] = expect.data() + q * bytes;
+    for (size_t i = begin; i < end; ++i) {
+      auto [t, stripe] = stripes[i];
+      for (int j = 0; j < k; ++j) dptr[j] = data.data() + ((i - begin) * k + j) * bytes;
+      if (absl::Status s = parts_.code->Encode(dptr, pptr, bytes); !s.ok()) return s;
+      int q = *parts_.parity->ParityIndex(t, stripe);
+      if (absl::Status s = parts_.parity->Read(t, stripe, held.data()); !s.ok()) return s;
+      response->set_stripes_checked(response->stripes_checked() + 1);
+      if (std::memcmp(held.data(), pptr[q], bytes) != 0) {
+        response->set_mismatches(response->mismatches() + 1);
+        if (response->examples_size() < 10) {
+          response->add_examples(absl::StrCat("table ", t, " stripe ", stripe, " parity ", q,
+                                              " on server ", parts_.server));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::DenseChecksums(const v1::DenseChecksumsRequest& request,
+                                                 v1::DenseChecksumsResponse* response) const {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  for (int t = 0; t < parts_.dense->num_tensors(); ++t) {
+    if (!parts_.dense->Holds(t)) continue;
+    v1::DenseChecksum* c = response->add_tensors();
+    uint64_t sum = 0;
+    int64_t version = 0;
+    if (absl::Status s = parts_.dense->Checksum(t, &sum, &version); !s.ok()) return s;
+    c->set_tensor(t);
+    c->set_checksum(sum);
+    c->set_version(version);
+    c->set_primary(parts_.dense->Owns(t));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ecps

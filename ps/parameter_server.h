@@ -1,21 +1,35 @@
 // The parameter server's request handlers, apart from any transport (STYLE: the gRPC glue in
-// server_main.cc only adapts this class). Thread-safe.
+// grpc_parameter_server.h only adapts this class). Thread-safe.
 //
 // Every handler first checks the request header (token: UNAUTHENTICATED; epoch older than
 // the server's: FAILED_PRECONDITION), then validates the whole request (tables, row ids,
 // ownership, sizes: INVALID_ARGUMENT), and only then changes state, so a bad request changes
 // nothing. Before Install() every data request gets UNAVAILABLE (still initialising).
+//
+// With fault tolerance (erasure_code or replication), a push also sends each row's delta
+// (old XOR new payload) to the row's r parity holders. With ack after_parity the push
+// returns only once every parity holder applied those deltas, so an acknowledged update
+// survives any r server failures; with async it returns after the local apply.
 #ifndef ECPS_PS_PARAMETER_SERVER_H_
 #define ECPS_PS_PARAMETER_SERVER_H_
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "ps/delta_stream.h"
 #include "ps/dense_store.h"
 #include "ps/embedding_store.h"
+#include "ps/parity_store.h"
+#include "ps/peer_client.h"
+#include "ps/row_code.h"
 
 namespace ecps {
 namespace v1 {
@@ -30,15 +44,38 @@ class ReadRowsResponse;
 class HealthResponse;
 class RequestHeader;
 class ServerStats;
+class ParityDeltaBatch;
+class ParityDeltaAck;
+class ReplicateDenseRequest;
+class FreezeRequest;
+class ScrubParityRequest;
+class ScrubParityResponse;
+class DenseChecksumsRequest;
+class DenseChecksumsResponse;
 }  // namespace v1
+
+// Everything a ready server holds. Without fault tolerance only embeddings and dense are set.
+struct ServerParts {
+  int server = 0;
+  std::unique_ptr<EmbeddingStore> embeddings;
+  std::unique_ptr<DenseStore> dense;
+  std::unique_ptr<RowCode> code;
+  std::unique_ptr<ParityStore> parity;
+  std::unique_ptr<PeerClient> peers;
+  std::unique_ptr<DeltaStreams> streams;
+  bool ack_after_parity = true;
+  int ack_timeout_ms = 30000;   // how long a push waits for parity acknowledgements
+};
 
 class ParameterServerCore {
  public:
   explicit ParameterServerCore(std::string token) : token_(std::move(token)) {}
+  ~ParameterServerCore();
 
-  // Makes the server ready with its initialised stores (called once).
-  void Install(std::unique_ptr<EmbeddingStore> embeddings, std::unique_ptr<DenseStore> dense);
+  // Makes the server ready with its initialised parts (called once).
+  void Install(ServerParts parts);
   bool ready() const { return ready_.load(std::memory_order_acquire); }
+  const std::string& token() const { return token_; }
 
   // Requests from an epoch older than this are refused (fencing).
   void SetEpoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_release); }
@@ -52,16 +89,51 @@ class ParameterServerCore {
   absl::Status ReadRows(const v1::ReadRowsRequest& request, v1::ReadRowsResponse* response) const;
   absl::Status Health(const v1::RequestHeader& header, v1::HealthResponse* response) const;
 
+  // Parity holder side of a delta stream: applies each sequence number exactly once (a
+  // resend of an applied batch is acknowledged again, nothing applied); a gap in the
+  // sequence is FAILED_PRECONDITION. The whole batch is validated before any delta applies.
+  absl::Status ApplyParityDeltas(const v1::ParityDeltaBatch& batch, v1::ParityDeltaAck* ack);
+  absl::Status ReplicateDense(const v1::ReplicateDenseRequest& request);
+  // freeze=true: new pushes wait, in-flight pushes finish, every delta stream drains; then
+  // returns (a consistent point for scrubbing). freeze=false resumes.
+  absl::Status Freeze(const v1::FreezeRequest& request);
+  // Checks every parity row held here against a fresh encode of its stripe's data rows, read
+  // from their servers. Meaningful only while every server is frozen.
+  absl::Status ScrubParity(const v1::ScrubParityRequest& request,
+                           v1::ScrubParityResponse* response);
+  absl::Status DenseChecksums(const v1::DenseChecksumsRequest& request,
+                              v1::DenseChecksumsResponse* response) const;
+
   void FillStats(v1::ServerStats* stats) const;
+
+  // The parity row this server holds of (table, stripe) (tests; recovery reads).
+  absl::Status ReadParityRow(int table, int64_t stripe, std::vector<uint8_t>* out) const;
 
  private:
   absl::Status CheckRequest(const v1::RequestHeader& header) const;
+  // Waits while frozen, then counts an update in flight; EndUpdate undoes it.
+  absl::Status BeginUpdate();
+  void EndUpdate();
+  absl::Status ApplyPush(const v1::PushRequest& request);
 
   const std::string token_;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> ready_{false};
-  std::unique_ptr<EmbeddingStore> embeddings_;
-  std::unique_ptr<DenseStore> dense_;
+  ServerParts parts_;
+
+  std::mutex freeze_mu_;
+  std::condition_variable freeze_cv_;
+  bool frozen_ = false;      // guarded by freeze_mu_
+  int64_t in_flight_ = 0;    // guarded by freeze_mu_
+
+  mutable std::mutex rate_mu_;
+  mutable std::chrono::steady_clock::time_point rate_time_ = std::chrono::steady_clock::now();
+  mutable int64_t rate_bytes_ = 0;  // guarded by rate_mu_
+  mutable double rate_ = 0;         // guarded by rate_mu_
+
+  std::mutex seq_mu_;
+  std::unordered_map<int, uint64_t> applied_seq_;             // guarded by seq_mu_
+  std::unordered_map<int, std::unique_ptr<std::mutex>> sender_mu_;  // guarded by seq_mu_
 };
 
 }  // namespace ecps

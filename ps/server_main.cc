@@ -7,10 +7,10 @@
 #include <csignal>
 #include <thread>
 
-#include "kernels/dlrm.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/grpc_parameter_server.h"
 #include "ps/parameter_server.h"
+#include "ps/server_parts.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/placement.h"
 #include "runtime/rpc.h"
@@ -21,12 +21,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop.store(true); }
-
-// (k, r) of the row code that `mode` implies (none/checkpoint: one copy).
-void CodeOf(const v1::ClusterMap& map, int* k, int* r) {
-  *k = map.k() > 0 ? map.k() : 1;
-  *r = map.r();
-}
 
 }  // namespace
 
@@ -90,32 +84,37 @@ int RunServer(const ServerOptions& options) {
   });
 
   if (state.load() != v1::NODE_STANDBY) {
-    v1::ClusterMap map = registered->map();
-    int k = 1, r = 0;
-    CodeOf(map, &k, &r);
-    auto placement = Placement::Create(spec.cluster.servers, k, r, spec.model.table_rows);
-    auto model = Dlrm::Create(spec.model, 1);
-    if (!placement.ok() || !model.ok()) {
-      spdlog::error("server {}: bad model or placement: {} {}", id, placement.status().ToString(),
-                    model.status().ToString());
+    // Peers' addresses are needed for parity streams and dense replicas: wait until every
+    // server has registered.
+    auto map = coordinator.WaitForMap(
+        [&](const v1::ClusterMap& m) {
+          if (m.servers_size() != spec.cluster.servers) return false;
+          for (const auto& s : m.servers()) {
+            if (s.address().empty()) return false;
+          }
+          return true;
+        },
+        120000);
+    if (!map.ok()) {
+      spdlog::error("server {}: {}", id, map.status().ToString());
       exit_code.store(1);
     } else {
+      std::vector<std::string> addresses;
+      for (const auto& s : map->servers()) addresses.push_back(s.address());
       auto t0 = std::chrono::steady_clock::now();
-      auto store = EmbeddingStore::Create(*placement, id, spec.model.embedding_dim,
-                                          spec.optimizer.sparse, spec.job.seed);
-      if (!store.ok()) {
-        spdlog::error("server {}: {}", id, store.status().ToString());
+      auto parts = BuildServerParts(spec, id, addresses, &core);
+      if (!parts.ok()) {
+        spdlog::error("server {}: {}", id, parts.status().ToString());
         exit_code.store(1);
       } else {
-        std::vector<std::vector<float>> dense;
-        (*model)->InitDense(spec.job.seed, &dense);
-        int64_t rows = (*store)->data_rows();
-        core.Install(std::move(*store), std::make_unique<DenseStore>(
-                                            spec.optimizer.dense, spec.cluster.servers, id,
-                                            std::move(dense)));
+        int64_t rows = parts->embeddings->data_rows();
+        int64_t parity = parts->parity != nullptr ? parts->parity->parity_rows() : 0;
+        std::string code = parts->code != nullptr ? parts->code->backend() : "none";
+        core.Install(std::move(*parts));
         state.store(v1::NODE_ACTIVE);
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        spdlog::info("server {}: {} rows initialised in {:.2f} s; serving", id, rows, secs);
+        spdlog::info("server {}: {} data rows and {} parity rows ({}) initialised in {:.2f} s; "
+                     "serving", id, rows, parity, code, secs);
       }
     }
   }

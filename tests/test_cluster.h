@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
 #include "ps/grpc_parameter_server.h"
 #include "ps/parameter_server.h"
+#include "ps/server_parts.h"
 #include "runtime/placement.h"
 #include "runtime/rpc.h"
 #include "runtime/spec.h"
@@ -21,29 +21,29 @@ class TestCluster {
  public:
   // Starts spec.cluster.servers servers holding rows with code (k=1, r=0), initialised
   // exactly as `ecps server` initialises them.
-  static std::unique_ptr<TestCluster> Start(const JobSpec& spec, const std::string& token) {
+  // Starts spec.cluster.servers servers, built exactly as `ecps server` builds them (the
+  // spec's fault-tolerance mode included). `transport`, when set, carries every server's
+  // parity deltas (a fault-injecting seam).
+  static std::unique_ptr<TestCluster> Start(const JobSpec& spec, const std::string& token,
+                                            DeltaTransport* transport = nullptr) {
     auto cluster = std::unique_ptr<TestCluster>(new TestCluster);
     const int servers = spec.cluster.servers;
-    auto placement = Placement::Create(servers, 1, 0, spec.model.table_rows);
-    auto model = Dlrm::Create(spec.model, 1);
-    if (!placement.ok() || !model.ok()) return nullptr;
+    int k = 1, r = 0;
+    RowCodeShape(spec.fault_tolerance, &k, &r);
     cluster->map_.set_epoch(1);
-    cluster->map_.set_k(1);
-    cluster->map_.set_r(0);
+    cluster->map_.set_k(k);
+    cluster->map_.set_r(r);
+    cluster->map_.set_mode(spec.fault_tolerance.mode);
     cluster->map_.set_phase(v1::JOB_RUNNING);
+    // Listen first, so every server knows every address before it builds its parts.
+    std::vector<std::string> addresses;
     for (int s = 0; s < servers; ++s) {
       auto core = std::make_unique<ParameterServerCore>(token);
-      auto store = EmbeddingStore::Create(*placement, s, spec.model.embedding_dim,
-                                          spec.optimizer.sparse, spec.job.seed);
-      if (!store.ok()) return nullptr;
-      std::vector<std::vector<float>> dense;
-      (*model)->InitDense(spec.job.seed, &dense);
-      core->Install(std::move(*store), std::make_unique<DenseStore>(spec.optimizer.dense, servers,
-                                                                    s, std::move(dense)));
       core->SetEpoch(1);
       auto service = std::make_unique<GrpcParameterServer>(core.get());
-      auto server = StartGrpcServer("127.0.0.1", 0, {service.get()}, 2);
+      auto server = StartGrpcServer("127.0.0.1", 0, {service.get()}, 4);
       if (!server.ok()) return nullptr;
+      addresses.push_back(server->address);
       v1::NodeInfo* info = cluster->map_.add_servers();
       info->set_id(s);
       info->set_address(server->address);
@@ -52,11 +52,17 @@ class TestCluster {
       cluster->services_.push_back(std::move(service));
       cluster->servers_.push_back(std::move(*server));
     }
+    for (int s = 0; s < servers; ++s) {
+      auto parts = BuildServerParts(spec, s, addresses, cluster->cores_[s].get(), transport);
+      if (!parts.ok()) return nullptr;
+      cluster->cores_[s]->Install(std::move(*parts));
+    }
     return cluster;
   }
 
   ~TestCluster() {
     for (auto& s : servers_) s.server->Shutdown();
+    cores_.clear();  // stops delta streams before the gRPC servers go
   }
 
   const v1::ClusterMap& map() const { return map_; }

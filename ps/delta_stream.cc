@@ -1,0 +1,148 @@
+#include "ps/delta_stream.h"
+
+#include <cstring>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
+#include "proto/ecps.pb.h"
+#include "spdlog/spdlog.h"
+
+namespace ecps {
+
+DeltaStreams::DeltaStreams(int self, int servers, DeltaTransport* transport,
+                           DeltaStreamOptions options,
+                           std::function<void(v1::ParityDeltaBatch*)> header)
+    : self_(self), transport_(transport), options_(options), header_(std::move(header)) {
+  for (int p = 0; p < servers; ++p) streams_.push_back(std::make_unique<Stream>());
+  for (int p = 0; p < servers; ++p) {
+    if (p == self_) continue;
+    streams_[p]->sender = std::thread([this, p] { SenderLoop(p); });
+  }
+}
+
+DeltaStreams::~DeltaStreams() {
+  stopping_.store(true);
+  for (auto& s : streams_) {
+    { std::lock_guard<std::mutex> lock(s->mu); }
+    s->cv.notify_all();
+  }
+  for (auto& s : streams_) {
+    if (s->sender.joinable()) s->sender.join();
+  }
+}
+
+uint64_t DeltaStreams::Enqueue(int peer, int table, int64_t stripe, int j, const uint8_t* delta,
+                               size_t len) {
+  Stream& s = *streams_[peer];
+  std::unique_lock<std::mutex> lock(s.mu);
+  if (options_.window > 0) {
+    s.cv.wait(lock, [&] {
+      return stopping_.load() || s.enqueued - s.acked < static_cast<uint64_t>(options_.window);
+    });
+  }
+  s.pending.push_back(Entry{table, stripe, j, std::string(reinterpret_cast<const char*>(delta), len)});
+  uint64_t ticket = ++s.enqueued;
+  lock.unlock();
+  s.cv.notify_all();
+  return ticket;
+}
+
+absl::Status DeltaStreams::WaitAcked(int peer, uint64_t ticket,
+                                     std::chrono::milliseconds timeout) {
+  Stream& s = *streams_[peer];
+  std::unique_lock<std::mutex> lock(s.mu);
+  bool ok = s.cv.wait_for(lock, timeout, [&] { return stopping_.load() || s.acked >= ticket; });
+  if (stopping_.load()) return absl::CancelledError("server stopping");
+  if (!ok) {
+    return absl::DeadlineExceededError("parity server " + std::to_string(peer) +
+                                       " did not acknowledge deltas in time");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeltaStreams::Drain(std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (size_t p = 0; p < streams_.size(); ++p) {
+    uint64_t target;
+    {
+      std::lock_guard<std::mutex> lock(streams_[p]->mu);
+      target = streams_[p]->enqueued;
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (absl::Status st = WaitAcked(static_cast<int>(p), target,
+                                    std::max(left, std::chrono::milliseconds(0)));
+        !st.ok()) {
+      return st;
+    }
+  }
+  return absl::OkStatus();
+}
+
+int64_t DeltaStreams::unacked() const {
+  int64_t total = 0;
+  for (const auto& s : streams_) {
+    std::lock_guard<std::mutex> lock(s->mu);
+    total += static_cast<int64_t>(s->enqueued - s->acked);
+  }
+  return total;
+}
+
+void DeltaStreams::SenderLoop(int peer) {
+  Stream& s = *streams_[peer];
+  v1::ParityDeltaBatch batch;
+  while (true) {
+    uint64_t last_ticket = 0;
+    {
+      std::unique_lock<std::mutex> lock(s.mu);
+      s.cv.wait(lock, [&] { return stopping_.load() || !s.pending.empty(); });
+      if (stopping_.load()) return;
+      // Take what is pending (up to a batch) and coalesce deltas to the same parity row.
+      size_t take = std::min(s.pending.size(), static_cast<size_t>(options_.max_batch_deltas));
+      batch.Clear();
+      batch.set_from_server(self_);
+      batch.set_seq(s.next_seq++);
+      absl::flat_hash_map<std::tuple<int, int64_t, int>, int> index;
+      for (size_t i = 0; i < take; ++i) {
+        Entry& e = s.pending[i];
+        auto [it, inserted] = index.try_emplace(std::make_tuple(e.table, e.stripe, e.j),
+                                                batch.deltas_size());
+        if (inserted) {
+          v1::ParityDelta* d = batch.add_deltas();
+          d->set_table(e.table);
+          d->set_stripe(e.stripe);
+          d->set_j(e.j);
+          d->set_delta(std::move(e.delta));
+        } else {
+          std::string* acc = batch.mutable_deltas(it->second)->mutable_delta();
+          for (size_t b = 0; b < acc->size() && b < e.delta.size(); ++b) (*acc)[b] ^= e.delta[b];
+        }
+      }
+      s.pending.erase(s.pending.begin(), s.pending.begin() + take);
+      last_ticket = s.acked + take;
+    }
+    int backoff_ms = options_.initial_backoff_ms;
+    size_t bytes = batch.ByteSizeLong();
+    while (true) {
+      if (stopping_.load()) return;
+      header_(&batch);
+      auto ack = transport_->Send(peer, batch);
+      if (ack.ok() && *ack >= batch.seq()) break;
+      if (!ack.ok() && backoff_ms >= options_.max_backoff_ms) {
+        spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,
+                     ack.status().ToString());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      backoff_ms = std::min(options_.max_backoff_ms, backoff_ms * 2);
+    }
+    bytes_sent_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    batches_sent_.fetch_add(1, std::memory_order_relaxed);
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.acked = last_ticket;
+    }
+    s.cv.notify_all();
+  }
+}
+
+}  // namespace ecps

@@ -1,0 +1,101 @@
+// Parity deltas from this (data) server to the parity holders: one ordered stream per
+// (this server, parity server) pair, batched, with sequence numbers and acks (DESIGN §4).
+//
+// Enqueue hands a delta to the stream of one parity server and returns its ticket (the
+// stream's count of deltas so far). A sender thread per stream takes everything pending,
+// coalesces deltas to the same parity row (same table, stripe and data position: XOR), and
+// sends it as one batch with the next sequence number; it resends the same batch (same
+// number) until the receiver acknowledges it, so a batch is applied exactly once however
+// often the network drops or repeats it. WaitAcked blocks until a ticket is acknowledged.
+// Thread-safe.
+#ifndef ECPS_PS_DELTA_STREAM_H_
+#define ECPS_PS_DELTA_STREAM_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ecps {
+namespace v1 {
+class ParityDeltaBatch;
+}
+
+// The network between servers, as the delta streams see it: the seam that lets tests drop,
+// delay and duplicate batches without touching the production path.
+class DeltaTransport {
+ public:
+  virtual ~DeltaTransport() = default;
+  // Delivers `batch` to parity server `peer`; returns the highest sequence number the peer
+  // has applied from this sender, or the error.
+  virtual absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) = 0;
+};
+
+struct DeltaStreamOptions {
+  int max_batch_deltas = 8192;       // deltas per batch, after coalescing
+  int window = 0;                    // >0: Enqueue blocks while this many are unacknowledged
+  int initial_backoff_ms = 5;        // resend backoff, doubled up to max_backoff_ms
+  int max_backoff_ms = 500;
+};
+
+class DeltaStreams {
+ public:
+  // `self` is this server's id; `header` fills each batch's request header (token, epoch)
+  // at send time.
+  DeltaStreams(int self, int servers, DeltaTransport* transport, DeltaStreamOptions options,
+               std::function<void(v1::ParityDeltaBatch*)> header);
+  ~DeltaStreams();  // stops the sender threads; unsent deltas are dropped
+
+  // Queues a delta for parity server `peer`; returns its ticket. Blocks for backpressure
+  // when options.window is set and the stream is that far behind.
+  uint64_t Enqueue(int peer, int table, int64_t stripe, int j, const uint8_t* delta,
+                   size_t len);
+  // Waits until `peer` acknowledged every delta up to `ticket`; DEADLINE_EXCEEDED after
+  // `timeout`, CANCELLED when stopping.
+  absl::Status WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout);
+  // Waits until every stream has nothing unacknowledged.
+  absl::Status Drain(std::chrono::milliseconds timeout);
+
+  int64_t unacked() const;       // deltas queued or in flight, all streams
+  int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  int64_t batches_sent() const { return batches_sent_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Entry {
+    int table;
+    int64_t stripe;
+    int j;
+    std::string delta;
+  };
+  struct Stream {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Entry> pending;
+    uint64_t enqueued = 0;
+    uint64_t acked = 0;
+    uint64_t next_seq = 1;
+    std::thread sender;
+  };
+  void SenderLoop(int peer);
+
+  const int self_;
+  DeltaTransport* transport_;
+  const DeltaStreamOptions options_;
+  std::function<void(v1::ParityDeltaBatch*)> header_;
+  std::vector<std::unique_ptr<Stream>> streams_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> bytes_sent_{0};
+  std::atomic<int64_t> batches_sent_{0};
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_DELTA_STREAM_H_

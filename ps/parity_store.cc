@@ -1,0 +1,103 @@
+#include "ps/parity_store.h"
+
+#include <cstring>
+#include <string>
+
+#include "kernels/optimizers.h"
+
+namespace ecps {
+
+void InitialStripeData(const Placement& placement, const SparseOptimizer& optimizer,
+                       uint64_t seed, int dim, int table, int64_t stripe,
+                       std::vector<std::vector<uint8_t>>* data) {
+  const int pf = dim + SparseStateFloats(optimizer, dim);
+  data->resize(placement.k());
+  std::vector<float> payload(pf);
+  for (int j = 0; j < placement.k(); ++j) {
+    (*data)[j].assign(static_cast<size_t>(pf) * sizeof(float), 0);
+    int64_t row = stripe * placement.k() + j;
+    if (row >= placement.rows(table)) continue;  // padding member of the last stripe
+    InitSparseRow(optimizer, seed, table, row, dim, placement.rows(table), payload.data());
+    std::memcpy((*data)[j].data(), payload.data(), (*data)[j].size());
+  }
+}
+
+absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
+    const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
+    uint64_t seed, const RowCode* code) {
+  if (placement.r() < 1) return absl::InvalidArgumentError("placement has no parity");
+  const size_t payload_bytes = sizeof(float) * (dim + SparseStateFloats(optimizer, dim));
+  std::unique_ptr<ParityStore> store(new ParityStore(placement, server, payload_bytes, code));
+  store->tables_.resize(placement.num_tables());
+  std::vector<std::vector<uint8_t>> data;
+  std::vector<std::vector<uint8_t>> parity(placement.r(), std::vector<uint8_t>(payload_bytes));
+  std::vector<const uint8_t*> data_ptrs(placement.k());
+  std::vector<uint8_t*> parity_ptrs(placement.r());
+  for (int q = 0; q < placement.r(); ++q) parity_ptrs[q] = parity[q].data();
+  for (int t = 0; t < placement.num_tables(); ++t) {
+    store->tables_[t].assign(static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes, 0);
+    int q = 0;
+    for (int64_t slot = 0; slot < placement.ParitySlots(t); ++slot) {
+      int64_t stripe = placement.StripeAtParitySlot(t, server, slot, &q);
+      if (stripe < 0) continue;
+      InitialStripeData(placement, optimizer, seed, dim, t, stripe, &data);
+      for (int j = 0; j < placement.k(); ++j) data_ptrs[j] = data[j].data();
+      absl::Status s = code->Encode(data_ptrs, parity_ptrs, payload_bytes);
+      if (!s.ok()) return s;
+      std::memcpy(store->Row(t, slot), parity[q].data(), payload_bytes);
+      ++store->parity_rows_;
+    }
+  }
+  return store;
+}
+
+absl::StatusOr<int> ParityStore::ParityIndex(int table, int64_t stripe) const {
+  if (table < 0 || table >= placement_.num_tables()) {
+    return absl::InvalidArgumentError("table " + std::to_string(table) + " out of range");
+  }
+  if (stripe < 0 || stripe >= placement_.stripes(table)) {
+    return absl::InvalidArgumentError("stripe " + std::to_string(stripe) + " of table " +
+                                      std::to_string(table) + " out of range");
+  }
+  int m = placement_.MemberAt(table, stripe, server_);
+  if (m < placement_.k()) {
+    return absl::InvalidArgumentError("server " + std::to_string(server_) +
+                                      " holds no parity of stripe " + std::to_string(stripe) +
+                                      " of table " + std::to_string(table));
+  }
+  return m - placement_.k();
+}
+
+absl::Status ParityStore::Apply(int table, int64_t stripe, int j, const uint8_t* delta,
+                                size_t len) {
+  auto q = ParityIndex(table, stripe);
+  if (!q.ok()) return q.status();
+  if (j < 0 || j >= placement_.k()) {
+    return absl::InvalidArgumentError("data position " + std::to_string(j) + " out of range");
+  }
+  if (len != payload_bytes_) {
+    return absl::InvalidArgumentError("delta has " + std::to_string(len) + " bytes, expected " +
+                                      std::to_string(payload_bytes_));
+  }
+  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
+  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  applied_.fetch_add(1, std::memory_order_relaxed);
+  return code_->UpdateParity(*q, j, delta, Row(table, slot), len);
+}
+
+absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out) const {
+  auto q = ParityIndex(table, stripe);
+  if (!q.ok()) return q.status();
+  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
+  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  std::memcpy(out, Row(table, slot), payload_bytes_);
+  return absl::OkStatus();
+}
+
+int64_t ParityStore::bytes() const {
+  int64_t total = 0;
+  for (const auto& t : tables_) total += static_cast<int64_t>(t.size());
+  return total;
+}
+
+}  // namespace ecps

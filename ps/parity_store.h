@@ -1,0 +1,94 @@
+// The parity rows (or replicas, in mode replication) one server holds, in dense local
+// arrays: for stripe s of table t, parity member q lives at local slot (s / S) * r + q on
+// server (s + t + k + q) mod S (runtime/placement.h).
+//
+// At creation every parity row is encoded from the stripe's initial data rows, which any
+// server can compute (a row's initial payload depends only on seed, table and row), so no
+// stripe ever starts inconsistent. Deltas are applied under striped locks. Thread-safe.
+#ifndef ECPS_PS_PARITY_STORE_H_
+#define ECPS_PS_PARITY_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ps/row_code.h"
+#include "runtime/placement.h"
+#include "runtime/spec.h"
+
+namespace ecps {
+
+class ParityStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ParityStore>> Create(const Placement& placement,
+                                                             int server, int dim,
+                                                             const SparseOptimizer& optimizer,
+                                                             uint64_t seed, const RowCode* code);
+
+  size_t payload_bytes() const { return payload_bytes_; }
+
+  // The parity index q this server holds of (table, stripe), or INVALID_ARGUMENT (bad table,
+  // stripe out of range, or this server holds no parity of it).
+  absl::StatusOr<int> ParityIndex(int table, int64_t stripe) const;
+  // parity ^= c[q][j] * delta for the parity this server holds of (table, stripe). Checks as
+  // ParityIndex, plus j in [0, k) and len == payload_bytes().
+  absl::Status Apply(int table, int64_t stripe, int j, const uint8_t* delta, size_t len);
+  // Copies the parity row this server holds of (table, stripe).
+  absl::Status Read(int table, int64_t stripe, uint8_t* out) const;
+
+  // Every (table, stripe) this server holds parity of, for scrubbing: calls fn(table, stripe).
+  template <typename Fn>
+  void ForEachStripe(Fn fn) const {
+    int q = 0;
+    for (int t = 0; t < placement_.num_tables(); ++t) {
+      for (int64_t slot = 0; slot < placement_.ParitySlots(t); ++slot) {
+        int64_t stripe = placement_.StripeAtParitySlot(t, server_, slot, &q);
+        if (stripe >= 0) fn(t, stripe);
+      }
+    }
+  }
+
+  int64_t parity_rows() const { return parity_rows_; }
+  int64_t bytes() const;
+  int64_t deltas_applied() const { return applied_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr int kLockStripes = 1024;
+  ParityStore(const Placement& placement, int server, size_t payload_bytes, const RowCode* code)
+      : placement_(placement),
+        server_(server),
+        payload_bytes_(payload_bytes),
+        code_(code),
+        locks_(new std::mutex[kLockStripes]) {}
+  uint8_t* Row(int table, int64_t slot) {
+    return tables_[table].data() + static_cast<size_t>(slot) * payload_bytes_;
+  }
+  const uint8_t* Row(int table, int64_t slot) const {
+    return tables_[table].data() + static_cast<size_t>(slot) * payload_bytes_;
+  }
+  std::mutex& LockFor(int table, int64_t slot) const {
+    return locks_[(static_cast<uint64_t>(slot) * 31 + table) % kLockStripes];
+  }
+
+  const Placement placement_;
+  const int server_;
+  const size_t payload_bytes_;
+  const RowCode* code_;
+  std::vector<std::vector<uint8_t>> tables_;
+  int64_t parity_rows_ = 0;
+  mutable std::unique_ptr<std::mutex[]> locks_;
+  std::atomic<int64_t> applied_{0};
+};
+
+// The initial payload of every member of a stripe (k data rows, zero rows past the table's
+// end), as bytes: what ParityStore encodes at creation and recovery can check against.
+void InitialStripeData(const Placement& placement, const SparseOptimizer& optimizer,
+                       uint64_t seed, int dim, int table, int64_t stripe,
+                       std::vector<std::vector<uint8_t>>* data);
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_PARITY_STORE_H_

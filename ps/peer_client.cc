@@ -1,0 +1,59 @@
+#include "ps/peer_client.h"
+
+#include "runtime/rpc.h"
+
+namespace ecps {
+
+PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
+    : rpc_timeout_ms_(rpc_timeout_ms) {
+  for (const std::string& a : addresses) {
+    stubs_.push_back(a.empty() ? nullptr
+                               : std::shared_ptr<v1::ParameterServer::Stub>(
+                                     v1::ParameterServer::NewStub(MakeChannel(a))));
+  }
+}
+
+void PeerClient::SetAddress(int peer, const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stubs_[peer] = v1::ParameterServer::NewStub(MakeChannel(address));
+}
+
+v1::ParameterServer::Stub* PeerClient::StubFor(int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peer >= 0 && peer < static_cast<int>(stubs_.size()) ? stubs_[peer].get() : nullptr;
+}
+
+absl::StatusOr<uint64_t> PeerClient::Send(int peer, const v1::ParityDeltaBatch& batch) {
+  v1::ParameterServer::Stub* stub = StubFor(peer);
+  if (stub == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
+  v1::ParityDeltaAck ack;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
+  grpc::Status s = stub->ApplyParityDeltas(&ctx, batch, &ack);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return ack.applied_seq();
+}
+
+absl::Status PeerClient::ReplicateDense(int peer, const v1::ReplicateDenseRequest& request) {
+  v1::ParameterServer::Stub* stub = StubFor(peer);
+  if (stub == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
+  RpcOptions options;
+  options.deadline_ms = rpc_timeout_ms_;
+  v1::ReplicateDenseResponse response;
+  return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
+    return stub->ReplicateDense(ctx, request, &response);
+  });
+}
+
+absl::Status PeerClient::ReadRows(int peer, const v1::ReadRowsRequest& request,
+                                  v1::ReadRowsResponse* response) {
+  v1::ParameterServer::Stub* stub = StubFor(peer);
+  if (stub == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
+  RpcOptions options;
+  options.deadline_ms = rpc_timeout_ms_;
+  return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
+    return stub->ReadRows(ctx, request, response);
+  });
+}
+
+}  // namespace ecps

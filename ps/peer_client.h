@@ -1,0 +1,38 @@
+// Calls from one parameter server to its peers: parity delta batches (the production
+// DeltaTransport), dense replica updates, and row reads for scrubbing. Channels come from the
+// cluster map's server addresses. Thread-safe.
+#ifndef ECPS_PS_PEER_CLIENT_H_
+#define ECPS_PS_PEER_CLIENT_H_
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "proto/ecps.grpc.pb.h"
+#include "ps/delta_stream.h"
+
+namespace ecps {
+
+class PeerClient : public DeltaTransport {
+ public:
+  PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms);
+
+  absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) override;
+  absl::Status ReplicateDense(int peer, const v1::ReplicateDenseRequest& request);
+  absl::Status ReadRows(int peer, const v1::ReadRowsRequest& request,
+                        v1::ReadRowsResponse* response);
+  // Points `peer` at a new address (a replacement server).
+  void SetAddress(int peer, const std::string& address);
+
+ private:
+  v1::ParameterServer::Stub* StubFor(int peer);
+
+  const int rpc_timeout_ms_;
+  std::mutex mu_;
+  std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_PEER_CLIENT_H_

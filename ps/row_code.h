@@ -1,0 +1,50 @@
+// How a stripe's members relate: the erasure code of mode erasure_code (codec/), or plain
+// copies for mode replication (k = 1, every "parity" member is a byte-identical replica).
+// Immutable and thread-safe.
+#ifndef ECPS_PS_ROW_CODE_H_
+#define ECPS_PS_ROW_CODE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "codec/codec.h"
+
+namespace ecps {
+
+class RowCode {
+ public:
+  // mode: erasure_code (k, r, codec backend) or replication (k must be 1).
+  static absl::StatusOr<std::unique_ptr<RowCode>> Create(const std::string& mode, int k, int r,
+                                                         const std::string& backend);
+
+  int k() const { return k_; }
+  int r() const { return r_; }
+  std::string backend() const;
+
+  // parity_q ^= c[q][j] * delta (replication: parity_q ^= delta).
+  absl::Status UpdateParity(int q, int j, const uint8_t* delta, uint8_t* parity,
+                            size_t len) const;
+  // All r parity members from the k data members.
+  absl::Status Encode(absl::Span<const uint8_t* const> data, absl::Span<uint8_t* const> parity,
+                      size_t len) const;
+  // Members `wanted_ids` from at least k available members (ids: 0..k-1 data, k.. parity).
+  absl::Status Decode(absl::Span<const int> available_ids,
+                      absl::Span<const uint8_t* const> available,
+                      absl::Span<const int> wanted_ids, absl::Span<uint8_t* const> out,
+                      size_t len) const;
+
+ private:
+  RowCode(int k, int r, std::unique_ptr<codec::ErasureCode> code)
+      : k_(k), r_(r), code_(std::move(code)) {}
+  int k_;
+  int r_;
+  std::unique_ptr<codec::ErasureCode> code_;  // null: replication
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_ROW_CODE_H_

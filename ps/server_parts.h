@@ -1,0 +1,31 @@
+// Builds everything a parameter server holds from the job spec: its data rows, dense tensors
+// (primary and replicas) and, with fault tolerance, its parity rows, the code, the peer
+// client and the parity delta streams. Shared by `ecps server` and in-process test clusters.
+#ifndef ECPS_PS_SERVER_PARTS_H_
+#define ECPS_PS_SERVER_PARTS_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ps/parameter_server.h"
+#include "runtime/spec.h"
+
+namespace ecps {
+
+// (k, r) of the row code a mode implies: none/checkpoint (1, 0), replication (1, r),
+// erasure_code (k, r).
+void RowCodeShape(const FaultToleranceSection& ft, int* k, int* r);
+
+// `addresses` are every server's address by id (the cluster map's); `core` stamps the delta
+// streams' headers with its token and current epoch. `transport` overrides the peer client as
+// the delta streams' network (tests inject faults there); null uses the peer client.
+absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
+                                             const std::vector<std::string>& addresses,
+                                             const ParameterServerCore* core,
+                                             DeltaTransport* transport = nullptr);
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_SERVER_PARTS_H_
