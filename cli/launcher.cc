@@ -256,6 +256,12 @@ class Job {
                   "AUC %.4f, logloss %.4f\n",
                   static_cast<long long>(last.step()), static_cast<long long>(last.samples()),
                   last.elapsed_s(), rate, last.eval_auc(), last.eval_logloss());
+      if (last.scrub().done()) {
+        std::printf("ecps: scrub %s: %lld stripes and %lld dense replicas checked in %.2f s\n",
+                    last.scrub().clean() ? "clean" : "NOT CLEAN",
+                    static_cast<long long>(last.scrub().stripes_checked()),
+                    static_cast<long long>(last.scrub().dense_checked()), last.scrub().seconds());
+      }
       std::printf("ecps: report %s/report.json, metrics %s/metrics.csv\n", out_.c_str(),
                   out_.c_str());
       return 0;
@@ -286,10 +292,16 @@ class Job {
         "{\n  \"job\": \"%s\",\n  \"ok\": %s,\n  \"error\": \"%s\",\n  \"mode\": \"%s\",\n"
         "  \"servers\": %d,\n  \"workers\": %d,\n  \"steps\": %d,\n  \"samples\": %d,\n"
         "  \"train_seconds\": %.3f,\n  \"wall_seconds\": %.3f,\n  \"samples_per_s\": %.1f,\n"
-        "  \"eval_auc\": %.6f,\n  \"eval_logloss\": %.6f,\n  \"final_status\": %s\n}\n",
+        "  \"eval_auc\": %.6f,\n  \"eval_logloss\": %.6f,\n"
+        "  \"scrub\": {\"done\": %s, \"clean\": %s, \"stripes_checked\": %d, "
+        "\"parity_mismatches\": %d, \"dense_checked\": %d, \"dense_mismatches\": %d},\n"
+        "  \"final_status\": %s\n}\n",
         spec_.job.name, ok ? "true" : "false", escaped, spec_.fault_tolerance.mode,
         spec_.cluster.servers, spec_.cluster.workers, last.step(), last.samples(),
-        last.elapsed_s(), wall, rate, last.eval_auc(), last.eval_logloss(), status_json);
+        last.elapsed_s(), wall, rate, last.eval_auc(), last.eval_logloss(),
+        last.scrub().done() ? "true" : "false", last.scrub().clean() ? "true" : "false",
+        last.scrub().stripes_checked(), last.scrub().parity_mismatches(),
+        last.scrub().dense_checked(), last.scrub().dense_mismatches(), status_json);
   }
 
   JobSpec spec_;

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "cli/bench_command.h"
 #include "cli/launcher.h"
+#include "cli/scrub_command.h"
 #include "cli/status_command.h"
 #include "coordinator/coordinator_main.h"
 #include "ps/server_main.h"
@@ -25,6 +26,8 @@ constexpr char kUsage[] =
     "      start a whole job on this machine (coordinator, servers, workers), train, report\n"
     "  bench throughput SPEC.yaml [--output DIR]\n"
     "      the same job in-process (no servers) and under `ecps run`; prints the ratio\n"
+    "  scrub ADDR\n"
+    "      check every stripe's parity and every dense replica of a running job\n"
     "  status ADDR [--json] [--watch] [--interval-ms N]\n"
     "      show a running job (token from --token or ECPS_TOKEN)\n"
     "  coordinator --spec SPEC [--host H] [--port P] [--port-file F]\n"
@@ -144,6 +147,11 @@ int Main(int argc, char** argv) {
       return UsageError("usage: ecps bench throughput SPEC.yaml [--output DIR]");
     }
     return RunThroughputBench(a.positional[1], a.Get("output"));
+  }
+  if (command == "scrub") {
+    if (!a.Only({"token"})) return UsageError(a.error);
+    if (a.positional.size() != 1) return UsageError("scrub takes exactly one ADDR (host:port)");
+    return RunScrubCommand(a.positional[0], TokenFrom(a));
   }
   if (command == "status") {
     if (!a.Only({"json", "watch", "interval-ms", "token"})) return UsageError(a.error);

@@ -1,5 +1,8 @@
 #include "coordinator/coordinator_main.h"
 
+#include "proto/ecps.pb.h"
+#include "runtime/scrub.h"
+
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +98,12 @@ int RunCoordinator(const CoordinatorOptions& options) {
   }
   std::unique_ptr<CoordinatorService> service = std::move(created).value();
   GrpcCoordinator glue(service.get());
+  const int scrub_timeout_ms = spec.cluster.rpc_timeout_ms;
+  service->SetScrubber([token, scrub_timeout_ms](const v1::ClusterMap& map) {
+    std::vector<std::string> addresses;
+    for (const auto& s : map.servers()) addresses.push_back(s.address());
+    return ScrubServers(addresses, token, map.epoch(), scrub_timeout_ms);
+  });
 
   // One polling thread per expected node keeps every node's RPCs from queueing.
   const int threads =
@@ -130,6 +139,7 @@ int RunCoordinator(const CoordinatorOptions& options) {
       break;
     }
     service->Tick();
+    service->RunPendingScrub();
     const v1::JobPhase phase = service->phase();
     if (!ended_at && (phase == v1::JOB_FINISHED || phase == v1::JOB_FAILED)) {
       ended_at = absl::Now();

@@ -197,6 +197,7 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
   response->set_k(membership_.config().k);
   response->set_r(membership_.config().r);
   response->set_error(error_);
+  if (last_scrub_ != nullptr) *response->mutable_scrub() = *last_scrub_;
   membership_.FillStatusNodes(
       [this](const std::string& instance)
           ABSL_NO_THREAD_SAFETY_ANALYSIS { return detector_.SinceHeartbeat(instance); },
@@ -261,6 +262,62 @@ void CoordinatorService::SetServerDeadHandler(ServerDeadHandler handler) {
   server_dead_handler_ = std::move(handler);
 }
 
+void CoordinatorService::SetScrubber(Scrubber scrubber) {
+  absl::MutexLock lock(&mu_);
+  scrubber_ = std::move(scrubber);
+}
+
+absl::Status CoordinatorService::Scrub(const v1::ScrubRequest& request,
+                                       v1::ScrubReport* report) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  Scrubber scrubber;
+  v1::ClusterMap map;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!scrubber_) return absl::FailedPreconditionError("this coordinator cannot scrub");
+    if (!membership_.AllServersActive()) {
+      return absl::FailedPreconditionError("not every server is active: cannot scrub now");
+    }
+    scrubber = scrubber_;
+    FillMapLocked(&map);
+  }
+  *report = scrubber(map);
+  absl::MutexLock lock(&mu_);
+  last_scrub_ = std::make_unique<v1::ScrubReport>(*report);
+  return absl::OkStatus();
+}
+
+void CoordinatorService::RunPendingScrub() {
+  Scrubber scrubber;
+  v1::ClusterMap map;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!final_scrub_pending_ || Final()) return;
+    scrubber = scrubber_;
+    FillMapLocked(&map);
+  }
+  spdlog::info("every worker is done; scrubbing parity and replicas");
+  v1::ScrubReport report = scrubber(map);
+  absl::MutexLock lock(&mu_);
+  last_scrub_ = std::make_unique<v1::ScrubReport>(report);
+  final_scrub_pending_ = false;
+  final_scrub_done_ = true;
+  spdlog::info("scrub: {} stripes, {} parity mismatches, {} dense replicas, {} mismatches, "
+               "{:.2f} s{}", report.stripes_checked(), report.parity_mismatches(),
+               report.dense_checked(), report.dense_mismatches(), report.seconds(),
+               report.error().empty() ? "" : "; error: " + report.error());
+  if (!report.clean()) {
+    FailJobLocked(report.error().empty()
+                      ? absl::StrCat("final scrub found ", report.parity_mismatches(),
+                                     " parity and ", report.dense_mismatches(),
+                                     " dense replica mismatches")
+                      : "final scrub failed: " + report.error());
+  } else {
+    UpdatePhaseLocked();
+  }
+  PublishLocked();
+}
+
 v1::JobPhase CoordinatorService::phase() const {
   absl::MutexLock lock(&mu_);
   return phase_;
@@ -302,6 +359,11 @@ void CoordinatorService::UpdatePhaseLocked() {
         absl::ToDoubleSeconds(clock_->Now() - created_));
   }
   if (phase_ == v1::JOB_RUNNING && membership_.AllWorkersDone()) {
+    const std::string& mode = membership_.config().mode;
+    if (scrubber_ && !final_scrub_done_ && (mode == "erasure_code" || mode == "replication")) {
+      final_scrub_pending_ = true;  // RunPendingScrub finishes the job
+      return;
+    }
     SetPhaseLocked(v1::JOB_FINISHED);
     const ProgressSummary summary = progress_.Summarize(clock_->Now());
     spdlog::info("job '{}' finished: {} steps, {} samples in {:.1f} s", job_name_, summary.step,

@@ -45,6 +45,8 @@ class RegisterRequest;
 class RegisterResponse;
 class ReportFailureRequest;
 class ReportFailureResponse;
+class ScrubReport;
+class ScrubRequest;
 class StatusRequest;
 class StatusResponse;
 class WatchClusterMapRequest;
@@ -121,6 +123,21 @@ class CoordinatorService {
 
   void SetServerDeadHandler(ServerDeadHandler handler);
 
+  // Checks parity and dense replicas across the servers of `map` (runtime/scrub.h in
+  // production; tests inject their own). Set before the job starts.
+  using Scrubber = std::function<v1::ScrubReport(const v1::ClusterMap& map)>;
+  void SetScrubber(Scrubber scrubber);
+
+  // Admin: scrubs now (while training runs: the servers freeze for the scrub's duration).
+  // FAILED_PRECONDITION without a scrubber or before every server is active.
+  absl::Status Scrub(const v1::ScrubRequest& request, v1::ScrubReport* report);
+
+  // In modes with parity (erasure_code, replication), when every worker is done the job
+  // waits in RUNNING for a final scrub instead of finishing; this runs it (outside the lock,
+  // from the coordinator's main loop) and then finishes the job, or fails it when the scrub
+  // found a mismatch. A no-op when no final scrub is pending.
+  void RunPendingScrub();
+
   v1::JobPhase phase() const;
   std::string error() const;  // why the job failed ("" unless FAILED)
   uint64_t epoch() const;
@@ -168,6 +185,10 @@ class CoordinatorService {
   std::string error_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   ServerDeadHandler server_dead_handler_ ABSL_GUARDED_BY(mu_);
+  Scrubber scrubber_ ABSL_GUARDED_BY(mu_);
+  bool final_scrub_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_scrub_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<v1::ScrubReport> last_scrub_ ABSL_GUARDED_BY(mu_);  // null: none yet
 };
 
 }  // namespace ecps

@@ -35,6 +35,11 @@ class GrpcCoordinator::Impl final : public v1::Coordinator::Service {
     return ToGrpcStatus(service_->ReportFailure(*request, response));
   }
 
+  grpc::Status Scrub(grpc::ServerContext* /*context*/, const v1::ScrubRequest* request,
+                     v1::ScrubReport* report) override {
+    return ToGrpcStatus(service_->Scrub(*request, report));
+  }
+
   grpc::Status Status(grpc::ServerContext* /*context*/, const v1::StatusRequest* request,
                       v1::StatusResponse* response) override {
     return ToGrpcStatus(service_->Status(*request, response));

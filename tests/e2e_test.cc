@@ -68,10 +68,12 @@ int WaitFor(pid_t pid, std::chrono::seconds timeout) {
   return -1;
 }
 
-std::string Spec(const std::string& name, int steps, int workers, const std::string& extra = "") {
+std::string Spec(const std::string& name, int steps, int workers, const std::string& extra = "",
+                 int servers = 2) {
   return "job:\n  name: " + name + "\n  steps: " + std::to_string(steps) +
          "\n  eval_every: 0\n  eval_samples: 8192\n  token: e2e-token\n"
-         "cluster:\n  servers: 2\n  workers: " + std::to_string(workers) +
+         "cluster:\n  servers: " + std::to_string(servers) + "\n  workers: " +
+         std::to_string(workers) +
          "\n  heartbeat_interval_ms: 100\n"
          "model:\n  embedding_dim: 8\n  bottom_mlp: [32, 8]\n  top_mlp: [32, 16]\n"
          "  table_rows: 2000\n"
@@ -99,6 +101,25 @@ TEST(EndToEnd, TrainsToUsefulAucWithRealProcesses) {
   std::string csv = ReadFile(dir / "out" / "metrics.csv");
   EXPECT_NE(csv.find("running"), std::string::npos);
   EXPECT_NE(csv.find("finished"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(EndToEnd, ErasureCodedJobEndsWithACleanScrub) {
+  fs::path dir = TempDir("ec");
+  std::ofstream(dir / "job.yaml") << Spec(
+      "ec", 150, 2, "fault_tolerance:\n  mode: erasure_code\n  k: 2\n  r: 1\n", 3);
+  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
+                     "--no-progress"},
+                    dir / "run.log");
+  int status = WaitFor(pid, std::chrono::seconds(240));
+  ASSERT_NE(status, -1) << ReadFile(dir / "run.log");
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(dir / "run.log");
+  std::string report = ReadFile(dir / "out" / "report.json");
+  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
+      << report;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(report, m, std::regex("\"stripes_checked\": ([0-9]+)")));
+  EXPECT_EQ(std::stoll(m[1]), 26 * 1000);  // 26 tables of 2000 rows in stripes of 2
   fs::remove_all(dir);
 }
 
