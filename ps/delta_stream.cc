@@ -101,6 +101,7 @@ void DeltaStreams::SenderLoop(int peer) {
       size_t take = std::min(s.pending.size(), static_cast<size_t>(options_.max_batch_deltas));
       batch.Clear();
       batch.set_from_server(self_);
+      batch.set_sender_instance(options_.instance);
       batch.set_seq(s.next_seq++);
       absl::flat_hash_map<std::tuple<int, int64_t, int>, int> index;
       for (size_t i = 0; i < take; ++i) {

@@ -44,6 +44,7 @@ struct DeltaStreamOptions {
   int window = 0;                    // >0: Enqueue blocks while this many are unacknowledged
   int initial_backoff_ms = 5;        // resend backoff, doubled up to max_backoff_ms
   int max_backoff_ms = 500;
+  std::string instance;              // this process's incarnation, stamped on every batch
 };
 
 class DeltaStreams {

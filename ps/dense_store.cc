@@ -69,6 +69,38 @@ absl::Status DenseStore::ApplyAndShip(int tensor, const float* grad, int64_t siz
   return ship(t.version);
 }
 
+absl::Status DenseStore::Snapshot(int tensor, std::vector<float>* weights,
+                                  std::vector<float>* state, int64_t* version) const {
+  if (!Holds(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not held here");
+  }
+  const Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  *weights = t.weights;
+  *state = t.state;
+  *version = t.version;
+  return absl::OkStatus();
+}
+
+absl::Status DenseStore::Restore(int tensor, const std::vector<float>& weights,
+                                 const std::vector<float>& state, int64_t version) {
+  if (!Holds(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not held here");
+  }
+  Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  if (weights.size() != t.weights.size() || state.size() != t.state.size()) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " restored with wrong sizes");
+  }
+  t.weights = weights;
+  t.state = state;
+  t.version = version;
+  return absl::OkStatus();
+}
+
 absl::Status DenseStore::Checksum(int tensor, uint64_t* checksum, int64_t* version) const {
   if (!Holds(tensor)) {
     return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +

@@ -42,6 +42,12 @@ class DenseStore {
   // local apply, so updates reach replicas in version order; its error is returned.
   absl::Status ApplyAndShip(int tensor, const float* grad, int64_t size,
                             const std::function<absl::Status(int64_t version)>& ship);
+  // Copies a held tensor (primary or replica) with its state and version.
+  absl::Status Snapshot(int tensor, std::vector<float>* weights, std::vector<float>* state,
+                        int64_t* version) const;
+  // Replaces a held tensor (a replacement server restoring it from another holder).
+  absl::Status Restore(int tensor, const std::vector<float>& weights,
+                       const std::vector<float>& state, int64_t version);
   // Checksum over a held tensor's weights and state, with its version.
   absl::Status Checksum(int tensor, uint64_t* checksum, int64_t* version) const;
 

@@ -18,7 +18,7 @@ EmbeddingStore::EmbeddingStore(const Placement& placement, int server, int dim,
 
 absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
     const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
-    uint64_t seed) {
+    uint64_t seed, bool lost) {
   if (server < 0 || server >= placement.servers()) {
     return absl::InvalidArgumentError("server id " + std::to_string(server) +
                                       " out of range");
@@ -26,16 +26,20 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
   if (dim < 1) return absl::InvalidArgumentError("embedding dim must be positive");
   std::unique_ptr<EmbeddingStore> store(new EmbeddingStore(placement, server, dim, optimizer));
   store->tables_.resize(placement.num_tables());
+  store->valid_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     int64_t slots = placement.DataSlots(t);
     store->tables_[t].assign(static_cast<size_t>(slots) * store->payload_floats_, 0.0f);
+    store->valid_[t].assign(static_cast<size_t>(slots), lost ? 0 : 1);
     for (int64_t slot = 0; slot < slots; ++slot) {
       int64_t row = placement.RowAtDataSlot(t, server, slot);
       if (row < 0) continue;  // padding slot of a partial block
-      InitSparseRow(optimizer, seed, t, row, dim, placement.rows(t), store->Payload(t, slot));
       ++store->data_rows_;
+      if (lost) continue;
+      InitSparseRow(optimizer, seed, t, row, dim, placement.rows(t), store->Payload(t, slot));
     }
   }
+  if (lost) store->invalid_rows_.store(store->data_rows_);
   return store;
 }
 
@@ -71,6 +75,7 @@ absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, flo
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
     std::memcpy(out + i * dim_, Payload(table, slots[i]), sizeof(float) * dim_);
   }
   pulls_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
@@ -85,6 +90,7 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
   std::vector<uint8_t> delta(on_delta ? bytes : 0);
   for (size_t i = 0; i < slots.size(); ++i) {
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
     float* payload = Payload(table, slots[i]);
     if (!on_delta) {
       ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
@@ -106,10 +112,40 @@ absl::Status EmbeddingStore::ReadPayloads(int table, absl::Span<const int64_t> r
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
     std::memcpy(out + i * payload_floats_, Payload(table, slots[i]),
                 sizeof(float) * payload_floats_);
   }
   return absl::OkStatus();
+}
+
+absl::Status EmbeddingStore::Missing(int table, int64_t row) const {
+  return absl::UnavailableError("row " + std::to_string(row) + " of table " +
+                                std::to_string(table) + " is not rebuilt yet on server " +
+                                std::to_string(server_));
+}
+
+void EmbeddingStore::MissingRows(int table, absl::Span<const int64_t> rows,
+                                 std::vector<int64_t>* invalid) const {
+  if (all_valid()) return;
+  for (int64_t row : rows) {
+    if (!IsValid(table, row)) invalid->push_back(row);
+  }
+}
+
+bool EmbeddingStore::IsValid(int table, int64_t row) const {
+  int64_t slot = placement_.DataLocation(table, row).slot;
+  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  return valid_[table][slot] != 0;
+}
+
+void EmbeddingStore::InstallRow(int table, int64_t row, const float* payload) {
+  int64_t slot = placement_.DataLocation(table, row).slot;
+  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  if (valid_[table][slot]) return;
+  std::memcpy(Payload(table, slot), payload, sizeof(float) * payload_floats_);
+  valid_[table][slot] = 1;
+  invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 int64_t EmbeddingStore::bytes() const {

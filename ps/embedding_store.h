@@ -26,10 +26,13 @@ namespace ecps {
 class EmbeddingStore {
  public:
   // Allocates and initialises the data rows that `server` holds under `placement`.
+  // With `lost` set (a replacement server), no row is initialised: every row is invalid until
+  // InstallRow puts its rebuilt payload in place, and requests for invalid rows get
+  // UNAVAILABLE.
   static absl::StatusOr<std::unique_ptr<EmbeddingStore>> Create(const Placement& placement,
                                                                 int server, int dim,
                                                                 const SparseOptimizer& optimizer,
-                                                                uint64_t seed);
+                                                                uint64_t seed, bool lost = false);
 
   int dim() const { return dim_; }
   int payload_floats() const { return payload_floats_; }
@@ -58,6 +61,18 @@ class EmbeddingStore {
   // Copies whole payloads (weights + optimizer state) of `rows` into out.
   absl::Status ReadPayloads(int table, absl::Span<const int64_t> rows, float* out) const;
 
+  // Recovery. all_valid() is true once no row is missing (always, for a server that was not
+  // a replacement).
+  bool all_valid() const { return invalid_rows_.load(std::memory_order_acquire) == 0; }
+  int64_t invalid_rows() const { return invalid_rows_.load(std::memory_order_acquire); }
+  // Appends to `invalid` the rows of `rows` that are still missing (rows must be valid ids
+  // of this server: call Validate first).
+  void MissingRows(int table, absl::Span<const int64_t> rows, std::vector<int64_t>* invalid) const;
+  // Puts a rebuilt payload (payload_floats floats) in place and marks the row valid. A row
+  // that is already valid is left alone (it may have been updated since).
+  void InstallRow(int table, int64_t row, const float* payload);
+  bool IsValid(int table, int64_t row) const;
+
   int64_t data_rows() const { return data_rows_; }
   int64_t bytes() const;
   int64_t pulls() const { return pulls_.load(std::memory_order_relaxed); }
@@ -71,6 +86,7 @@ class EmbeddingStore {
   // Validates (table, rows) and writes each row's local slot to `slots`.
   absl::Status Resolve(int table, absl::Span<const int64_t> rows,
                        std::vector<int64_t>* slots) const;
+  absl::Status Missing(int table, int64_t row) const;
   std::mutex& LockFor(int table, int64_t slot) const {
     return locks_[(static_cast<uint64_t>(slot) * 31 + table) % kLockStripes];
   }
@@ -87,6 +103,8 @@ class EmbeddingStore {
   const SparseOptimizer optimizer_;
   const int payload_floats_;
   std::vector<std::vector<float>> tables_;  // per table: DataSlots * payload_floats
+  std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
+  std::atomic<int64_t> invalid_rows_{0};
   int64_t data_rows_ = 0;
   mutable std::unique_ptr<std::mutex[]> locks_;
   mutable std::atomic<int64_t> pulls_{0};

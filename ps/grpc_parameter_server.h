@@ -52,6 +52,18 @@ class GrpcParameterServer final : public v1::ParameterServer::Service {
                            v1::ScrubParityResponse* resp) override {
     return ToGrpcStatus(core_->ScrubParity(*req, resp));
   }
+  grpc::Status ReadParity(grpc::ServerContext*, const v1::ReadParityRequest* req,
+                          v1::ReadParityResponse* resp) override {
+    return ToGrpcStatus(core_->ReadParity(*req, resp));
+  }
+  grpc::Status WriteParity(grpc::ServerContext*, const v1::WriteParityRequest* req,
+                           v1::WriteParityResponse*) override {
+    return ToGrpcStatus(core_->WriteParity(*req));
+  }
+  grpc::Status ReadDense(grpc::ServerContext*, const v1::ReadDenseRequest* req,
+                         v1::ReadDenseResponse* resp) override {
+    return ToGrpcStatus(core_->ReadDense(*req, resp));
+  }
   grpc::Status DenseChecksums(grpc::ServerContext*, const v1::DenseChecksumsRequest* req,
                               v1::DenseChecksumsResponse* resp) override {
     return ToGrpcStatus(core_->DenseChecksums(*req, resp));

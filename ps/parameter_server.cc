@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -20,8 +21,32 @@ absl::Span<const int64_t> RowsOf(const v1::TableRows& t) {
 }  // namespace
 
 ParameterServerCore::~ParameterServerCore() {
-  // Stop the sender threads before the stores they read go away.
+  // Stop the rebuild and the sender threads before the stores they use go away.
+  parts_.rebuilder.reset();
   parts_.streams.reset();
+}
+
+void ParameterServerCore::UpdatePeerAddress(int server, const std::string& address) {
+  if (ready() && parts_.peers != nullptr) parts_.peers->SetAddress(server, address);
+}
+
+void ParameterServerCore::StartRebuild() {
+  if (parts_.rebuilder != nullptr) parts_.rebuilder->Start();
+}
+
+bool ParameterServerCore::rebuilt() const {
+  return parts_.rebuilder == nullptr || parts_.rebuilder->done();
+}
+
+template <typename Tables>
+absl::Status ParameterServerCore::EnsureRebuilt(const Tables& tables) const {
+  if (parts_.rebuilder == nullptr || parts_.embeddings->all_valid()) return absl::OkStatus();
+  for (const v1::TableRows& t : tables) {
+    std::vector<int64_t> rows(t.rows().begin(), t.rows().end());
+    absl::Status s = parts_.rebuilder->EnsureRows(t.table(), rows, parts_.rebuild_wait_ms);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 void ParameterServerCore::Install(ServerParts parts) {
@@ -31,7 +56,7 @@ void ParameterServerCore::Install(ServerParts parts) {
 
 absl::Status ParameterServerCore::BeginUpdate() {
   std::unique_lock<std::mutex> lock(freeze_mu_);
-  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return !frozen_; })) {
+  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return frozen_ == 0; })) {
     return absl::UnavailableError("server frozen for a scrub for over 60 s");
   }
   ++in_flight_;
@@ -50,6 +75,9 @@ absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header) 
   if (header.token() != token_) {
     return absl::UnauthenticatedError("wrong or missing job token");
   }
+  if (fenced()) {
+    return absl::FailedPreconditionError("this server was declared dead and replaced (fenced)");
+  }
   if (header.epoch() < epoch()) {
     return absl::FailedPreconditionError("stale epoch " + std::to_string(header.epoch()) +
                                          " < " + std::to_string(epoch()) + " from " +
@@ -66,6 +94,7 @@ absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
   for (const v1::TableRows& t : request.tables()) {
     if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
   }
+  if (absl::Status s = EnsureRebuilt(request.tables()); !s.ok()) return s;
   for (const v1::TableRows& t : request.tables()) {
     std::string* bytes = response->add_weights();
     bytes->resize(sizeof(float) * dim * t.rows_size());
@@ -95,6 +124,9 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
     }
     if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
   }
+  // A replacement rebuilds the rows first; waiting for that is not an update in flight
+  // (a freeze must not wait for it: the rebuild itself freezes the other servers).
+  if (absl::Status s = EnsureRebuilt(request.tables()); !s.ok()) return s;
   if (absl::Status s = BeginUpdate(); !s.ok()) return s;
   absl::Status status = ApplyPush(request);
   EndUpdate();
@@ -144,6 +176,9 @@ absl::Status ParameterServerCore::PullDense(const v1::PullDenseRequest& request,
   for (int tensor : request.tensors()) {
     if (absl::Status s = parts_.dense->Check(tensor, -1); !s.ok()) return s;
   }
+  if (parts_.rebuilder != nullptr) {
+    if (absl::Status s = parts_.rebuilder->EnsureDense(parts_.rebuild_wait_ms); !s.ok()) return s;
+  }
   std::vector<float> values;
   for (int tensor : request.tensors()) {
     int64_t version = 0;
@@ -170,6 +205,9 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
     absl::Status s = parts_.dense->Check(request.tensors(i), static_cast<int64_t>(g.size() / sizeof(float)));
     if (!s.ok()) return s;
   }
+  if (parts_.rebuilder != nullptr) {
+    if (absl::Status s = parts_.rebuilder->EnsureDense(parts_.rebuild_wait_ms); !s.ok()) return s;
+  }
   if (absl::Status s = BeginUpdate(); !s.ok()) return s;
   std::vector<float> grad;
   absl::Status status;
@@ -188,8 +226,22 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
           rep.set_tensor(tensor);
           rep.set_version(version);
           rep.set_grad(g);
+          // A replica that is down is being replaced: keep shipping (to the replacement's
+          // address once the map has it) rather than let primary and replica drift apart.
+          const auto give_up = std::chrono::steady_clock::now() +
+                               std::chrono::milliseconds(parts_.rebuild_wait_ms);
           for (int peer : replicas) {
-            if (absl::Status s = parts_.peers->ReplicateDense(peer, rep); !s.ok()) return s;
+            while (true) {
+              rep.mutable_header()->set_epoch(epoch());
+              absl::Status s = parts_.peers->ReplicateDense(peer, rep);
+              if (s.ok()) break;
+              const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
+                                     absl::IsCancelled(s) ||
+                                     (absl::IsFailedPrecondition(s) &&
+                                      s.message().find("stale epoch") != std::string::npos);
+              if (!transient || std::chrono::steady_clock::now() > give_up) return s;
+              std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            }
           }
           return absl::OkStatus();
         });
@@ -226,6 +278,13 @@ void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
   stats->set_pulls(parts_.embeddings->pulls());
   stats->set_pushes(parts_.embeddings->pushes());
   stats->set_dense_tensors(parts_.dense->owned_tensors());
+  if (parts_.rebuilder != nullptr) {
+    RebuildProgress p = parts_.rebuilder->progress();
+    stats->set_rebuild_rows_done(p.rows_done);
+    stats->set_rebuild_rows_total(p.rows_total);
+    stats->set_on_demand_rebuilds(p.on_demand);
+    stats->set_rebuild_rows_per_s(p.rows_per_s);
+  }
   if (parts_.parity != nullptr) {
     stats->set_parity_rows(parts_.parity->parity_rows());
     stats->set_bytes(stats->bytes() + parts_.parity->bytes());
@@ -264,6 +323,14 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
   uint64_t applied;
   {
     std::lock_guard<std::mutex> lock(seq_mu_);
+    std::string& known = sender_instance_[batch.from_server()];
+    if (known != batch.sender_instance()) {
+      // A sender this server has not heard from (it is a replacement itself), or a new
+      // incarnation of the sender (a replacement data server): its stream starts here. What
+      // the old streams carried is already in the rows the rebuild reads.
+      known = batch.sender_instance();
+      applied_seq_[batch.from_server()] = batch.seq() - 1;
+    }
     applied = applied_seq_[batch.from_server()];
   }
   if (batch.seq() <= applied) {  // a resend after a lost ack: already applied
@@ -312,6 +379,10 @@ absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest
   if (request.grad().size() % sizeof(float) != 0) {
     return absl::InvalidArgumentError("dense replica gradient size is not a multiple of 4");
   }
+  if (parts_.rebuilder != nullptr && !parts_.rebuilder->dense_ready()) {
+    // The restore copies the primary while it is frozen, after this update: nothing is lost.
+    return absl::OkStatus();
+  }
   std::vector<float> grad(request.grad().size() / sizeof(float));
   std::memcpy(grad.data(), request.grad().data(), request.grad().size());
   return parts_.dense->ApplyReplica(request.tensor(), request.version(), grad.data(),
@@ -322,14 +393,14 @@ absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(freeze_mu_);
   if (!request.freeze()) {
-    frozen_ = false;
+    if (frozen_ > 0) --frozen_;
     lock.unlock();
     freeze_cv_.notify_all();
     return absl::OkStatus();
   }
-  frozen_ = true;
+  ++frozen_;
   if (!freeze_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return in_flight_ == 0; })) {
-    frozen_ = false;
+    --frozen_;
     freeze_cv_.notify_all();
     return absl::DeadlineExceededError("updates in flight did not finish within 30 s");
   }
@@ -338,7 +409,7 @@ absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
     absl::Status s = parts_.streams->Drain(std::chrono::seconds(30));
     if (!s.ok()) {
       std::lock_guard<std::mutex> relock(freeze_mu_);
-      frozen_ = false;
+      --frozen_;
       freeze_cv_.notify_all();
       return s;
     }
@@ -406,6 +477,62 @@ absl::Status ParameterServerCore::ScrubParity(const v1::ScrubParityRequest& requ
       }
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::ReadParity(const v1::ReadParityRequest& request,
+                                             v1::ReadParityResponse* response) const {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
+  const size_t bytes = parts_.parity->payload_bytes();
+  for (int64_t stripe : request.stripes()) {
+    auto q = parts_.parity->ParityIndex(request.table(), stripe);
+    if (!q.ok()) return q.status();
+  }
+  std::string* out = response->mutable_payloads();
+  out->resize(bytes * request.stripes_size());
+  for (int i = 0; i < request.stripes_size(); ++i) {
+    absl::Status s = parts_.parity->Read(request.table(), request.stripes(i),
+                                         reinterpret_cast<uint8_t*>(out->data()) + i * bytes);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::WriteParity(const v1::WriteParityRequest& request) {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
+  const size_t bytes = parts_.parity->payload_bytes();
+  if (request.payloads().size() != bytes * request.stripes_size()) {
+    return absl::InvalidArgumentError("parity payloads have the wrong size");
+  }
+  for (int64_t stripe : request.stripes()) {
+    auto q = parts_.parity->ParityIndex(request.table(), stripe);
+    if (!q.ok()) return q.status();
+  }
+  for (int i = 0; i < request.stripes_size(); ++i) {
+    absl::Status s = parts_.parity->Overwrite(
+        request.table(), request.stripes(i),
+        reinterpret_cast<const uint8_t*>(request.payloads().data()) + i * bytes);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::ReadDense(const v1::ReadDenseRequest& request,
+                                            v1::ReadDenseResponse* response) const {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (parts_.rebuilder != nullptr && !parts_.rebuilder->dense_ready()) {
+    return absl::UnavailableError("dense tensors not restored yet");
+  }
+  std::vector<float> weights, state;
+  int64_t version = 0;
+  absl::Status s = parts_.dense->Snapshot(request.tensor(), &weights, &state, &version);
+  if (!s.ok()) return s;
+  response->set_weights(reinterpret_cast<const char*>(weights.data()),
+                        weights.size() * sizeof(float));
+  response->set_state(reinterpret_cast<const char*>(state.data()), state.size() * sizeof(float));
+  response->set_version(version);
   return absl::OkStatus();
 }
 

@@ -29,6 +29,7 @@
 #include "ps/embedding_store.h"
 #include "ps/parity_store.h"
 #include "ps/peer_client.h"
+#include "ps/rebuilder.h"
 #include "ps/row_code.h"
 
 namespace ecps {
@@ -52,6 +53,11 @@ class ScrubParityRequest;
 class ScrubParityResponse;
 class DenseChecksumsRequest;
 class DenseChecksumsResponse;
+class ReadParityRequest;
+class ReadParityResponse;
+class WriteParityRequest;
+class ReadDenseRequest;
+class ReadDenseResponse;
 }  // namespace v1
 
 // Everything a ready server holds. Without fault tolerance only embeddings and dense are set.
@@ -65,6 +71,10 @@ struct ServerParts {
   std::unique_ptr<DeltaStreams> streams;
   bool ack_after_parity = true;
   int ack_timeout_ms = 30000;   // how long a push waits for parity acknowledgements
+  // Set on a replacement server: rebuilds the lost rows; requests for rows not rebuilt yet
+  // wait for an on-demand rebuild.
+  std::unique_ptr<Rebuilder> rebuilder;
+  int rebuild_wait_ms = 120000;
 };
 
 class ParameterServerCore {
@@ -76,6 +86,10 @@ class ParameterServerCore {
   void Install(ServerParts parts);
   bool ready() const { return ready_.load(std::memory_order_acquire); }
   const std::string& token() const { return token_; }
+
+  // This process was declared dead: every request is refused from now on (fencing).
+  void Fence() { fenced_.store(true, std::memory_order_release); }
+  bool fenced() const { return fenced_.load(std::memory_order_acquire); }
 
   // Requests from an epoch older than this are refused (fencing).
   void SetEpoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_release); }
@@ -103,6 +117,22 @@ class ParameterServerCore {
                            v1::ScrubParityResponse* response);
   absl::Status DenseChecksums(const v1::DenseChecksumsRequest& request,
                               v1::DenseChecksumsResponse* response) const;
+  // Recovery: the parity rows this server holds of some stripes; overwriting them (only a
+  // rebuilding server does, while every server is frozen); a dense tensor with its state.
+  absl::Status ReadParity(const v1::ReadParityRequest& request,
+                          v1::ReadParityResponse* response) const;
+  absl::Status WriteParity(const v1::WriteParityRequest& request);
+  absl::Status ReadDense(const v1::ReadDenseRequest& request,
+                         v1::ReadDenseResponse* response) const;
+
+  // Points the peer client and delta streams at a server's new address (a replacement).
+  void UpdatePeerAddress(int server, const std::string& address);
+
+  // Starts the rebuild of a replacement server (a no-op otherwise).
+  void StartRebuild();
+  // True once every row and dense tensor held here is valid (always, unless a replacement).
+  bool rebuilt() const;
+  // A sender's parity stream restarts when it comes from a new process incarnation.
 
   void FillStats(v1::ServerStats* stats) const;
 
@@ -115,15 +145,19 @@ class ParameterServerCore {
   absl::Status BeginUpdate();
   void EndUpdate();
   absl::Status ApplyPush(const v1::PushRequest& request);
+  // On a replacement: waits until the rows of every table in `tables` are rebuilt.
+  template <typename Tables>
+  absl::Status EnsureRebuilt(const Tables& tables) const;
 
   const std::string token_;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> ready_{false};
+  std::atomic<bool> fenced_{false};
   ServerParts parts_;
 
   std::mutex freeze_mu_;
   std::condition_variable freeze_cv_;
-  bool frozen_ = false;      // guarded by freeze_mu_
+  int frozen_ = 0;           // nested freezes (several rebuilders may freeze at once)
   int64_t in_flight_ = 0;    // guarded by freeze_mu_
 
   mutable std::mutex rate_mu_;
@@ -133,6 +167,7 @@ class ParameterServerCore {
 
   std::mutex seq_mu_;
   std::unordered_map<int, uint64_t> applied_seq_;             // guarded by seq_mu_
+  std::unordered_map<int, std::string> sender_instance_;      // guarded by seq_mu_
   std::unordered_map<int, std::unique_ptr<std::mutex>> sender_mu_;  // guarded by seq_mu_
 };
 

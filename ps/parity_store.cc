@@ -24,7 +24,7 @@ void InitialStripeData(const Placement& placement, const SparseOptimizer& optimi
 
 absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
     const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
-    uint64_t seed, const RowCode* code) {
+    uint64_t seed, const RowCode* code, bool lost) {
   if (placement.r() < 1) return absl::InvalidArgumentError("placement has no parity");
   const size_t payload_bytes = sizeof(float) * (dim + SparseStateFloats(optimizer, dim));
   std::unique_ptr<ParityStore> store(new ParityStore(placement, server, payload_bytes, code));
@@ -34,12 +34,18 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
   std::vector<const uint8_t*> data_ptrs(placement.k());
   std::vector<uint8_t*> parity_ptrs(placement.r());
   for (int q = 0; q < placement.r(); ++q) parity_ptrs[q] = parity[q].data();
+  store->valid_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     store->tables_[t].assign(static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes, 0);
+    store->valid_[t].assign(static_cast<size_t>(placement.ParitySlots(t)), lost ? 0 : 1);
     int q = 0;
     for (int64_t slot = 0; slot < placement.ParitySlots(t); ++slot) {
       int64_t stripe = placement.StripeAtParitySlot(t, server, slot, &q);
       if (stripe < 0) continue;
+      if (lost) {
+        ++store->parity_rows_;
+        continue;
+      }
       InitialStripeData(placement, optimizer, seed, dim, t, stripe, &data);
       for (int j = 0; j < placement.k(); ++j) data_ptrs[j] = data[j].data();
       absl::Status s = code->Encode(data_ptrs, parity_ptrs, payload_bytes);
@@ -48,6 +54,7 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
       ++store->parity_rows_;
     }
   }
+  if (lost) store->invalid_rows_.store(store->parity_rows_);
   return store;
 }
 
@@ -81,6 +88,7 @@ absl::Status ParityStore::Apply(int table, int64_t stripe, int j, const uint8_t*
   }
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
   std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  if (!valid_[table][slot]) return absl::OkStatus();  // rebuilt later from current data
   applied_.fetch_add(1, std::memory_order_relaxed);
   return code_->UpdateParity(*q, j, delta, Row(table, slot), len);
 }
@@ -90,7 +98,41 @@ absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out) const {
   if (!q.ok()) return q.status();
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
   std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  if (!valid_[table][slot]) {
+    return absl::UnavailableError("parity of stripe " + std::to_string(stripe) + " of table " +
+                                  std::to_string(table) + " is not rebuilt yet on server " +
+                                  std::to_string(server_));
+  }
   std::memcpy(out, Row(table, slot), payload_bytes_);
+  return absl::OkStatus();
+}
+
+bool ParityStore::IsValid(int table, int64_t stripe) const {
+  auto q = ParityIndex(table, stripe);
+  if (!q.ok()) return false;
+  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
+  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  return valid_[table][slot] != 0;
+}
+
+void ParityStore::InstallRow(int table, int64_t stripe, const uint8_t* payload) {
+  auto q = ParityIndex(table, stripe);
+  if (!q.ok()) return;
+  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
+  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  if (valid_[table][slot]) return;
+  std::memcpy(Row(table, slot), payload, payload_bytes_);
+  valid_[table][slot] = 1;
+  invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* payload) {
+  auto q = ParityIndex(table, stripe);
+  if (!q.ok()) return q.status();
+  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
+  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  std::memcpy(Row(table, slot), payload, payload_bytes_);
+  valid_[table][slot] = 1;
   return absl::OkStatus();
 }
 

@@ -23,10 +23,14 @@ namespace ecps {
 
 class ParityStore {
  public:
+  // With `lost` set (a replacement server) nothing is encoded: every parity row is invalid
+  // until InstallRow; deltas for an invalid row are dropped (the rebuild re-encodes it from
+  // data that already includes them) and reads of it get UNAVAILABLE.
   static absl::StatusOr<std::unique_ptr<ParityStore>> Create(const Placement& placement,
                                                              int server, int dim,
                                                              const SparseOptimizer& optimizer,
-                                                             uint64_t seed, const RowCode* code);
+                                                             uint64_t seed, const RowCode* code,
+                                                             bool lost = false);
 
   size_t payload_bytes() const { return payload_bytes_; }
 
@@ -50,6 +54,15 @@ class ParityStore {
       }
     }
   }
+
+  bool all_valid() const { return invalid_rows_.load(std::memory_order_acquire) == 0; }
+  int64_t invalid_rows() const { return invalid_rows_.load(std::memory_order_acquire); }
+  bool IsValid(int table, int64_t stripe) const;
+  // Puts a rebuilt parity row in place (a valid row is left alone).
+  void InstallRow(int table, int64_t stripe, const uint8_t* payload);
+  // Overwrites a valid parity row (a rebuilding server making every parity of a stripe agree
+  // with its data, while the cluster is frozen).
+  absl::Status Overwrite(int table, int64_t stripe, const uint8_t* payload);
 
   int64_t parity_rows() const { return parity_rows_; }
   int64_t bytes() const;
@@ -78,6 +91,8 @@ class ParityStore {
   const size_t payload_bytes_;
   const RowCode* code_;
   std::vector<std::vector<uint8_t>> tables_;
+  std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
+  std::atomic<int64_t> invalid_rows_{0};
   int64_t parity_rows_ = 0;
   mutable std::unique_ptr<std::mutex[]> locks_;
   std::atomic<int64_t> applied_{0};

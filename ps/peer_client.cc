@@ -18,13 +18,13 @@ void PeerClient::SetAddress(int peer, const std::string& address) {
   stubs_[peer] = v1::ParameterServer::NewStub(MakeChannel(address));
 }
 
-v1::ParameterServer::Stub* PeerClient::StubFor(int peer) {
+std::shared_ptr<v1::ParameterServer::Stub> PeerClient::StubFor(int peer) {
   std::lock_guard<std::mutex> lock(mu_);
-  return peer >= 0 && peer < static_cast<int>(stubs_.size()) ? stubs_[peer].get() : nullptr;
+  return peer >= 0 && peer < static_cast<int>(stubs_.size()) ? stubs_[peer] : nullptr;
 }
 
 absl::StatusOr<uint64_t> PeerClient::Send(int peer, const v1::ParityDeltaBatch& batch) {
-  v1::ParameterServer::Stub* stub = StubFor(peer);
+  std::shared_ptr<v1::ParameterServer::Stub> stub = StubFor(peer);
   if (stub == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
   v1::ParityDeltaAck ack;
   grpc::ClientContext ctx;
@@ -35,7 +35,7 @@ absl::StatusOr<uint64_t> PeerClient::Send(int peer, const v1::ParityDeltaBatch& 
 }
 
 absl::Status PeerClient::ReplicateDense(int peer, const v1::ReplicateDenseRequest& request) {
-  v1::ParameterServer::Stub* stub = StubFor(peer);
+  std::shared_ptr<v1::ParameterServer::Stub> stub = StubFor(peer);
   if (stub == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
@@ -47,13 +47,56 @@ absl::Status PeerClient::ReplicateDense(int peer, const v1::ReplicateDenseReques
 
 absl::Status PeerClient::ReadRows(int peer, const v1::ReadRowsRequest& request,
                                   v1::ReadRowsResponse* response) {
-  v1::ParameterServer::Stub* stub = StubFor(peer);
+  std::shared_ptr<v1::ParameterServer::Stub> stub = StubFor(peer);
   if (stub == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
   return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
     return stub->ReadRows(ctx, request, response);
   });
+}
+
+namespace {
+
+template <typename Call>
+absl::Status Unary(const std::shared_ptr<v1::ParameterServer::Stub>& stub, int peer,
+                   int timeout_ms, Call call) {
+  if (stub == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
+  RpcOptions options;
+  options.deadline_ms = timeout_ms;
+  options.max_attempts = 3;
+  return CallWithRetry(options, [&](grpc::ClientContext* ctx) { return call(stub.get(), ctx); });
+}
+
+}  // namespace
+
+absl::Status PeerClient::ReadParity(int peer, const v1::ReadParityRequest& request,
+                                    v1::ReadParityResponse* response) {
+  return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {
+    return stub->ReadParity(ctx, request, response);
+  });
+}
+
+absl::Status PeerClient::WriteParity(int peer, const v1::WriteParityRequest& request) {
+  v1::WriteParityResponse response;
+  return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {
+    return stub->WriteParity(ctx, request, &response);
+  });
+}
+
+absl::Status PeerClient::ReadDense(int peer, const v1::ReadDenseRequest& request,
+                                   v1::ReadDenseResponse* response) {
+  return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {
+    return stub->ReadDense(ctx, request, response);
+  });
+}
+
+absl::Status PeerClient::Freeze(int peer, const v1::FreezeRequest& request) {
+  v1::FreezeResponse response;
+  return Unary(StubFor(peer), peer, std::max(rpc_timeout_ms_, 60000),
+               [&](auto* stub, grpc::ClientContext* ctx) {
+                 return stub->Freeze(ctx, request, &response);
+               });
 }
 
 }  // namespace ecps

@@ -22,11 +22,18 @@ class PeerClient : public DeltaTransport {
   absl::Status ReplicateDense(int peer, const v1::ReplicateDenseRequest& request);
   absl::Status ReadRows(int peer, const v1::ReadRowsRequest& request,
                         v1::ReadRowsResponse* response);
+  absl::Status ReadParity(int peer, const v1::ReadParityRequest& request,
+                          v1::ReadParityResponse* response);
+  absl::Status WriteParity(int peer, const v1::WriteParityRequest& request);
+  absl::Status ReadDense(int peer, const v1::ReadDenseRequest& request,
+                         v1::ReadDenseResponse* response);
+  absl::Status Freeze(int peer, const v1::FreezeRequest& request);
   // Points `peer` at a new address (a replacement server).
   void SetAddress(int peer, const std::string& address);
 
  private:
-  v1::ParameterServer::Stub* StubFor(int peer);
+  // The stub is shared: SetAddress may replace it while a call is using it.
+  std::shared_ptr<v1::ParameterServer::Stub> StubFor(int peer);
 
   const int rpc_timeout_ms_;
   std::mutex mu_;

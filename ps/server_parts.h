@@ -5,6 +5,7 @@
 #define ECPS_PS_SERVER_PARTS_H_
 
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,13 +19,25 @@ namespace ecps {
 // erasure_code (k, r).
 void RowCodeShape(const FaultToleranceSection& ft, int* k, int* r);
 
+// What a replacement server needs to rebuild: which servers are unusable now and which are
+// alive (from the cluster map).
+struct RecoveryHooks {
+  std::function<std::set<int>()> unusable;
+  std::function<std::vector<int>()> live_peers;
+};
+
 // `addresses` are every server's address by id (the cluster map's); `core` stamps the delta
-// streams' headers with its token and current epoch. `transport` overrides the peer client as
-// the delta streams' network (tests inject faults there); null uses the peer client.
+// streams' headers with its token and current epoch; `instance` is this process's
+// incarnation. `transport` overrides the peer client as the delta streams' network (tests
+// inject faults there); null uses the peer client. With `recovery` set the server is a
+// replacement: its rows start lost and a Rebuilder rebuilds them (call core->StartRebuild()
+// after Install).
 absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
                                              const std::vector<std::string>& addresses,
                                              const ParameterServerCore* core,
-                                             DeltaTransport* transport = nullptr);
+                                             const std::string& instance,
+                                             DeltaTransport* transport = nullptr,
+                                             const RecoveryHooks* recovery = nullptr);
 
 }  // namespace ecps
 

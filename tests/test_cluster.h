@@ -4,6 +4,8 @@
 #define ECPS_TESTS_TEST_CLUSTER_H_
 
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,7 +55,8 @@ class TestCluster {
       cluster->servers_.push_back(std::move(*server));
     }
     for (int s = 0; s < servers; ++s) {
-      auto parts = BuildServerParts(spec, s, addresses, cluster->cores_[s].get(), transport);
+      auto parts = BuildServerParts(spec, s, addresses, cluster->cores_[s].get(),
+                                    "test-server-" + std::to_string(s), transport);
       if (!parts.ok()) return nullptr;
       cluster->cores_[s]->Install(std::move(*parts));
     }
@@ -63,6 +66,62 @@ class TestCluster {
   ~TestCluster() {
     for (auto& s : servers_) s.server->Shutdown();
     cores_.clear();  // stops delta streams before the gRPC servers go
+    retired_.clear();
+  }
+
+  // Simulates the death of server `s` and its replacement: the old server stops answering,
+  // a new one takes its id at a new address in a new epoch, every other server learns the
+  // address and epoch, and the replacement starts rebuilding. Returns its core.
+  ParameterServerCore* Replace(const JobSpec& spec, const std::string& token, int s) {
+    servers_[s].server->Shutdown();
+    const uint64_t epoch = map_.epoch() + 1;
+    auto core = std::make_unique<ParameterServerCore>(token);
+    core->SetEpoch(epoch);
+    auto service = std::make_unique<GrpcParameterServer>(core.get());
+    auto server = StartGrpcServer("127.0.0.1", 0, {service.get()}, 4);
+    if (!server.ok()) return nullptr;
+    {
+      std::lock_guard<std::mutex> lock(map_mu_);
+      map_.set_epoch(epoch);
+      map_.mutable_servers(s)->set_address(server->address);
+    }
+    std::vector<std::string> addresses;
+    for (const auto& n : map_.servers()) addresses.push_back(n.address());
+    for (size_t o = 0; o < cores_.size(); ++o) {
+      if (static_cast<int>(o) == s) continue;
+      cores_[o]->SetEpoch(epoch);
+      cores_[o]->UpdatePeerAddress(s, server->address);
+    }
+    RecoveryHooks hooks;
+    const int servers = spec.cluster.servers;
+    hooks.unusable = [] { return std::set<int>(); };
+    hooks.live_peers = [servers, s] {
+      std::vector<int> out;
+      for (int o = 0; o < servers; ++o) {
+        if (o != s) out.push_back(o);
+      }
+      return out;
+    };
+    auto parts = BuildServerParts(spec, s, addresses, core.get(),
+                                  "test-replacement-" + std::to_string(s) + "-" +
+                                      std::to_string(epoch),
+                                  nullptr, &hooks);
+    if (!parts.ok()) return nullptr;
+    core->Install(std::move(*parts));
+    core->StartRebuild();
+    retired_.push_back(std::move(cores_[s]));
+    retired_services_.push_back(std::move(services_[s]));
+    retired_servers_.push_back(std::move(servers_[s]));
+    cores_[s] = std::move(core);
+    services_[s] = std::move(service);
+    servers_[s] = std::move(*server);
+    return cores_[s].get();
+  }
+
+  // The current map (a copy: Replace changes it).
+  v1::ClusterMap current_map() const {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    return map_;
   }
 
   const v1::ClusterMap& map() const { return map_; }
@@ -71,7 +130,11 @@ class TestCluster {
 
  private:
   TestCluster() = default;
+  mutable std::mutex map_mu_;
   v1::ClusterMap map_;
+  std::vector<std::unique_ptr<ParameterServerCore>> retired_;
+  std::vector<std::unique_ptr<GrpcParameterServer>> retired_services_;
+  std::vector<GrpcServer> retired_servers_;
   std::vector<std::unique_ptr<ParameterServerCore>> cores_;
   std::vector<std::unique_ptr<GrpcParameterServer>> services_;
   std::vector<GrpcServer> servers_;

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <mutex>
 #include <thread>
 
 #include "proto/ecps.grpc.pb.h"
@@ -10,20 +11,50 @@
 namespace ecps {
 
 struct PsClient::Impl {
-  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
+  std::mutex mu;
+  std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs;  // guarded by mu
+  std::vector<std::string> addresses;                              // guarded by mu
+  uint64_t map_version = 0;                                        // guarded by mu
   std::string token;
   std::string sender;
   int rpc_timeout_ms = 10000;
+  FailureHandling failures;
+
+  std::shared_ptr<v1::ParameterServer::Stub> Stub(int s) {
+    std::lock_guard<std::mutex> lock(mu);
+    return stubs[s];
+  }
 };
 
-namespace {
+void PsClient::SetFailureHandling(FailureHandling handling) {
+  impl_->failures = std::move(handling);
+}
 
-// Runs one unary async call per server in parallel and waits for all. A call that returns
-// UNAVAILABLE is retried (with backoff) until `deadline_ms` has passed.
+void PsClient::Refresh() {
+  if (!impl_->failures.map_source) return;
+  v1::ClusterMap map = impl_->failures.map_source();
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (map.epoch() < epoch_.load()) return;
+  if (map.epoch() > epoch_.load()) epoch_.store(map.epoch());
+  for (int s = 0; s < map.servers_size() && s < static_cast<int>(impl_->stubs.size()); ++s) {
+    const std::string& address = map.servers(s).address();
+    if (address.empty() || address == impl_->addresses[s]) continue;
+    impl_->addresses[s] = address;
+    impl_->stubs[s] = v1::ParameterServer::NewStub(MakeChannel(address));
+  }
+}
+
+// Runs one unary async call per server in parallel and waits for all. A call that fails with
+// UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED (the server may be dead or shutting down) or
+// FAILED_PRECONDITION (a stale epoch) is retried, with backoff, against the latest cluster map, within the RPC deadline
+// or, with failure handling set, the recovery wait.
 template <typename Request, typename Response, typename StartFn>
-absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
-                    std::vector<Response>* responses, int deadline_ms, StartFn start) {
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(deadline_ms);
+absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
+                              std::vector<Response>* responses, StartFn start) {
+  const FailureHandling& fh = impl_->failures;
+  const int deadline_ms = impl_->rpc_timeout_ms;
+  const int wait_ms = fh.map_source ? std::max(deadline_ms, fh.recovery_wait_ms) : deadline_ms;
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   std::vector<int> pending = servers;
   int backoff_ms = 20;
   while (true) {
@@ -48,8 +79,17 @@ absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& reque
     std::vector<int> retry;
     for (size_t i = 0; i < pending.size(); ++i) {
       if (statuses[i].ok()) continue;
-      if (statuses[i].error_code() == grpc::StatusCode::UNAVAILABLE &&
-          std::chrono::steady_clock::now() < give_up) {
+      const grpc::StatusCode code = statuses[i].error_code();
+      const bool retryable =
+          code == grpc::StatusCode::UNAVAILABLE ||
+          (fh.map_source && (code == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                             code == grpc::StatusCode::CANCELLED ||
+                             code == grpc::StatusCode::FAILED_PRECONDITION));
+      if (retryable && std::chrono::steady_clock::now() < give_up &&
+          !(fh.cancelled && fh.cancelled())) {
+        if (code != grpc::StatusCode::FAILED_PRECONDITION && fh.on_unavailable) {
+          fh.on_unavailable(pending[i]);
+        }
         retry.push_back(pending[i]);
         continue;
       }
@@ -61,10 +101,10 @@ absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& reque
     pending = std::move(retry);
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(500, backoff_ms * 2);
+    Refresh();
+    for (int s : pending) requests[s].mutable_header()->set_epoch(epoch_.load());
   }
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     const v1::ClusterMap& map, std::vector<int64_t> table_rows, int dim,
@@ -79,6 +119,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
       return absl::FailedPreconditionError("server " + std::to_string(server.id()) +
                                            " has no address in the cluster map");
     }
+    impl->addresses.push_back(server.address());
     impl->stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(server.address())));
   }
   impl->token = std::move(token);
@@ -86,7 +127,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
   impl->rpc_timeout_ms = rpc_timeout_ms;
   std::unique_ptr<PsClient> client(
       new PsClient(std::move(*placement), dim, std::move(dense_sizes), std::move(impl)));
-  client->set_epoch(map.epoch());
+  client->epoch_.store(map.epoch());
   return client;
 }
 
@@ -123,14 +164,14 @@ absl::Status PsClient::PullRows(const UniqueIds& ids,
       for (int32_t i : route[s][t]) tr->add_rows(ids.rows[t][i]);
     }
     if (!any) continue;
-    FillHeader(requests[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    FillHeader(requests[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
     targets.push_back(s);
   }
   std::vector<v1::PullResponse> responses(servers);
   absl::Status status = FanOut(
-      targets, requests, &responses, impl_->rpc_timeout_ms,
+      targets, requests, &responses,
       [&](int s, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
-        return impl_->stubs[s]->AsyncPull(ctx, req, cq);
+        return impl_->Stub(s)->AsyncPull(ctx, req, cq);
       });
   if (!status.ok()) return status;
   rows_data->resize(tables);
@@ -191,7 +232,7 @@ absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<
       }
     }
     if (sparse[s].tables_size() > 0) {
-      FillHeader(sparse[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+      FillHeader(sparse[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
       sparse_targets.push_back(s);
     }
   }
@@ -203,24 +244,24 @@ absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<
   }
   for (int s = 0; s < servers; ++s) {
     if (dense[s].tensors_size() == 0) continue;
-    FillHeader(dense[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    FillHeader(dense[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
     dense_targets.push_back(s);
   }
   // Sparse and dense pushes go out together: dense pushes run on a helper thread.
   absl::Status dense_status;
   std::thread dense_thread([&] {
     std::vector<v1::PushDenseResponse> responses(servers);
-    dense_status = FanOut(dense_targets, dense, &responses, impl_->rpc_timeout_ms,
+    dense_status = FanOut(dense_targets, dense, &responses,
                           [&](int s, grpc::ClientContext* ctx, const v1::PushDenseRequest& req,
                               grpc::CompletionQueue* cq) {
-                            return impl_->stubs[s]->AsyncPushDense(ctx, req, cq);
+                            return impl_->Stub(s)->AsyncPushDense(ctx, req, cq);
                           });
   });
   std::vector<v1::PushResponse> responses(servers);
   absl::Status status = FanOut(
-      sparse_targets, sparse, &responses, impl_->rpc_timeout_ms,
+      sparse_targets, sparse, &responses,
       [&](int s, grpc::ClientContext* ctx, const v1::PushRequest& req, grpc::CompletionQueue* cq) {
-        return impl_->stubs[s]->AsyncPush(ctx, req, cq);
+        return impl_->Stub(s)->AsyncPush(ctx, req, cq);
       });
   dense_thread.join();
   return status.ok() ? dense_status : status;
@@ -235,14 +276,14 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors) {
   }
   for (int s = 0; s < servers; ++s) {
     if (requests[s].tensors_size() == 0) continue;
-    FillHeader(requests[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    FillHeader(requests[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
     targets.push_back(s);
   }
   std::vector<v1::PullDenseResponse> responses(servers);
-  absl::Status status = FanOut(targets, requests, &responses, impl_->rpc_timeout_ms,
+  absl::Status status = FanOut(targets, requests, &responses,
                                [&](int s, grpc::ClientContext* ctx,
                                    const v1::PullDenseRequest& req, grpc::CompletionQueue* cq) {
-                                 return impl_->stubs[s]->AsyncPullDense(ctx, req, cq);
+                                 return impl_->Stub(s)->AsyncPullDense(ctx, req, cq);
                                });
   if (!status.ok()) return status;
   tensors->resize(dense_sizes_.size());
@@ -274,14 +315,14 @@ absl::Status PsClient::ReadPayloads(int table, const std::vector<int64_t>& rows,
   std::vector<int> targets;
   for (int s = 0; s < servers; ++s) {
     if (positions[s].empty()) continue;
-    FillHeader(requests[s].mutable_header(), impl_->token, epoch_, impl_->sender);
+    FillHeader(requests[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
     targets.push_back(s);
   }
   std::vector<v1::ReadRowsResponse> responses(servers);
-  absl::Status status = FanOut(targets, requests, &responses, impl_->rpc_timeout_ms,
+  absl::Status status = FanOut(targets, requests, &responses,
                                [&](int s, grpc::ClientContext* ctx,
                                    const v1::ReadRowsRequest& req, grpc::CompletionQueue* cq) {
-                                 return impl_->stubs[s]->AsyncReadRows(ctx, req, cq);
+                                 return impl_->Stub(s)->AsyncReadRows(ctx, req, cq);
                                });
   if (!status.ok()) return status;
   int pf = 0;

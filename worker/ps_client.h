@@ -1,13 +1,14 @@
 // The worker's view of the parameter servers: routes rows and dense tensors to the servers
 // that hold them (runtime/placement.h), and fans requests out to all servers in parallel.
 //
-// Thread-safe for concurrent PullRows / Push / PullDense (the worker prefetches the next
-// batch while it pushes this one); set_epoch must not race with requests. Errors: UNAVAILABLE
+// Thread-safe: the worker prefetches the next batch while it pushes this one. Errors: UNAVAILABLE
 // is retried with backoff within the RPC deadline; any other error is returned at once.
 #ifndef ECPS_WORKER_PS_CLIENT_H_
 #define ECPS_WORKER_PS_CLIENT_H_
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,18 +49,37 @@ class PsClient {
 
   const Placement& placement() const { return placement_; }
 
+  // Following the cluster through failures: `map_source` returns the latest cluster map (the
+  // coordinator client's watcher); on a server that is UNAVAILABLE, or that refuses the
+  // request's epoch as stale, the client calls `on_unavailable(server)` (the worker reports
+  // it to the coordinator), re-reads the map (a replacement's address, the new epoch) and
+  // retries until `recovery_wait_ms` has passed or `cancelled()` returns true.
+  struct FailureHandling {
+    std::function<v1::ClusterMap()> map_source;
+    std::function<void(int server)> on_unavailable;
+    std::function<bool()> cancelled;
+    int recovery_wait_ms = 120000;
+  };
+  void SetFailureHandling(FailureHandling handling);
+
   // The epoch this client stamps on its requests.
-  void set_epoch(uint64_t epoch) { epoch_ = epoch; }
+  uint64_t epoch() const { return epoch_.load(); }
 
  private:
   struct Impl;
   PsClient(Placement placement, int dim, std::vector<int64_t> dense_sizes,
            std::unique_ptr<Impl> impl);
 
+  // Re-reads the map: new addresses and a newer epoch. Thread-safe.
+  void Refresh();
+  template <typename Request, typename Response, typename StartFn>
+  absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
+                      std::vector<Response>* responses, StartFn start);
+
   Placement placement_;
   const int dim_;
   const std::vector<int64_t> dense_sizes_;
-  uint64_t epoch_ = 0;
+  std::atomic<uint64_t> epoch_{0};
   std::unique_ptr<Impl> impl_;
 };
 

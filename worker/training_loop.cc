@@ -15,6 +15,9 @@ absl::Status TrainingLoop::Train() {
                                  /*eval=*/false);
     if (!source.ok()) return source.status();
     source_ = std::move(*source);
+    if (start_position_ > 0) {
+      if (absl::Status s = source_->Seek(start_position_); !s.ok()) return s;
+    }
     const int batch_size = spec_.data.batch_size;
     const int ns = spec_.model.num_sparse, dim = spec_.model.embedding_dim;
     const auto& infos = model_->tensors();
@@ -34,8 +37,8 @@ absl::Status TrainingLoop::Train() {
 
     PreparedBatch current, next;
     if (absl::Status s = prepare(&current); !s.ok()) return s;
-    int64_t samples = 0;
-    for (int64_t step = 1; step <= spec_.job.steps && current.valid; ++step) {
+    int64_t samples = start_position_;
+    for (int64_t step = start_step_ + 1; step <= spec_.job.steps && current.valid; ++step) {
       if (stop_->load()) return absl::CancelledError("worker interrupted");
       // Prefetch the next batch's rows while this one computes (async mode).
       std::future<absl::Status> prefetch;

@@ -92,6 +92,14 @@ class TrainingLoop {
                const std::atomic<bool>* stop)
       : spec_(spec), worker_(worker), ps_(ps), model_(model), board_(board), stop_(stop) {}
 
+  // Continues a dead worker's partition: the next step is `step` + 1 and the data source
+  // starts at `reader_position` (the last progress the dead worker reported). Call before
+  // Train().
+  void ResumeAt(int64_t step, int64_t reader_position) {
+    start_step_ = step;
+    start_position_ = reader_position;
+  }
+
   // Runs job.steps steps (fewer when the partition ends), then worker 0 evaluates. Returns the
   // first error of a data source or a server.
   absl::Status Train();
@@ -106,6 +114,8 @@ class TrainingLoop {
   ProgressBoard* board_;
   const std::atomic<bool>* stop_;
   std::unique_ptr<DataSource> source_;
+  int64_t start_step_ = 0;
+  int64_t start_position_ = 0;
 };
 
 }  // namespace ecps

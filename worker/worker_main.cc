@@ -40,6 +40,19 @@ int RunWorker(const WorkerOptions& options) {
   }
   coordinator.StartWatch();
   ProgressBoard board;
+  // A replacement of a dead worker continues its partition from the last progress it reported
+  // (steps it completed after that report are trained again: at-least-once).
+  const v1::WorkerProgress resume = registered->resume();
+  const bool resuming = resume.step() > 0 || resume.reader_position() > 0;
+  if (resuming) {
+    board.Step(resume.step(), resume.samples(), resume.loss(), resume.reader_position(),
+               resume.bad_lines());
+    if (resume.eval_auc() > 0) board.Eval(resume.eval_step(), resume.eval_auc(),
+                                          resume.eval_logloss());
+    board.Snapshot();  // the first heartbeat's rate counts only this process's samples
+    spdlog::warn("{}: replacing a dead worker; resuming after step {} at reader position {}",
+                 sender, resume.step(), resume.reader_position());
+  }
   std::atomic<int> exit_code{-1};
   std::atomic<bool> finished_training{false};
   std::thread heartbeats([&] {
@@ -53,6 +66,10 @@ int RunWorker(const WorkerOptions& options) {
       *hb.mutable_worker() = board.Snapshot();
       auto resp = coordinator.Heartbeat(hb);
       if (resp.ok()) {
+        if (resp->kill()) {
+          spdlog::warn("{}: killed by the coordinator (ecps kill)", sender);
+          std::raise(SIGKILL);
+        }
         if (resp->fenced()) {
           spdlog::warn("{}: fenced by the coordinator; exiting", sender);
           exit_code.store(1);
@@ -72,10 +89,12 @@ int RunWorker(const WorkerOptions& options) {
   absl::Status status = [&]() -> absl::Status {
     auto map = coordinator.WaitForMap(
         [&](const v1::ClusterMap& m) {
-          if (m.phase() != v1::JOB_RUNNING) return false;
+          // A replacement worker may start while a server recovers: a RECOVERING server
+          // serves (rebuilding rows on demand); a dead slot waits for its replacement.
+          if (m.phase() != v1::JOB_RUNNING && m.phase() != v1::JOB_RECOVERING) return false;
           if (m.servers_size() != spec.cluster.servers) return false;
           for (const auto& s : m.servers()) {
-            if (s.state() != v1::NODE_ACTIVE) return false;
+            if (s.state() != v1::NODE_ACTIVE && s.state() != v1::NODE_RECOVERING) return false;
           }
           return true;
         },
@@ -88,9 +107,28 @@ int RunWorker(const WorkerOptions& options) {
     auto ps = PsClient::Create(*map, spec.model.table_rows, spec.model.embedding_dim, sizes,
                                options.token, sender, spec.cluster.rpc_timeout_ms);
     if (!ps.ok()) return ps.status();
+    // Follow the cluster through server failures: report an unreachable server once a
+    // second at most, and retry against the latest map (a replacement, a new epoch).
+    PsClient::FailureHandling handling;
+    handling.map_source = [&coordinator] { return coordinator.map(); };
+    auto last_report = std::make_shared<std::vector<std::chrono::steady_clock::time_point>>(
+        spec.cluster.servers);
+    auto report_mu = std::make_shared<std::mutex>();
+    handling.on_unavailable = [&coordinator, last_report, report_mu](int server) {
+      {
+        std::lock_guard<std::mutex> lock(*report_mu);
+        auto now = std::chrono::steady_clock::now();
+        if (now - (*last_report)[server] < std::chrono::seconds(1)) return;
+        (*last_report)[server] = now;
+      }
+      coordinator.ReportFailure(v1::ROLE_SERVER, server, "RPCs to the server fail").IgnoreError();
+    };
+    handling.cancelled = [] { return g_stop.load(); };
+    (*ps)->SetFailureHandling(std::move(handling));
     spdlog::info("{}: training {} steps against {} servers (epoch {})", sender, spec.job.steps,
                  map->servers_size(), map->epoch());
     TrainingLoop loop(spec, options.id, ps->get(), model->get(), &board, &g_stop);
+    if (resuming) loop.ResumeAt(resume.step(), resume.reader_position());
     return loop.Train();
   }();
 

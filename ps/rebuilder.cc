@@ -1,0 +1,415 @@
+#include "ps/rebuilder.h"
+
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
+#include "spdlog/spdlog.h"
+
+namespace ecps {
+
+Rebuilder::Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore* embeddings,
+                     ParityStore* parity, DenseStore* dense, PeerClient* peers)
+    : options_(std::move(options)),
+      code_(code),
+      embeddings_(embeddings),
+      parity_(parity),
+      dense_(dense),
+      peers_(peers),
+      placement_(embeddings->placement()),
+      payload_bytes_(sizeof(float) * embeddings->payload_floats()) {
+  rows_total_ = embeddings_->invalid_rows() + (parity_ != nullptr ? parity_->invalid_rows() : 0);
+}
+
+Rebuilder::~Rebuilder() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Rebuilder::Start() {
+  started_ = std::chrono::steady_clock::now();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+int Rebuilder::MyMember(int table, int64_t stripe) const {
+  return placement_.MemberAt(table, stripe, options_.server);
+}
+
+bool Rebuilder::ItemValid(const Item& item) const {
+  int m = MyMember(item.table, item.stripe);
+  if (m < placement_.k()) {
+    return embeddings_->IsValid(item.table, item.stripe * placement_.k() + m);
+  }
+  return parity_->IsValid(item.table, item.stripe);
+}
+
+absl::Status Rebuilder::EnsureRows(int table, const std::vector<int64_t>& rows, int timeout_ms) {
+  if (embeddings_->all_valid()) return absl::OkStatus();
+  std::vector<int64_t> missing;
+  embeddings_->MissingRows(table, rows, &missing);
+  if (missing.empty()) return absl::OkStatus();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int64_t row : missing) on_demand_.push_back(Item{table, row / placement_.k()});
+    on_demand_count_ += static_cast<int64_t>(missing.size());
+  }
+  cv_.notify_all();
+  std::unique_lock<std::mutex> lock(mu_);
+  bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+    if (stopping_ || !error_.ok()) return true;
+    for (int64_t row : missing) {
+      if (!embeddings_->IsValid(table, row)) return false;
+    }
+    return true;
+  });
+  if (!error_.ok()) return error_;
+  if (!ok || stopping_) {
+    return absl::DeadlineExceededError("rows of table " + std::to_string(table) +
+                                       " not rebuilt within " + std::to_string(timeout_ms) +
+                                       " ms");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Rebuilder::EnsureDense(int timeout_ms) {
+  if (dense_ready()) return absl::OkStatus();
+  std::unique_lock<std::mutex> lock(mu_);
+  bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                         [&] { return stopping_ || !error_.ok() || dense_ready(); });
+  if (!error_.ok()) return error_;
+  if (!ok || stopping_) return absl::DeadlineExceededError("dense tensors not restored in time");
+  return absl::OkStatus();
+}
+
+RebuildProgress Rebuilder::progress() const {
+  RebuildProgress p;
+  p.rows_done = rows_done_.load();
+  p.rows_total = rows_total_;
+  p.dense_ready = dense_ready();
+  p.done = done();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  p.rows_per_s = secs > 0 ? p.rows_done / secs : 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  p.on_demand = on_demand_count_;
+  return p;
+}
+
+absl::Status Rebuilder::error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void Rebuilder::Loop() {
+  int failures = 0;
+  while (true) {
+    std::vector<Item> items;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      // Rows workers asked for come first.
+      while (!on_demand_.empty() && static_cast<int>(items.size()) < options_.batch_stripes) {
+        items.push_back(on_demand_.front());
+        on_demand_.pop_front();
+      }
+      // Then the background sweep (when the rate limit allows): data slots of every table,
+      // then parity slots.
+      const bool background = std::chrono::steady_clock::now() >= background_allowed_at_;
+      while (background && static_cast<int>(items.size()) < options_.batch_stripes &&
+             cursor_table_ < placement_.num_tables()) {
+        int t = static_cast<int>(cursor_table_);
+        int64_t slots = cursor_parity_ ? placement_.ParitySlots(t) : placement_.DataSlots(t);
+        if (cursor_slot_ >= slots) {
+          cursor_slot_ = 0;
+          if (!cursor_parity_ && parity_ != nullptr) {
+            cursor_parity_ = true;
+          } else {
+            cursor_parity_ = false;
+            ++cursor_table_;
+          }
+          continue;
+        }
+        int64_t slot = cursor_slot_++;
+        if (!cursor_parity_) {
+          int64_t row = placement_.RowAtDataSlot(t, options_.server, slot);
+          if (row >= 0 && !embeddings_->IsValid(t, row)) items.push_back(Item{t, row / placement_.k()});
+        } else {
+          int q = 0;
+          int64_t stripe = placement_.StripeAtParitySlot(t, options_.server, slot, &q);
+          if (stripe >= 0 && !parity_->IsValid(t, stripe)) items.push_back(Item{t, stripe});
+        }
+      }
+    }
+    bool rows_left = !embeddings_->all_valid() || (parity_ != nullptr && !parity_->all_valid());
+    if (items.empty() && !rows_left && dense_ready()) break;
+    if (items.empty() && std::chrono::steady_clock::now() < background_allowed_at_) {
+      // Rate-limited: wait for the budget, or for a worker asking for a row.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_until(lock, background_allowed_at_,
+                     [&] { return stopping_ || !on_demand_.empty(); });
+      continue;
+    }
+    if (items.empty() && rows_left) {
+      // The sweep is over but rows remain (a failed batch): sweep again.
+      std::lock_guard<std::mutex> lock(mu_);
+      cursor_table_ = 0;
+      cursor_slot_ = 0;
+      cursor_parity_ = false;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    absl::Status s = RunBatch(items, !dense_ready());
+    if (!s.ok()) {
+      ++failures;
+      if (failures == 1 || failures % 20 == 0) {
+        spdlog::warn("server {}: rebuild batch failed ({} in a row): {}", options_.server,
+                     failures, s.ToString());
+      }
+      // Keep trying: a member that is unreachable now (a peer being replaced too, a
+      // transient partition) may come back; requests waiting for rows time out on their own.
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(50 * std::min(failures, 20)),
+                   [&] { return stopping_; });
+      continue;
+    }
+    failures = 0;
+    cv_.notify_all();
+    if (options_.rate_limit_mb_s > 0 && !items.empty()) {
+      // The next background batch waits until this one's reads fit the rate limit; rows
+      // workers ask for are never held back.
+      double mb = items.size() * payload_bytes_ * placement_.k() / 1e6;
+      auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(mb / options_.rate_limit_mb_s));
+      std::lock_guard<std::mutex> lock(mu_);
+      background_allowed_at_ = t0 + wait;
+    }
+  }
+  done_.store(true, std::memory_order_release);
+  cv_.notify_all();
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  spdlog::info("server {}: rebuild complete: {} rows ({} on demand) in {:.2f} s", options_.server,
+               rows_done_.load(), progress().on_demand, secs);
+}
+
+absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_dense) {
+  // Distinct stripes still missing.
+  std::vector<Item> items;
+  {
+    std::set<std::pair<int, int64_t>> seen;
+    for (const Item& item : batch) {
+      if (seen.insert({item.table, item.stripe}).second && !ItemValid(item)) items.push_back(item);
+    }
+  }
+  if (items.empty() && !restore_dense) return absl::OkStatus();
+  const int k = placement_.k(), n = placement_.n();
+  const size_t bytes = payload_bytes_;
+  const std::set<int> unusable = options_.unusable();
+  const std::vector<int> peers = options_.live_peers();
+  const uint64_t epoch = options_.epoch();
+  const std::string sender = "server-" + std::to_string(options_.server);
+
+  auto freeze_all = [&](bool on) {
+    std::vector<std::thread> threads;
+    std::vector<absl::Status> statuses(peers.size());
+    for (size_t i = 0; i < peers.size(); ++i) {
+      threads.emplace_back([&, i] {
+        v1::FreezeRequest req;
+        FillHeader(req.mutable_header(), options_.token, epoch, sender);
+        req.set_freeze(on);
+        statuses[i] = peers_->Freeze(peers[i], req);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < peers.size(); ++i) {
+      if (!statuses[i].ok()) {
+        return absl::Status(statuses[i].code(), absl::StrCat("freeze of server ", peers[i], ": ",
+                                                             statuses[i].message()));
+      }
+    }
+    return absl::OkStatus();
+  };
+  absl::Status frozen = freeze_all(true);
+  if (!frozen.ok()) {
+    freeze_all(false).IgnoreError();
+    return frozen;
+  }
+
+  // members[i * n + m]: member m of item i; have[...]: whether it is known.
+  std::vector<uint8_t> members(items.size() * n * bytes, 0);
+  std::vector<uint8_t> have(items.size() * n, 0);
+  struct Want {
+    std::vector<int64_t> ids;  // rows (data) or stripes (parity)
+    std::vector<size_t> slots;  // index into members / have
+  };
+  std::map<std::tuple<int, int, bool>, Want> wants;  // (server, table, parity)
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
+    const int mine = MyMember(item.table, item.stripe);
+    for (int m = 0; m < n; ++m) {
+      if (m == mine) continue;
+      if (m < k && item.stripe * k + m >= placement_.rows(item.table)) {
+        have[i * n + m] = 1;  // padding member past the table's end: zero
+        continue;
+      }
+      int server = placement_.ServerOf(item.table, item.stripe, m);
+      if (unusable.count(server) > 0 || server == options_.server) continue;
+      Want& w = wants[{server, item.table, m >= k}];
+      w.ids.push_back(m < k ? item.stripe * k + m : item.stripe);
+      w.slots.push_back(i * n + m);
+    }
+  }
+  // One reader thread per server; a server that cannot answer leaves its members unknown.
+  std::map<int, std::vector<const std::pair<const std::tuple<int, int, bool>, Want>*>> by_server;
+  for (const auto& entry : wants) by_server[std::get<0>(entry.first)].push_back(&entry);
+  std::vector<std::thread> readers;
+  for (const auto& [server, list] : by_server) {
+    readers.emplace_back([&, server = server, list = list] {
+      for (const auto* entry : list) {
+        const int table = std::get<1>(entry->first);
+        const bool parity = std::get<2>(entry->first);
+        const Want& w = entry->second;
+        std::string payloads;
+        absl::Status s;
+        if (!parity) {
+          v1::ReadRowsRequest req;
+          FillHeader(req.mutable_header(), options_.token, epoch, sender);
+          req.mutable_rows()->set_table(table);
+          for (int64_t id : w.ids) req.mutable_rows()->add_rows(id);
+          v1::ReadRowsResponse resp;
+          s = peers_->ReadRows(server, req, &resp);
+          payloads = std::move(*resp.mutable_payloads());
+        } else {
+          v1::ReadParityRequest req;
+          FillHeader(req.mutable_header(), options_.token, epoch, sender);
+          req.set_table(table);
+          for (int64_t id : w.ids) req.add_stripes(id);
+          v1::ReadParityResponse resp;
+          s = peers_->ReadParity(server, req, &resp);
+          payloads = std::move(*resp.mutable_payloads());
+        }
+        if (!s.ok() || payloads.size() != w.ids.size() * bytes) continue;
+        for (size_t e = 0; e < w.slots.size(); ++e) {
+          std::memcpy(members.data() + w.slots[e] * bytes, payloads.data() + e * bytes, bytes);
+          have[w.slots[e]] = 1;
+        }
+      }
+    });
+  }
+  for (auto& t : readers) t.join();
+
+  absl::Status result;
+  std::vector<uint8_t> out(bytes);
+  std::vector<std::vector<uint8_t>> parity(placement_.r(), std::vector<uint8_t>(bytes));
+  std::map<std::pair<int, int>, v1::WriteParityRequest> fixes;  // (server, table)
+  int64_t installed = 0;
+  for (size_t i = 0; i < items.size() && result.ok(); ++i) {
+    const Item& item = items[i];
+    const int mine = MyMember(item.table, item.stripe);
+    std::vector<int> ids;
+    std::vector<const uint8_t*> ptrs;
+    for (int m = 0; m < n; ++m) {
+      if (have[i * n + m]) {
+        ids.push_back(m);
+        ptrs.push_back(members.data() + (i * n + m) * bytes);
+      }
+    }
+    if (static_cast<int>(ids.size()) < k) {
+      result = absl::UnavailableError(absl::StrCat("stripe ", item.stripe, " of table ",
+                                                   item.table, " has only ", ids.size(),
+                                                   " reachable members, needs ", k));
+      break;
+    }
+    int wanted = mine;
+    uint8_t* out_ptr = out.data();
+    result = code_->Decode(ids, ptrs, absl::MakeConstSpan(&wanted, 1),
+                           absl::MakeSpan(&out_ptr, 1), bytes);
+    if (!result.ok()) break;
+    std::memcpy(members.data() + (i * n + mine) * bytes, out.data(), bytes);
+    have[i * n + mine] = 1;
+    if (mine < k) {
+      // Make the survivors' parity rows of this stripe agree with its data.
+      bool all_data = true;
+      std::vector<const uint8_t*> data(k);
+      for (int j = 0; j < k; ++j) {
+        all_data &= have[i * n + j] != 0;
+        data[j] = members.data() + (i * n + j) * bytes;
+      }
+      if (all_data && placement_.r() > 1) {
+        std::vector<uint8_t*> pp;
+        for (auto& p : parity) pp.push_back(p.data());
+        result = code_->Encode(data, pp, bytes);
+        if (!result.ok()) break;
+        for (int q = 0; q < placement_.r(); ++q) {
+          if (!have[i * n + k + q]) continue;
+          if (std::memcmp(parity[q].data(), members.data() + (i * n + k + q) * bytes, bytes) == 0) {
+            continue;
+          }
+          int server = placement_.ServerOf(item.table, item.stripe, k + q);
+          v1::WriteParityRequest& fix = fixes[{server, item.table}];
+          fix.set_table(item.table);
+          fix.add_stripes(item.stripe);
+          fix.mutable_payloads()->append(reinterpret_cast<const char*>(parity[q].data()), bytes);
+        }
+      }
+      std::vector<float> payload(bytes / sizeof(float));
+      std::memcpy(payload.data(), out.data(), bytes);
+      embeddings_->InstallRow(item.table, item.stripe * k + mine, payload.data());
+    } else {
+      parity_->InstallRow(item.table, item.stripe, out.data());
+    }
+    ++installed;
+  }
+  for (auto& [key, fix] : fixes) {
+    if (!result.ok()) break;
+    FillHeader(fix.mutable_header(), options_.token, epoch, sender);
+    result = peers_->WriteParity(key.first, fix);
+    if (result.ok()) {
+      spdlog::info("server {}: made {} parity rows of table {} on server {} agree with their data",
+                   options_.server, fix.stripes_size(), key.second, key.first);
+    }
+  }
+  if (result.ok() && restore_dense) result = RestoreDense();
+  absl::Status resumed = freeze_all(false);
+  rows_done_.fetch_add(installed, std::memory_order_relaxed);
+  if (!result.ok()) return result;
+  return resumed;
+}
+
+absl::Status Rebuilder::RestoreDense() {
+  const std::set<int> unusable = options_.unusable();
+  const std::string sender = "server-" + std::to_string(options_.server);
+  for (int t = 0; t < dense_->num_tensors(); ++t) {
+    if (!dense_->Holds(t)) continue;
+    // Any other live holder: the primary when this server is a replica, else a replica.
+    std::vector<int> holders = dense_->ReplicasOf(t);
+    holders.insert(holders.begin(), dense_->PrimaryOf(t));
+    int source = -1;
+    for (int h : holders) {
+      if (h != options_.server && unusable.count(h) == 0) {
+        source = h;
+        break;
+      }
+    }
+    if (source < 0) {
+      return absl::DataLossError(absl::StrCat("dense tensor ", t, " has no live copy to restore"));
+    }
+    v1::ReadDenseRequest req;
+    FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender);
+    req.set_tensor(t);
+    v1::ReadDenseResponse resp;
+    if (absl::Status s = peers_->ReadDense(source, req, &resp); !s.ok()) return s;
+    std::vector<float> weights(resp.weights().size() / sizeof(float));
+    std::vector<float> state(resp.state().size() / sizeof(float));
+    std::memcpy(weights.data(), resp.weights().data(), resp.weights().size());
+    std::memcpy(state.data(), resp.state().data(), resp.state().size());
+    if (absl::Status s = dense_->Restore(t, weights, state, resp.version()); !s.ok()) return s;
+  }
+  dense_ready_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+}  // namespace ecps

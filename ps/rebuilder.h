@@ -1,0 +1,118 @@
+// The rebuild at a replacement server (DESIGN §5): every data and parity row the dead server
+// held is rebuilt from any k surviving members of its stripe, rows that workers ask for
+// first (on demand), the rest in the background in pipelined batches; dense tensors are
+// restored from another holder.
+//
+// Consistency: a batch is rebuilt while every other live server is frozen (new updates
+// wait, updates in flight finish, parity delta streams drain), so the survivors' data and
+// parity rows it reads reflect exactly the same updates; the rebuilt rows are installed
+// before the servers resume. A delta that reaches this server for a parity row not yet
+// rebuilt is dropped: the row is later encoded from data that already includes it. When the
+// lost member was a data row and r >= 2, the survivors' parity rows of the stripe are
+// re-encoded from the rebuilt data and any that disagree (a delta the dead server sent to one
+// parity holder but not another) are overwritten, so every stripe leaves the rebuild
+// consistent. Thread-safe.
+#ifndef ECPS_PS_REBUILDER_H_
+#define ECPS_PS_REBUILDER_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "ps/dense_store.h"
+#include "ps/embedding_store.h"
+#include "ps/parity_store.h"
+#include "ps/peer_client.h"
+#include "ps/row_code.h"
+
+namespace ecps {
+
+struct RebuildOptions {
+  int server = 0;
+  std::string token;
+  std::function<uint64_t()> epoch;
+  // Servers that hold nothing usable now (dead, or rebuilding themselves), besides this one.
+  std::function<std::set<int>()> unusable;
+  // Servers to freeze around a batch: every live server but this one.
+  std::function<std::vector<int>()> live_peers;
+  int batch_stripes = 4096;
+  double rate_limit_mb_s = 0;  // background rebuild bandwidth cap; 0: none
+};
+
+struct RebuildProgress {
+  int64_t rows_done = 0;
+  int64_t rows_total = 0;
+  int64_t on_demand = 0;
+  double rows_per_s = 0;
+  bool dense_ready = false;
+  bool done = false;
+};
+
+class Rebuilder {
+ public:
+  Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore* embeddings,
+            ParityStore* parity, DenseStore* dense, PeerClient* peers);
+  ~Rebuilder();
+
+  // Starts the background rebuild thread.
+  void Start();
+  // Blocks until every row of `rows` (rows of `table` held here) is valid, rebuilding them
+  // first. DEADLINE_EXCEEDED after `timeout_ms`.
+  absl::Status EnsureRows(int table, const std::vector<int64_t>& rows, int timeout_ms);
+  // Blocks until the dense tensors held here are restored.
+  absl::Status EnsureDense(int timeout_ms);
+  bool dense_ready() const { return dense_ready_.load(std::memory_order_acquire); }
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  RebuildProgress progress() const;
+  // The first error that stopped the rebuild (OK while it runs or after it succeeded).
+  absl::Status error() const;
+
+ private:
+  struct Item {
+    int table;
+    int64_t stripe;
+  };
+  void Loop();
+  absl::Status RunBatch(const std::vector<Item>& items, bool restore_dense);
+  absl::Status RestoreDense();
+  // The member position this server holds of (table, stripe).
+  int MyMember(int table, int64_t stripe) const;
+  bool ItemValid(const Item& item) const;
+
+  RebuildOptions options_;
+  const RowCode* code_;
+  EmbeddingStore* embeddings_;
+  ParityStore* parity_;
+  DenseStore* dense_;
+  PeerClient* peers_;
+  const Placement& placement_;
+  const size_t payload_bytes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> on_demand_;  // guarded by mu_
+  int64_t on_demand_count_ = 0;  // guarded by mu_
+  absl::Status error_;           // guarded by mu_
+  bool stopping_ = false;        // guarded by mu_
+  int64_t cursor_table_ = 0;     // background position: guarded by mu_
+  int64_t cursor_slot_ = 0;      // data slots first, then parity slots
+  bool cursor_parity_ = false;
+  std::chrono::steady_clock::time_point started_;
+  std::chrono::steady_clock::time_point background_allowed_at_{};  // guarded by mu_
+  std::atomic<int64_t> rows_done_{0};
+  int64_t rows_total_ = 0;
+  std::atomic<bool> dense_ready_{false};
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_PS_REBUILDER_H_

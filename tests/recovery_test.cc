@@ -1,0 +1,199 @@
+// Online rebuild of a replaced server, in-process over real gRPC: a rebuilt row (weights and
+// optimizer state) and parity row equal the lost one byte for byte; a server replaced while
+// workers train is rebuilt on demand and in the background and the cluster ends consistent.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "proto/ecps.grpc.pb.h"
+#include "runtime/scrub.h"
+#include "tests/test_cluster.h"
+#include "worker/training_loop.h"
+
+namespace ecps {
+namespace {
+
+constexpr char kToken[] = "recovery-test";
+
+JobSpec Spec(const std::string& mode, int k, int r, int servers, int64_t steps) {
+  JobSpec spec = SmallSpec(servers, steps);
+  spec.fault_tolerance.mode = mode;
+  spec.fault_tolerance.k = k;
+  spec.fault_tolerance.r = r;
+  spec.fault_tolerance.dense_replicas = r;
+  spec.job.eval_samples = 256;
+  return spec;
+}
+
+std::vector<std::string> Addresses(const v1::ClusterMap& map) {
+  std::vector<std::string> out;
+  for (const auto& s : map.servers()) out.push_back(s.address());
+  return out;
+}
+
+std::unique_ptr<PsClient> Client(const JobSpec& spec, TestCluster* cluster, const std::string& name) {
+  auto model = Dlrm::Create(spec.model, spec.data.batch_size);
+  std::vector<int64_t> sizes;
+  for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
+  auto ps = PsClient::Create(cluster->current_map(), spec.model.table_rows, spec.model.embedding_dim,
+                             sizes, kToken, name, 10000);
+  PsClient::FailureHandling handling;
+  handling.map_source = [cluster] { return cluster->current_map(); };
+  handling.recovery_wait_ms = 60000;
+  (*ps)->SetFailureHandling(handling);
+  return std::move(*ps);
+}
+
+void Train(const JobSpec& spec, TestCluster* cluster, int workers, std::atomic<int64_t>* steps) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      JobSpec s = spec;
+      s.cluster.workers = workers;
+      auto model = Dlrm::Create(s.model, s.data.batch_size);
+      auto ps = Client(s, cluster, "worker-" + std::to_string(w));
+      ProgressBoard board;
+      std::atomic<bool> stop{false};
+      TrainingLoop loop(s, w, ps.get(), model->get(), &board, &stop);
+      absl::Status st = loop.Train();
+      if (!st.ok()) {
+        ADD_FAILURE() << st;
+        ++failures;
+      }
+      if (steps != nullptr) steps->fetch_add(board.Snapshot().step());
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+}
+
+// Every payload of every row server `s` holds, through the data path.
+std::vector<std::vector<float>> RowsOf(const JobSpec& spec, TestCluster* cluster, int s) {
+  auto ps = Client(spec, cluster, "snapshot");
+  std::vector<std::vector<float>> out;
+  for (int t = 0; t < spec.model.num_sparse; ++t) {
+    std::vector<int64_t> rows;
+    for (int64_t slot = 0; slot < ps->placement().DataSlots(t); ++slot) {
+      int64_t row = ps->placement().RowAtDataSlot(t, s, slot);
+      if (row >= 0) rows.push_back(row);
+    }
+    std::vector<float> payloads;
+    int pf = 0;
+    EXPECT_TRUE(ps->ReadPayloads(t, rows, &payloads, &pf).ok());
+    out.push_back(std::move(payloads));
+  }
+  return out;
+}
+
+std::vector<std::vector<uint8_t>> ParityOf(const JobSpec& spec, TestCluster* cluster, int s) {
+  auto placement = Placement::Create(spec.cluster.servers, spec.fault_tolerance.k,
+                                     spec.fault_tolerance.r, spec.model.table_rows);
+  std::vector<std::vector<uint8_t>> out;
+  for (int t = 0; t < spec.model.num_sparse; ++t) {
+    int q = 0;
+    for (int64_t slot = 0; slot < placement->ParitySlots(t); ++slot) {
+      int64_t stripe = placement->StripeAtParitySlot(t, s, slot, &q);
+      if (stripe < 0) continue;
+      std::vector<uint8_t> row;
+      EXPECT_TRUE(cluster->core(s)->ReadParityRow(t, stripe, &row).ok());
+      out.push_back(std::move(row));
+    }
+  }
+  return out;
+}
+
+bool WaitRebuilt(ParameterServerCore* core) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (core->rebuilt()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+void ExpectClean(TestCluster* cluster) {
+  v1::ScrubReport report =
+      ScrubServers(Addresses(cluster->current_map()), kToken, cluster->current_map().epoch(), 10000);
+  EXPECT_TRUE(report.clean()) << report.DebugString();
+  EXPECT_GT(report.stripes_checked(), 0);
+}
+
+struct Case {
+  std::string mode;
+  int k, r, servers, victim;
+};
+
+class QuiescentRebuild : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QuiescentRebuild, RebuiltRowsAreByteIdentical) {
+  const Case& c = GetParam();
+  JobSpec spec = Spec(c.mode, c.k, c.r, c.servers, 25);
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  Train(spec, cluster.get(), 2, nullptr);
+  auto rows_before = RowsOf(spec, cluster.get(), c.victim);
+  auto parity_before = ParityOf(spec, cluster.get(), c.victim);
+  std::vector<std::vector<float>> dense_before;
+  ASSERT_TRUE(Client(spec, cluster.get(), "dense")->PullDense(&dense_before).ok());
+
+  ParameterServerCore* replacement = cluster->Replace(spec, kToken, c.victim);
+  ASSERT_NE(replacement, nullptr);
+  ASSERT_TRUE(WaitRebuilt(replacement));
+
+  auto rows_after = RowsOf(spec, cluster.get(), c.victim);
+  ASSERT_EQ(rows_after.size(), rows_before.size());
+  for (size_t t = 0; t < rows_before.size(); ++t) {
+    ASSERT_EQ(rows_after[t].size(), rows_before[t].size());
+    EXPECT_EQ(0, std::memcmp(rows_after[t].data(), rows_before[t].data(),
+                             rows_before[t].size() * sizeof(float)))
+        << "table " << t << ": a rebuilt row differs from the lost one";
+  }
+  EXPECT_EQ(ParityOf(spec, cluster.get(), c.victim), parity_before);
+  std::vector<std::vector<float>> dense_after;
+  ASSERT_TRUE(Client(spec, cluster.get(), "dense")->PullDense(&dense_after).ok());
+  EXPECT_EQ(dense_after, dense_before);
+  ExpectClean(cluster.get());
+}
+
+INSTANTIATE_TEST_SUITE_P(Codes, QuiescentRebuild,
+                         ::testing::Values(Case{"erasure_code", 2, 1, 3, 1},
+                                           Case{"erasure_code", 4, 1, 5, 0},
+                                           Case{"erasure_code", 3, 2, 5, 4},
+                                           Case{"replication", 1, 1, 3, 2}),
+                         [](const auto& info) {
+                           return info.param.mode + "_k" + std::to_string(info.param.k) + "_r" +
+                                  std::to_string(info.param.r);
+                         });
+
+TEST(OnlineRebuild, ReplacedWhileTrainingEndsConsistent) {
+  JobSpec spec = Spec("erasure_code", 3, 2, 5, 200);
+  // A slow background rebuild, so workers certainly ask for rows it has not reached yet.
+  spec.fault_tolerance.rebuild_rate_mb_s = 0.1;
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  std::atomic<int64_t> steps{0};
+  std::thread trainer([&] { Train(spec, cluster.get(), 2, &steps); });
+  // Replace a server once training is under way.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (cluster->core(2)->epoch() == 1 && std::chrono::steady_clock::now() < deadline) {
+    v1::ServerStats stats;
+    cluster->core(2)->FillStats(&stats);
+    if (stats.pushes() > 300) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ParameterServerCore* replacement = cluster->Replace(spec, kToken, 2);
+  ASSERT_NE(replacement, nullptr);
+  trainer.join();
+  EXPECT_EQ(steps.load(), 2 * 200);
+  ASSERT_TRUE(WaitRebuilt(replacement));
+  v1::ServerStats stats;
+  replacement->FillStats(&stats);
+  EXPECT_EQ(stats.rebuild_rows_done(), stats.rebuild_rows_total());
+  EXPECT_GT(stats.on_demand_rebuilds(), 0) << "workers must have asked for lost rows";
+  ExpectClean(cluster.get());
+}
+
+}  // namespace
+}  // namespace ecps
