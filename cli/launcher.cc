@@ -3,16 +3,21 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <map>
+#include <set>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/process_group.h"
 #include "google/protobuf/util/json_util.h"
@@ -62,6 +67,37 @@ std::string FormatDuration(double s) {
   return absl::StrFormat("%ds", total);
 }
 
+bool HasParity(const std::string& mode) { return mode == "erasure_code" || mode == "replication"; }
+
+std::string NodeLabel(v1::Role role, int id) {
+  return absl::StrCat(role == v1::ROLE_SERVER ? "server " : "worker ", id);
+}
+
+// "| recovering server 2: 45% rebuilt, 120 on demand | worker 1 dead: restarting".
+std::string RecoveryNote(const v1::StatusResponse& st) {
+  std::string note;
+  for (const auto& n : st.nodes()) {
+    if (n.id() < 0) continue;
+    const std::string label = NodeLabel(n.role(), n.id());
+    if (n.role() == v1::ROLE_SERVER && n.state() == v1::NODE_RECOVERING) {
+      const v1::ServerStats& s = n.server();
+      if (s.rebuild_rows_total() > 0) {
+        absl::StrAppend(&note, absl::StrFormat(" | recovering %s: %.0f%% rebuilt, %d on demand",
+                                               label, 100.0 * s.rebuild_rows_done() /
+                                                          s.rebuild_rows_total(),
+                                               s.on_demand_rebuilds()));
+      } else {
+        absl::StrAppend(&note, " | recovering ", label);
+      }
+    } else if (n.state() == v1::NODE_DEAD) {
+      absl::StrAppend(&note, " | ", label, " dead: replacing");
+    } else if (n.state() == v1::NODE_SUSPECT) {
+      absl::StrAppend(&note, " | ", label, " suspect");
+    }
+  }
+  return note;
+}
+
 std::string ProgressLine(const v1::StatusResponse& st) {
   double pct = st.total_steps() > 0 ? 100.0 * st.step() / st.total_steps() : 0;
   std::string auc = st.eval_auc() >= 0 ? absl::StrFormat("%.4f", st.eval_auc()) : "--";
@@ -69,7 +105,49 @@ std::string ProgressLine(const v1::StatusResponse& st) {
                          "epoch %d | elapsed %s | ETA %s",
                          PhaseName(st.phase()), st.step(), st.total_steps(), pct,
                          st.samples_per_s(), st.loss(), auc, st.epoch(),
-                         FormatDuration(st.elapsed_s()), FormatDuration(st.eta_s()));
+                         FormatDuration(st.elapsed_s()), FormatDuration(st.eta_s())) +
+         RecoveryNote(st);
+}
+
+// The metrics timeline in memory: cumulative samples over the launcher's time.
+struct TimelinePoint {
+  double t;
+  double samples;
+};
+
+// Cumulative samples at time t, interpolated linearly between timeline points.
+double SamplesAt(const std::vector<TimelinePoint>& tl, double t) {
+  if (tl.empty()) return 0;
+  if (t <= tl.front().t) return tl.front().samples;
+  if (t >= tl.back().t) return tl.back().samples;
+  auto it = std::lower_bound(tl.begin(), tl.end(), t,
+                             [](const TimelinePoint& p, double x) { return p.t < x; });
+  const TimelinePoint& b = *it;
+  const TimelinePoint& a = *(it - 1);
+  if (b.t <= a.t) return b.samples;
+  return a.samples + (b.samples - a.samples) * (t - a.t) / (b.t - a.t);
+}
+
+// Mean samples/s over [t0, t1] (clamped to the timeline); negative when unknown.
+double MeanRate(const std::vector<TimelinePoint>& tl, double t0, double t1) {
+  if (tl.empty()) return -1;
+  t0 = std::max(t0, tl.front().t);
+  t1 = std::min(t1, tl.back().t);
+  if (t1 - t0 < 1e-3) return -1;
+  return (SamplesAt(tl, t1) - SamplesAt(tl, t0)) / (t1 - t0);
+}
+
+std::string JsonEscape(const std::string& in) {
+  std::string out;
+  for (char c : in) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
 }
 
 // The live progress line: rewritten in place on a terminal, one line every 5 s otherwise.
@@ -129,6 +207,8 @@ class Job {
     std::fflush(stdout);
 
     const std::string self = SelfPath();
+    self_ = self;
+    spec_file_ = spec_file;
     const std::vector<std::string> env = {"ECPS_TOKEN=" + token_};
     std::string port_file = (fs::path(out_) / "coordinator.port").string();
     fs::remove(port_file, ec);
@@ -198,6 +278,9 @@ class Job {
     csv << "time_s,phase,epoch,step,samples,samples_per_s,loss,eval_auc,eval_logloss,"
            "servers_active,event\n";
     const auto start = Clock::now();
+    start_unix_ = std::chrono::duration<double>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+    drill_done_.assign(spec_.faults.size(), false);
     auto last_ok = start;
     v1::StatusResponse last;
     bool have_status = false;
@@ -214,23 +297,33 @@ class Job {
         std::string what = c.name + " exited (" + DescribeExit(c.exit_status) + ")";
         events += (events.empty() ? "" : "; ") + what;
         bool clean = WIFEXITED(c.exit_status) && WEXITSTATUS(c.exit_status) == 0;
-        if (c.name == "coordinator" || !clean) {
+        if (drill_victims_.count(c.pid) > 0) {
+          printer_.Event("ecps: " + what + " [drill]");
+        } else if (c.name == "coordinator" || !clean) {
           printer_.Event("ecps: " + what + "; log " + c.log_path + ":\n" + TailFile(c.log_path, 8));
         }
         if (c.name == "coordinator" && !(have_status && last.phase() == v1::JOB_FINISHED)) {
           failure = "the coordinator exited before the job finished";
         }
       }
+      ResumeStopped(&events);
       auto status = client.Status();
       double t = std::chrono::duration<double>(Clock::now() - start).count();
       if (status.ok()) {
         last = *status;
         have_status = true;
         last_ok = Clock::now();
+        timeline_.push_back(TimelinePoint{t, static_cast<double>(last.samples())});
+        FailureEvents(last, &events);
+        if (last.phase() != v1::JOB_FINISHED && last.phase() != v1::JOB_FAILED) {
+          RunDrills(last, t, &events);
+          StartReplacements(last, &events);
+        }
         int active = 0;
         for (const auto& n : last.nodes()) {
           active += n.role() == v1::ROLE_SERVER && n.state() == v1::NODE_ACTIVE;
         }
+        std::replace(events.begin(), events.end(), ',', ' ');
         csv << absl::StrFormat("%.3f,%s,%d,%d,%d,%.1f,%.6f,%.6f,%.6f,%d,%s\n", t,
                                PhaseName(last.phase()), last.epoch(), last.step(), last.samples(),
                                last.samples_per_s(), last.loss(), last.eval_auc(),
@@ -250,6 +343,8 @@ class Job {
     if (failure.empty() && have_status && last.phase() == v1::JOB_FAILED) failure = last.error();
     WriteReport(last, have_status, wall, ok, failure);
     children_.StopAll(5000);
+    PrintFailures(last);
+    if (last.failures_size() > 0 || !drills_.empty()) PlotTimeline();
     if (ok) {
       double rate = last.elapsed_s() > 0 ? last.samples() / last.elapsed_s() : 0;
       std::printf("ecps: finished %lld steps, %lld samples in %.1f s (%.0f samples/s); "
@@ -295,14 +390,316 @@ class Job {
         "  \"eval_auc\": %.6f,\n  \"eval_logloss\": %.6f,\n"
         "  \"scrub\": {\"done\": %s, \"clean\": %s, \"stripes_checked\": %d, "
         "\"parity_mismatches\": %d, \"dense_checked\": %d, \"dense_mismatches\": %d},\n"
+        "  \"drills\": %s,\n  \"failures\": %s,\n"
         "  \"final_status\": %s\n}\n",
         spec_.job.name, ok ? "true" : "false", escaped, spec_.fault_tolerance.mode,
         spec_.cluster.servers, spec_.cluster.workers, last.step(), last.samples(),
         last.elapsed_s(), wall, rate, last.eval_auc(), last.eval_logloss(),
         last.scrub().done() ? "true" : "false", last.scrub().clean() ? "true" : "false",
         last.scrub().stripes_checked(), last.scrub().parity_mismatches(),
-        last.scrub().dense_checked(), last.scrub().dense_mismatches(), status_json);
+        last.scrub().dense_checked(), last.scrub().dense_mismatches(), DrillsJson(),
+        FailuresJson(last), status_json);
   }
+
+  // The launcher-timeline time (s since monitoring started) of a coordinator Unix time.
+  double LocalTime(int64_t unix_ms) const {
+    return unix_ms > 0 ? static_cast<double>(unix_ms) / 1000.0 - start_unix_ : -1;
+  }
+
+  // The index of the running child with `pid`, or -1 (a drill only signals our own children).
+  int ChildWithPid(int64_t pid) const {
+    for (int i = 0; i < children_.size(); ++i) {
+      if (children_.child(i).pid == pid && !children_.child(i).exited) return i;
+    }
+    return -1;
+  }
+
+  void AddEvent(const std::string& line, std::string* events) {
+    printer_.Event("ecps: " + line);
+    *events += (events->empty() ? "" : "; ") + line;
+  }
+
+  // Fault drills from the spec: when the job's step reaches at_step, signal the process that
+  // holds the logical id now (it may be a promoted spare or a replacement).
+  void RunDrills(const v1::StatusResponse& st, double t, std::string* events) {
+    for (size_t i = 0; i < spec_.faults.size(); ++i) {
+      const FaultSpec& f = spec_.faults[i];
+      if (drill_done_[i] || st.step() < f.at_step) continue;
+      const v1::Role role = f.action == "kill_worker" ? v1::ROLE_WORKER : v1::ROLE_SERVER;
+      int index = -1;
+      int64_t pid = 0;
+      for (const auto& n : st.nodes()) {
+        if (n.role() != role || n.id() != f.target || n.state() == v1::NODE_DEAD) continue;
+        if (n.state() == v1::NODE_FINISHED) continue;
+        index = ChildWithPid(n.pid());
+        pid = n.pid();
+      }
+      if (index < 0) continue;  // nobody holds it right now: try again at the next poll
+      drill_done_[i] = true;
+      const std::string label = NodeLabel(role, f.target);
+      drill_victims_.insert(static_cast<pid_t>(pid));
+      drills_.push_back(DrillRecord{f, t, pid});
+      if (f.action == "stop_server") {
+        children_.Signal(index, SIGSTOP);
+        stopped_.push_back(Stopped{index, Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
+                                                             f.duration_s * 1000)),
+                                   label, pid});
+        AddEvent(absl::StrFormat("drill at step %d: SIGSTOP %s (pid %d) for %.1f s", st.step(),
+                                 label, pid, f.duration_s),
+                 events);
+      } else {
+        children_.Signal(index, SIGKILL);
+        AddEvent(absl::StrFormat("drill at step %d: SIGKILL %s (pid %d)", st.step(), label, pid),
+                 events);
+      }
+    }
+  }
+
+  // SIGCONT for stopped drill victims whose time is up.
+  void ResumeStopped(std::string* events) {
+    for (auto it = stopped_.begin(); it != stopped_.end();) {
+      if (Clock::now() < it->until) {
+        ++it;
+        continue;
+      }
+      children_.Signal(it->index, SIGCONT);
+      AddEvent(absl::StrFormat("drill: SIGCONT %s (pid %d); the old instance must find itself "
+                               "fenced", it->label, it->pid),
+               events);
+      it = stopped_.erase(it);
+    }
+  }
+
+  // A dead server slot with no standby spare left, or a dead worker: start a new process with
+  // that id (it registers as the replacement).
+  void StartReplacements(const v1::StatusResponse& st, std::string* events) {
+    bool standby = false;
+    for (const auto& n : st.nodes()) standby |= n.state() == v1::NODE_STANDBY;
+    for (const auto& n : st.nodes()) {
+      if (n.id() < 0 || n.state() != v1::NODE_DEAD) continue;
+      if (n.role() == v1::ROLE_SERVER && (!HasParity(spec_.fault_tolerance.mode) || standby)) {
+        continue;
+      }
+      const auto key = std::make_pair(static_cast<int>(n.role()), n.id());
+      auto running = replacements_.find(key);
+      if (running != replacements_.end() && !children_.child(running->second).exited) continue;
+      int& count = restarts_[key];
+      if (count >= 5) continue;  // a replacement that keeps failing: leave it to the operator
+      ++count;
+      const bool server = n.role() == v1::ROLE_SERVER;
+      const std::string name = absl::StrCat(server ? "server-" : "worker-", n.id(), "-r", count);
+      std::vector<std::string> argv = {self_, server ? "server" : "worker", "--spec", spec_file_,
+                                       "--coordinator", address_, "--id", std::to_string(n.id())};
+      if (server) {
+        argv.push_back("--host");
+        argv.push_back(spec_.cluster.host);
+      }
+      auto spawned = children_.Spawn(name, argv, {"ECPS_TOKEN=" + token_}, Log(name));
+      if (!spawned.ok()) {
+        AddEvent("cannot start a replacement " + NodeLabel(n.role(), n.id()) + ": " +
+                     spawned.status().ToString(),
+                 events);
+        continue;
+      }
+      replacements_[key] = *spawned;
+      AddEvent(absl::StrFormat("started a replacement %s (pid %d)", NodeLabel(n.role(), n.id()),
+                               children_.child(*spawned).pid),
+               events);
+    }
+  }
+
+  // One event line per change in the coordinator's failure history.
+  void FailureEvents(const v1::StatusResponse& st, std::string* events) {
+    for (int i = 0; i < st.failures_size(); ++i) {
+      const v1::FailureEvent& e = st.failures(i);
+      int& seen = failure_states_[i];
+      if (seen == e.state()) continue;
+      const std::string label = NodeLabel(e.role(), e.id());
+      if (seen < v1::FAILURE_DETECTED) {
+        AddEvent(absl::StrFormat("%s (pid %d) declared dead: %s; detected in %.1f s", label,
+                                 e.pid(), e.reason(), e.detection_s()),
+                 events);
+      }
+      if (seen < v1::FAILURE_REPLACING && e.state() >= v1::FAILURE_REPLACING) {
+        AddEvent(absl::StrFormat("%s replaced by %s (pid %d)%s", label,
+                                 e.by_spare() ? "spare" : "a new process", e.replacement_pid(),
+                                 e.role() == v1::ROLE_SERVER ? "; rebuilding online" : ""),
+                 events);
+      }
+      if (e.state() == v1::FAILURE_RECOVERED) {
+        std::string what = absl::StrFormat("%s recovered in %.1f s after replacement", label,
+                                           e.rebuild_s());
+        if (e.role() == v1::ROLE_SERVER && e.rows_rebuilt() > 0) {
+          absl::StrAppend(&what, absl::StrFormat(" (%d rows rebuilt: %d on demand)",
+                                                 e.rows_rebuilt(), e.on_demand_rebuilds()));
+        }
+        AddEvent(what, events);
+      }
+      seen = e.state();
+    }
+  }
+
+  // When the failure happened on the launcher's timeline: the drill that caused it, else the
+  // dead instance's last heartbeat.
+  double FailedAt(const v1::FailureEvent& e) const {
+    for (const DrillRecord& d : drills_) {
+      if (d.pid == e.pid()) return d.t;
+    }
+    return LocalTime(e.last_heartbeat_unix_ms());
+  }
+
+  struct FailureFigures {
+    double failed_at, detected_at, recovered_at, before, during, ratio;
+  };
+  FailureFigures Figures(const v1::FailureEvent& e) const {
+    FailureFigures f;
+    f.failed_at = FailedAt(e);
+    f.detected_at = LocalTime(e.detected_unix_ms());
+    f.recovered_at = LocalTime(e.recovered_unix_ms());
+    f.before = MeanRate(timeline_, f.failed_at - 30, f.failed_at);
+    f.during = f.recovered_at > f.failed_at ? MeanRate(timeline_, f.failed_at, f.recovered_at) : -1;
+    f.ratio = f.before > 0 && f.during >= 0 ? f.during / f.before : -1;
+    return f;
+  }
+
+  static std::string Num(double x, const char* format = "%.3f") {
+    return x < 0 ? std::string("null") : absl::StrFormat(format, x);
+  }
+
+  std::string DrillsJson() const {
+    std::string out = "[";
+    for (size_t i = 0; i < drills_.size(); ++i) {
+      const DrillRecord& d = drills_[i];
+      absl::StrAppend(&out, i ? ",\n    " : "\n    ",
+                      absl::StrFormat("{\"at_step\": %d, \"action\": \"%s\", \"target\": %d, "
+                                      "\"duration_s\": %.3f, \"pid\": %d, \"time_s\": %.3f}",
+                                      d.fault.at_step, d.fault.action, d.fault.target,
+                                      d.fault.duration_s, d.pid, d.t));
+    }
+    return out + (drills_.empty() ? "]" : "\n  ]");
+  }
+
+  std::string FailuresJson(const v1::StatusResponse& st) const {
+    std::string out = "[";
+    for (int i = 0; i < st.failures_size(); ++i) {
+      const v1::FailureEvent& e = st.failures(i);
+      const FailureFigures f = Figures(e);
+      const char* state = e.state() == v1::FAILURE_RECOVERED   ? "recovered"
+                          : e.state() == v1::FAILURE_REPLACING ? "replacing"
+                                                               : "detected";
+      absl::StrAppend(
+          &out, i ? ",\n    " : "\n    ",
+          absl::StrFormat(
+              "{\"node\": \"%s\", \"pid\": %d, \"reason\": \"%s\", \"state\": \"%s\", "
+              "\"replacement\": \"%s\", \"replacement_pid\": %d, \"by_spare\": %s, "
+              "\"failed_at_s\": %s, \"detected_at_s\": %s, \"recovered_at_s\": %s, "
+              "\"detection_s\": %s, \"rebuild_s\": %s, \"recovery_s\": %s, "
+              "\"rows_rebuilt\": %d, \"on_demand_rebuilds\": %d, \"rebuild_mb_s\": %s, "
+              "\"samples_per_s_before\": %s, \"samples_per_s_during\": %s, "
+              "\"throughput_during_vs_before\": %s}",
+              NodeLabel(e.role(), e.id()), e.pid(), JsonEscape(e.reason()), state,
+              JsonEscape(e.replacement()), e.replacement_pid(), e.by_spare() ? "true" : "false",
+              Num(f.failed_at), Num(f.detected_at), Num(f.recovered_at), Num(e.detection_s()),
+              Num(e.rebuild_s()), Num(e.recovery_s()), e.rows_rebuilt(), e.on_demand_rebuilds(),
+              e.rebuild_mb_s() > 0 ? Num(e.rebuild_mb_s()) : std::string("null"),
+              Num(f.before, "%.1f"), Num(f.during, "%.1f"), Num(f.ratio, "%.4f")));
+    }
+    return out + (st.failures_size() == 0 ? "]" : "\n  ]");
+  }
+
+  void PrintFailures(const v1::StatusResponse& st) {
+    for (const v1::FailureEvent& e : st.failures()) {
+      const FailureFigures f = Figures(e);
+      std::string line = absl::StrFormat("ecps: %s failed at %.1f s: detected in %.1f s",
+                                         NodeLabel(e.role(), e.id()), f.failed_at, e.detection_s());
+      if (e.state() == v1::FAILURE_RECOVERED) {
+        absl::StrAppend(&line, absl::StrFormat(", %s in %.1f s", 
+                                               e.role() == v1::ROLE_SERVER ? "rebuilt" : "resumed",
+                                               e.rebuild_s()));
+        if (e.rows_rebuilt() > 0) {
+          absl::StrAppend(&line, absl::StrFormat(" (%d rows, %d on demand", e.rows_rebuilt(),
+                                                 e.on_demand_rebuilds()));
+          if (e.rebuild_mb_s() > 0) absl::StrAppend(&line, absl::StrFormat(", %.1f MB/s", e.rebuild_mb_s()));
+          absl::StrAppend(&line, ")");
+        }
+      } else {
+        absl::StrAppend(&line, "; not recovered");
+      }
+      if (f.ratio >= 0) {
+        absl::StrAppend(&line, absl::StrFormat("; throughput during recovery %.2fx of before "
+                                               "(%.0f vs %.0f samples/s)",
+                                               f.ratio, f.during, f.before));
+      }
+      std::printf("%s\n", line.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  // deploy/plot_timeline.py: next to the source tree this binary was built from, or
+  // $ECPS_PLOT_SCRIPT.
+  std::string PlotScript() const {
+    std::vector<std::string> candidates;
+    if (const char* env = std::getenv("ECPS_PLOT_SCRIPT")) candidates.push_back(env);
+#ifdef ECPS_SOURCE_DIR
+    candidates.push_back(std::string(ECPS_SOURCE_DIR) + "/deploy/plot_timeline.py");
+#endif
+    const fs::path exe(self_);
+    candidates.push_back((exe.parent_path() / "../../deploy/plot_timeline.py").string());
+    candidates.push_back("deploy/plot_timeline.py");
+    for (const auto& c : candidates) {
+      std::error_code ec;
+      if (fs::exists(c, ec)) return c;
+    }
+    return "";
+  }
+
+  void PlotTimeline() {
+    const std::string script = PlotScript();
+    if (script.empty()) {
+      std::printf("ecps: no timeline plot: deploy/plot_timeline.py not found (set "
+                  "ECPS_PLOT_SCRIPT)\n");
+      return;
+    }
+    auto quote = [](const std::string& x) {
+      std::string q = "'";
+      for (char c : x) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      return q + "'";
+    };
+    const std::string log = Log("plot");
+    // Debian's python3-matplotlib lives under /usr/bin/python3 (PATH may name another one).
+    std::string python = "python3";
+    if (const char* env = std::getenv("ECPS_PYTHON")) {
+      python = env;
+    } else if (std::error_code ec; fs::exists("/usr/bin/python3", ec)) {
+      python = "/usr/bin/python3";
+    }
+    const std::string command = quote(python) + " " + quote(script) + " " + quote(out_) + " > " +
+                                quote(log) + " 2>&1";
+    const int rc = std::system(command.c_str());
+    const std::string png = (fs::path(out_) / "timeline.png").string();
+    if (rc == 0 && fs::exists(png)) {
+      std::printf("ecps: throughput timeline plot %s\n", png.c_str());
+    } else {
+      std::string why = TailFile(log, 1);
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      while (!why.empty() && why.front() == ' ') why.erase(0, 1);
+      std::printf("ecps: no timeline plot: %s\n",
+                  why.empty() ? "python3 is not available" : why.c_str());
+    }
+    std::fflush(stdout);
+  }
+
+  struct DrillRecord {
+    FaultSpec fault;
+    double t;
+    int64_t pid;
+  };
+  struct Stopped {
+    int index;
+    Clock::time_point until;
+    std::string label;
+    int64_t pid;
+  };
 
   JobSpec spec_;
   RunFlags flags_;
@@ -311,6 +708,17 @@ class Job {
   std::string out_;
   std::string token_;
   std::string address_;
+  std::string self_;
+  std::string spec_file_;
+  double start_unix_ = 0;
+  std::vector<TimelinePoint> timeline_;
+  std::vector<bool> drill_done_;
+  std::vector<DrillRecord> drills_;
+  std::vector<Stopped> stopped_;
+  std::set<pid_t> drill_victims_;
+  std::map<std::pair<int, int>, int> replacements_;  // (role, id) -> child index
+  std::map<std::pair<int, int>, int> restarts_;      // (role, id) -> replacements started
+  std::map<int, int> failure_states_;                // failure index -> last state seen
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "cli/bench_command.h"
+#include "cli/kill_command.h"
 #include "cli/launcher.h"
 #include "cli/scrub_command.h"
 #include "cli/status_command.h"
@@ -30,6 +31,8 @@ constexpr char kUsage[] =
     "      check every stripe's parity and every dense replica of a running job\n"
     "  status ADDR [--json] [--watch] [--interval-ms N]\n"
     "      show a running job (token from --token or ECPS_TOKEN)\n"
+    "  kill ADDR server|worker N\n"
+    "      admin drill: the node holding that id kills itself (SIGKILL); needs the token\n"
     "  coordinator --spec SPEC [--host H] [--port P] [--port-file F]\n"
     "  server --spec SPEC --coordinator ADDR [--id N] [--host H] [--port P]\n"
     "  worker --spec SPEC --coordinator ADDR --id N\n"
@@ -152,6 +155,13 @@ int Main(int argc, char** argv) {
     if (!a.Only({"token"})) return UsageError(a.error);
     if (a.positional.size() != 1) return UsageError("scrub takes exactly one ADDR (host:port)");
     return RunScrubCommand(a.positional[0], TokenFrom(a));
+  }
+  if (command == "kill") {
+    if (!a.Only({"token"})) return UsageError(a.error);
+    if (a.positional.size() != 3) {
+      return UsageError("usage: ecps kill ADDR server|worker N");
+    }
+    return RunKillCommand(a.positional[0], TokenFrom(a), a.positional[1], a.positional[2]);
   }
   if (command == "status") {
     if (!a.Only({"json", "watch", "interval-ms", "token"})) return UsageError(a.error);

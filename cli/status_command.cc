@@ -61,16 +61,60 @@ std::string Bytes(int64_t bytes) {
   return absl::StrFormat("%.1f %s", value, units[unit]);
 }
 
+// "rebuilt 45% (450/1000 rows), 120 on demand, 900 rows/s, ETA 0.6s".
+std::string RebuildProgress(const v1::ServerStats& s) {
+  if (s.rebuild_rows_total() <= 0) return "rebuilding";
+  const double pct = 100.0 * static_cast<double>(s.rebuild_rows_done()) /
+                     static_cast<double>(s.rebuild_rows_total());
+  std::string text = absl::StrFormat("rebuilt %.0f%% (%d/%d rows), %d on demand", pct,
+                                     s.rebuild_rows_done(), s.rebuild_rows_total(),
+                                     s.on_demand_rebuilds());
+  if (s.rebuild_rows_per_s() > 0) {
+    const double eta = static_cast<double>(s.rebuild_rows_total() - s.rebuild_rows_done()) /
+                       s.rebuild_rows_per_s();
+    absl::StrAppend(&text, absl::StrFormat(", %.0f rows/s, ETA %s", s.rebuild_rows_per_s(),
+                                           Seconds(eta)));
+  }
+  return text;
+}
+
 std::string Details(const v1::NodeInfo& node) {
   if (node.role() == v1::ROLE_SERVER) {
     const v1::ServerStats& s = node.server();
-    return absl::StrFormat("rows %d (+%d parity)  %s", s.data_rows(), s.parity_rows(),
-                           Bytes(s.bytes()));
+    std::string text = absl::StrFormat("rows %d (+%d parity)  %s", s.data_rows(), s.parity_rows(),
+                                       Bytes(s.bytes()));
+    if (node.state() == v1::NODE_RECOVERING) absl::StrAppend(&text, "  ", RebuildProgress(s));
+    return text;
   }
   const v1::WorkerProgress& w = node.worker();
   std::string text = absl::StrFormat("step %d  %.1f samples/s", w.step(), w.samples_per_s());
   if (w.done()) absl::StrAppend(&text, "  done");
   if (!w.error().empty()) absl::StrAppend(&text, "  error: ", w.error());
+  return text;
+}
+
+std::string FailureLine(const v1::FailureEvent& e) {
+  const std::string node =
+      absl::StrCat(e.role() == v1::ROLE_SERVER ? "server " : "worker ", e.id());
+  std::string text = absl::StrCat(node, " (pid ", e.pid(), "): ", e.reason(), "; detected in ",
+                                  absl::StrFormat("%.1fs", e.detection_s()));
+  if (e.state() == v1::FAILURE_DETECTED) {
+    absl::StrAppend(&text, "; waiting for a replacement");
+    return text;
+  }
+  absl::StrAppend(&text, "; replaced by ", e.by_spare() ? "spare " : "new process ",
+                  e.replacement(), " (pid ", e.replacement_pid(), ")");
+  if (e.state() == v1::FAILURE_REPLACING) {
+    absl::StrAppend(&text, e.role() == v1::ROLE_SERVER ? "; rebuilding" : "; starting");
+    return text;
+  }
+  absl::StrAppend(&text, absl::StrFormat("; recovered %s after replacement (%s after detection)",
+                                         Seconds(e.rebuild_s()), Seconds(e.recovery_s())));
+  if (e.role() == v1::ROLE_SERVER && e.rows_rebuilt() > 0) {
+    absl::StrAppend(&text, absl::StrFormat(", %d rows rebuilt (%d on demand)", e.rows_rebuilt(),
+                                           e.on_demand_rebuilds()));
+    if (e.rebuild_mb_s() > 0) absl::StrAppend(&text, absl::StrFormat(", %.1f MB/s", e.rebuild_mb_s()));
+  }
   return text;
 }
 
@@ -132,6 +176,12 @@ std::string FormatStatusTable(const v1::StatusResponse& status) {
       if (c + 1 < row.size()) line.append(widths[c] - row[c].size() + 2, ' ');
     }
     absl::StrAppend(&out, line, "\n");
+  }
+  if (status.failures_size() > 0) {
+    absl::StrAppend(&out, "failures:\n");
+    for (const v1::FailureEvent& e : status.failures()) {
+      absl::StrAppend(&out, "  ", FailureLine(e), "\n");
+    }
   }
   return out;
 }

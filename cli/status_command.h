@@ -27,7 +27,8 @@ int RunStatusCommand(const std::string& address, const std::string& token, bool 
 // Renders a status as human-readable text: one job line (phase, step/total, samples/s,
 // loss, AUC, elapsed, ETA, epoch, mode k/r), an error line when the job failed, then a
 // table with one row per node (role, id, address, state, heartbeat age, pid, and rows/bytes
-// for servers or step and samples/s for workers). Pure: no I/O.
+// for servers, with rebuild progress for a RECOVERING one, or step and samples/s for workers),
+// then one line per failure of the job (what died, detection, replacement, recovery). Pure.
 std::string FormatStatusTable(const v1::StatusResponse& status);
 
 // The status as pretty-printed JSON (proto field names, defaults included).

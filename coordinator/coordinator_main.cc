@@ -105,6 +105,16 @@ int RunCoordinator(const CoordinatorOptions& options) {
     return ScrubServers(addresses, token, map.epoch(), scrub_timeout_ms);
   });
 
+  // In modes with parity a dead server is recovered, not fatal: a standby spare takes its id at
+  // once, or the slot waits for a replacement process (`ecps run` starts one).
+  if (spec.fault_tolerance.mode == "erasure_code" || spec.fault_tolerance.mode == "replication") {
+    CoordinatorService* svc = service.get();
+    service->SetServerDeadHandler([svc](int server_id) {
+      svc->ReplaceServer(server_id);
+      return true;
+    });
+  }
+
   // One polling thread per expected node keeps every node's RPCs from queueing.
   const int threads =
       std::max(4, spec.cluster.servers + spec.cluster.spares + spec.cluster.workers);

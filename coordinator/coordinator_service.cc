@@ -89,7 +89,8 @@ CoordinatorService::CoordinatorService(const JobSpec& spec, std::string token, c
       membership_(std::move(config)),
       detector_(clock, detector_options),
       progress_(spec.cluster.workers, spec.job.steps),
-      phase_(v1::JOB_STARTING) {
+      phase_(v1::JOB_STARTING),
+      history_(RowPayloadBytes(spec.model.embedding_dim, spec.optimizer.sparse.type)) {
   absl::MutexLock lock(&mu_);
   published_version_ = MapVersionLocked();
 }
@@ -110,6 +111,14 @@ absl::Status CoordinatorService::Register(const v1::RegisterRequest& request,
     } else if (reg.replaced) {
       spdlog::warn("{} replaces dead instance {}; epoch now {}", Describe(reg.node), *reg.replaced,
                    membership_.epoch());
+      history_.Replaced(reg.node.role, reg.node.id, reg.node.instance, request.pid(),
+                        /*by_spare=*/false, clock_->Now());
+      if (reg.resume) {
+        worker_resume_step_[reg.node.id] = reg.resume->step();
+        spdlog::info("worker {} resumes the dead worker's partition after step {} at reader "
+                     "position {}", reg.node.id, reg.resume->step(),
+                     reg.resume->reader_position());
+      }
     } else {
       spdlog::info("{} registered (pid {})", Describe(reg.node), request.pid());
     }
@@ -118,6 +127,15 @@ absl::Status CoordinatorService::Register(const v1::RegisterRequest& request,
   PublishLocked();
   response->set_id(reg.node.id);
   response->set_state(reg.state);
+  if (reg.resume) {
+    *response->mutable_resume() = *reg.resume;
+  } else if (reg.repeated && reg.node.role == v1::ROLE_WORKER &&
+             worker_resume_step_.contains(reg.node.id)) {
+    // A retried registration of a replacement gets the same resume point back.
+    if (const v1::WorkerProgress* p = membership_.WorkerProgressOf(reg.node.id)) {
+      *response->mutable_resume() = *p;
+    }
+  }
   FillMapLocked(response->mutable_map());
   return absl::OkStatus();
 }
@@ -131,7 +149,24 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
     spdlog::debug("fenced heartbeat from instance {} (id {})", request.instance(), request.id());
   } else {
     detector_.Heartbeat(result.node.instance);
+    const absl::Time now = clock_->Now();
+    if (result.node.role == v1::ROLE_SERVER && !result.node.spare &&
+        history_.Open(v1::ROLE_SERVER, result.node.id)) {
+      history_.Progress(result.node.id, request.server());
+      if (result.state == v1::NODE_ACTIVE && history_.Recovered(v1::ROLE_SERVER, result.node.id, now)) {
+        spdlog::info("server {} recovered: instance {} is active ({} rows rebuilt, {} on demand)",
+                     result.node.id, result.node.instance, request.server().rebuild_rows_done(),
+                     request.server().on_demand_rebuilds());
+      }
+    }
     if (result.node.role == v1::ROLE_WORKER) {
+      auto resume = worker_resume_step_.find(result.node.id);
+      if (resume != worker_resume_step_.end() &&
+          (request.worker().step() > resume->second || request.worker().done()) &&
+          history_.Recovered(v1::ROLE_WORKER, result.node.id, now)) {
+        spdlog::info("worker {} recovered: instance {} trains again (step {})", result.node.id,
+                     result.node.instance, request.worker().step());
+      }
       progress_.Report(result.node.id, request.worker());
       if (result.became_done) {
         // A finished worker may exit before the job ends: its silence is not a failure.
@@ -149,7 +184,55 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
   response->set_epoch(membership_.epoch());
   response->set_phase(phase_);
   response->set_fenced(result.fenced);
+  response->set_kill(kill_requested_.contains(request.instance()));
   return absl::OkStatus();
+}
+
+absl::Status CoordinatorService::Kill(const v1::KillRequest& request,
+                                      v1::KillResponse* response) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  absl::MutexLock lock(&mu_);
+  ASSIGN_OR_RETURN(NodeRef node, membership_.Holder(request.role(), request.id()));
+  const std::optional<v1::NodeState> state = membership_.StateOf(node.instance);
+  if (!state || *state == v1::NODE_DEAD || *state == v1::NODE_FINISHED) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(NodeName(node), " has no live instance to kill"));
+  }
+  kill_requested_.insert(node.instance);
+  const std::string sender =
+      request.header().sender().empty() ? "an admin" : request.header().sender();
+  spdlog::warn("{}: kill requested by {}; it dies at its next heartbeat", Describe(node), sender);
+  response->set_instance(node.instance);
+  response->set_pid(node.pid);
+  return absl::OkStatus();
+}
+
+bool CoordinatorService::ReplaceServer(int server_id) {
+  absl::MutexLock lock(&mu_);
+  if (Final()) return false;
+  absl::StatusOr<Membership::Registration> promoted = membership_.PromoteSpare(server_id);
+  if (!promoted.ok()) {
+    if (promoted.status().code() == absl::StatusCode::kNotFound) {
+      spdlog::warn("server {}: no standby spare left; waiting for a replacement process to "
+                   "register as server {}", server_id, server_id);
+    } else {
+      spdlog::warn("server {}: cannot promote a spare: {}", server_id,
+                   promoted.status().ToString());
+    }
+    UpdatePhaseLocked();
+    PublishLocked();
+    return false;
+  }
+  detector_.Forget(*promoted->replaced);
+  detector_.Track(promoted->node.instance);
+  history_.Replaced(v1::ROLE_SERVER, server_id, promoted->node.instance, promoted->node.pid,
+                    /*by_spare=*/true, clock_->Now());
+  spdlog::warn("spare {} (pid {}) promoted to server {}, replacing dead instance {}: recovering; "
+               "epoch now {}", promoted->node.instance, promoted->node.pid, server_id,
+               *promoted->replaced, membership_.epoch());
+  UpdatePhaseLocked();
+  PublishLocked();
+  return true;
 }
 
 absl::Status CoordinatorService::ReportFailure(const v1::ReportFailureRequest& request,
@@ -198,6 +281,7 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
   response->set_r(membership_.config().r);
   response->set_error(error_);
   if (last_scrub_ != nullptr) *response->mutable_scrub() = *last_scrub_;
+  history_.Fill(response);
   membership_.FillStatusNodes(
       [this](const std::string& instance)
           ABSL_NO_THREAD_SAFETY_ANALYSIS { return detector_.SinceHeartbeat(instance); },
@@ -293,6 +377,8 @@ void CoordinatorService::RunPendingScrub() {
   {
     absl::MutexLock lock(&mu_);
     if (!final_scrub_pending_ || Final()) return;
+    // A recovering server holds rows that are not rebuilt yet: scrub once it is ACTIVE.
+    if (membership_.AnyServerRecovering()) return;
     scrubber = scrubber_;
     FillMapLocked(&map);
   }
@@ -358,12 +444,25 @@ void CoordinatorService::UpdatePhaseLocked() {
         job_name_, membership_.num_servers(), membership_.num_workers(),
         absl::ToDoubleSeconds(clock_->Now() - created_));
   }
-  if (phase_ == v1::JOB_RUNNING && membership_.AllWorkersDone()) {
+  if (phase_ == v1::JOB_RUNNING || phase_ == v1::JOB_RECOVERING) {
+    const bool recovering = membership_.AnyServerRecovering();
+    if (recovering && phase_ == v1::JOB_RUNNING) {
+      SetPhaseLocked(v1::JOB_RECOVERING);
+      spdlog::warn("job '{}' recovering: training goes on while server {} is replaced",
+                   job_name_, absl::StrJoin(RecoveringServersLocked(), ", "));
+    } else if (!recovering && phase_ == v1::JOB_RECOVERING) {
+      SetPhaseLocked(v1::JOB_RUNNING);
+      spdlog::info("job '{}' running: every server is active again", job_name_);
+    }
+  }
+  if ((phase_ == v1::JOB_RUNNING || phase_ == v1::JOB_RECOVERING) &&
+      membership_.AllWorkersDone()) {
     const std::string& mode = membership_.config().mode;
     if (scrubber_ && !final_scrub_done_ && (mode == "erasure_code" || mode == "replication")) {
-      final_scrub_pending_ = true;  // RunPendingScrub finishes the job
+      final_scrub_pending_ = true;  // RunPendingScrub finishes the job once nothing recovers
       return;
     }
+    if (phase_ == v1::JOB_RECOVERING) return;  // finishes once every server is active
     SetPhaseLocked(v1::JOB_FINISHED);
     const ProgressSummary summary = progress_.Summarize(clock_->Now());
     spdlog::info("job '{}' finished: {} steps, {} samples in {:.1f} s", job_name_, summary.step,
@@ -384,14 +483,32 @@ std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
   for (const FailureDetector::Death& death : detector_.Check()) {
     const std::optional<NodeRef> node = membership_.MarkDead(death.node);
     if (!node) continue;
-    const std::string why = absl::StrFormat("%s declared dead: no heartbeat for %.1f s%s",
-                                            Describe(*node), absl::ToDoubleSeconds(death.silence),
-                                            death.reported ? " after a failure report" : "");
+    const bool killed = kill_requested_.erase(node->instance) > 0;
+    const std::string reason =
+        absl::StrFormat("no heartbeat for %.1f s%s%s", absl::ToDoubleSeconds(death.silence),
+                        death.reported ? " after a failure report" : "",
+                        killed ? " (killed by ecps kill)" : "");
+    const std::string why = absl::StrCat(Describe(*node), " declared dead: ", reason);
     spdlog::warn("{}; epoch now {}", why, membership_.epoch());
+    const absl::Time now = clock_->Now();
     if (node->role == v1::ROLE_SERVER && !node->spare) {
+      history_.Declared(v1::ROLE_SERVER, node->id, node->instance, node->pid, now - death.silence,
+                        now, reason);
       dead_servers.push_back(DeadServer{node->id, why});
     } else if (node->role == v1::ROLE_WORKER && !node->worker_done) {
-      FailJobLocked(why + " (worker failover is not supported yet)");
+      history_.Declared(v1::ROLE_WORKER, node->id, node->instance, node->pid, now - death.silence,
+                        now, reason);
+      worker_resume_step_.erase(node->id);
+      const v1::WorkerProgress* last = membership_.WorkerProgressOf(node->id);
+      if (last != nullptr) {  // a dead worker trains no more samples per second
+        v1::WorkerProgress stopped = *last;
+        stopped.set_samples_per_s(0);
+        progress_.Report(node->id, stopped);
+      }
+      spdlog::warn("worker {}: waiting for a replacement to register as worker {}; it resumes "
+                   "after step {} at reader position {}", node->id, node->id,
+                   last != nullptr ? last->step() : 0,
+                   last != nullptr ? last->reader_position() : 0);
     }
   }
   return dead_servers;
@@ -405,13 +522,29 @@ void CoordinatorService::HandleDeadServers(const std::vector<DeadServer>& dead) 
       handler = server_dead_handler_;
     }
     const bool handled = handler && handler(server.id);
-    if (!handled) {
+    if (handled) {
+      absl::MutexLock lock(&mu_);
+      UpdatePhaseLocked();
+      PublishLocked();
+    } else {
       absl::MutexLock lock(&mu_);
       FailJobLocked(absl::StrCat(server.why, "; no recovery for it (fault_tolerance.mode '",
                                  membership_.config().mode, "')"));
       PublishLocked();
     }
   }
+}
+
+std::vector<std::string> CoordinatorService::RecoveringServersLocked() const {
+  std::vector<std::string> ids;
+  v1::ClusterMap map;
+  membership_.FillClusterMap(&map);
+  for (const v1::NodeInfo& s : map.servers()) {
+    if (s.state() == v1::NODE_RECOVERING || s.state() == v1::NODE_DEAD) {
+      ids.push_back(absl::StrCat(s.id()));
+    }
+  }
+  return ids;
 }
 
 uint64_t CoordinatorService::MapVersionLocked() const {

@@ -3,10 +3,16 @@
 // It owns the membership table, the failure detector and the job progress, and drives the
 // job phase:
 //   JOB_STARTING --(every server slot ACTIVE, every worker registered)--> JOB_RUNNING
-//   JOB_RUNNING  --(every worker reported done)--> JOB_FINISHED
+//   JOB_RUNNING  <--> JOB_RECOVERING while some server slot is held by a RECOVERING
+//                replacement or by a dead instance waiting for one
+//   JOB_RUNNING  --(every worker reported done)--> JOB_FINISHED (in modes with parity, after
+//                the final scrub, which waits until no server is recovering)
 //   any non-final phase --> JOB_FAILED (with error()) when a worker reports an error, a
-//   worker is declared dead, a server is declared dead and no ServerDeadHandler takes
-//   charge, or not everything was registered and ACTIVE within the startup timeout.
+//   server is declared dead and no ServerDeadHandler takes charge, or not everything was
+//   registered and ACTIVE within the startup timeout.
+// A worker declared dead does not fail the job: its slot waits for a replacement process
+// (registering with the same id), which gets the dead worker's last progress to resume from.
+// Every death, replacement and recovery is recorded in the failure history (Status).
 // FINISHED and FAILED are final. Nodes learn the phase from heartbeat responses.
 //
 // Every handler checks the request header's token first: a wrong token returns
@@ -31,7 +37,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/clock.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "coordinator/failure_detector.h"
+#include "coordinator/failure_history.h"
 #include "coordinator/job_progress.h"
 #include "coordinator/membership.h"
 #include "runtime/spec.h"
@@ -41,6 +50,8 @@ namespace v1 {
 class ClusterMap;
 class HeartbeatRequest;
 class HeartbeatResponse;
+class KillRequest;
+class KillResponse;
 class RegisterRequest;
 class RegisterResponse;
 class ReportFailureRequest;
@@ -70,7 +81,8 @@ class CoordinatorService {
   // epoch bump and the new map were published), from the thread that ran the detection,
   // without the service's lock held (it may call back into the service). Returns true when
   // it takes charge of recovery; false makes the job fail. The recovery work plugs in here;
-  // until then no handler is set and a dead server fails the job.
+  // coordinator_main installs one in modes with parity (it calls ReplaceServer); without a
+  // handler a dead server fails the job.
   using ServerDeadHandler = std::function<bool(int server_id)>;
 
   // Validates the parts of `spec` the coordinator uses (server/worker counts, timeouts,
@@ -102,7 +114,20 @@ class CoordinatorService {
   absl::Status ReportFailure(const v1::ReportFailureRequest& request,
                              v1::ReportFailureResponse* response);
 
-  // The job's status: phase, progress, every registered node with its heartbeat age, stats.
+  // Admin: the live node holding role/id gets kill = true in its next heartbeat response (it
+  // then raises SIGKILL on itself; its death is detected like any other). `response` names the
+  // instance and pid. INVALID_ARGUMENT for a bad role or id, FAILED_PRECONDITION when the slot
+  // is not registered or its holder is dead or finished.
+  absl::Status Kill(const v1::KillRequest& request, v1::KillResponse* response);
+
+  // Recovery of a dead server slot (what the ServerDeadHandler of a mode with parity calls):
+  // gives the slot to a standby spare at once (NODE_RECOVERING, epoch + 1, map published) and
+  // returns true; returns false when no spare is left (the slot then waits for a replacement
+  // process to register with the id) or the slot is not dead.
+  bool ReplaceServer(int server_id);
+
+  // The job's status: phase, progress, every registered node with its heartbeat age, stats,
+  // the failure history.
   absl::Status Status(const v1::StatusRequest& request, v1::StatusResponse* response);
 
   // Streams the cluster map to `send`: the current map at once when its (epoch, version) is
@@ -164,6 +189,8 @@ class CoordinatorService {
   // Runs the ServerDeadHandler for each; fails the job for those it does not take.
   void HandleDeadServers(const std::vector<DeadServer>& dead) ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t MapVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ids of server slots that are recovering or dead ("2", "4").
+  std::vector<std::string> RecoveringServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillMapLocked(v1::ClusterMap* map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes watchers when the map changed since the last call.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -189,6 +216,11 @@ class CoordinatorService {
   bool final_scrub_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool final_scrub_done_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<v1::ScrubReport> last_scrub_ ABSL_GUARDED_BY(mu_);  // null: none yet
+  FailureHistory history_ ABSL_GUARDED_BY(mu_);
+  // Instances an admin asked to die (Kill): told so in every heartbeat response.
+  absl::flat_hash_set<std::string> kill_requested_ ABSL_GUARDED_BY(mu_);
+  // Replacement workers: the step they resume after (recovered once they report beyond it).
+  absl::flat_hash_map<int, int64_t> worker_resume_step_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ecps

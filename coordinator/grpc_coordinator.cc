@@ -40,6 +40,11 @@ class GrpcCoordinator::Impl final : public v1::Coordinator::Service {
     return ToGrpcStatus(service_->Scrub(*request, report));
   }
 
+  grpc::Status Kill(grpc::ServerContext* /*context*/, const v1::KillRequest* request,
+                    v1::KillResponse* response) override {
+    return ToGrpcStatus(service_->Kill(*request, response));
+  }
+
   grpc::Status Status(grpc::ServerContext* /*context*/, const v1::StatusRequest* request,
                       v1::StatusResponse* response) override {
     return ToGrpcStatus(service_->Status(*request, response));

@@ -1,5 +1,6 @@
 #include "coordinator/membership.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -21,7 +22,9 @@ struct Membership::Node {
   v1::ServerStats server;
   v1::WorkerProgress worker;
 
-  NodeRef Ref() const { return NodeRef{role, id, spare, instance, address, worker.done()}; }
+  NodeRef Ref() const {
+    return NodeRef{role, id, spare, instance, address, worker.done(), pid};
+  }
   bool live() const { return registered && state != v1::NODE_DEAD; }
 };
 
@@ -123,6 +126,15 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
   if (slot->registered) {  // replacing a dead holder
     result.replaced = slot->instance;
     fresh.state = role == v1::ROLE_SERVER ? v1::NODE_RECOVERING : v1::NODE_STARTING;
+    if (role == v1::ROLE_WORKER) {
+      // The replacement continues the dead worker's partition; until it reports, the slot's
+      // progress is the dead worker's (the job's step does not fall back to 0).
+      result.resume = slot->worker;
+      fresh.worker = slot->worker;
+      fresh.worker.set_done(false);
+      fresh.worker.set_samples_per_s(0);
+      fresh.worker.clear_error();
+    }
     ++epoch_;
   } else {
     fresh.state = v1::NODE_STARTING;
@@ -181,6 +193,8 @@ absl::StatusOr<Membership::HeartbeatResult> Membership::ApplyHeartbeat(
     result.map_changed = true;
     Bump();
   }
+  result.previous_state = old_state;
+  result.state = node->state;
   result.node = node->Ref();
   return result;
 }
@@ -229,6 +243,72 @@ std::optional<NodeRef> Membership::MarkDead(const std::string& instance) {
   ++epoch_;
   Bump();
   return node->Ref();
+}
+
+absl::StatusOr<Membership::Registration> Membership::PromoteSpare(int server_id) {
+  if (server_id < 0 || server_id >= static_cast<int>(servers_.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("server id ", server_id,
+                                                   " is out of range [0, ", servers_.size(), ")"));
+  }
+  Node& slot = servers_[server_id];
+  if (!slot.registered || slot.state != v1::NODE_DEAD) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("server ", server_id, " is not held by a dead instance"));
+  }
+  auto spare = std::find_if(spares_.begin(), spares_.end(), [](const Node& n) {
+    return n.live() && n.state == v1::NODE_STANDBY;
+  });
+  if (spare == spares_.end()) {
+    return absl::NotFoundError(absl::StrCat("no standby spare left for server ", server_id));
+  }
+  Registration result;
+  result.replaced = slot.instance;
+  Node promoted = std::move(*spare);
+  spares_.erase(spare);
+  promoted.spare = false;
+  promoted.id = server_id;
+  promoted.state = v1::NODE_RECOVERING;
+  promoted.before_suspect = v1::NODE_STATE_UNSPECIFIED;
+  promoted.server = v1::ServerStats();
+  slot = std::move(promoted);
+  ++epoch_;
+  Bump();
+  result.node = slot.Ref();
+  result.state = slot.state;
+  return result;
+}
+
+const v1::ServerStats* Membership::ServerStatsOf(int id) const {
+  if (id < 0 || id >= static_cast<int>(servers_.size())) return nullptr;
+  return &servers_[id].server;
+}
+
+const v1::WorkerProgress* Membership::WorkerProgressOf(int id) const {
+  if (id < 0 || id >= static_cast<int>(workers_.size())) return nullptr;
+  return &workers_[id].worker;
+}
+
+bool Membership::AnyServerRecovering() const {
+  for (const Node& node : servers_) {
+    if (!node.registered) continue;
+    if (node.state == v1::NODE_RECOVERING || node.state == v1::NODE_DEAD) return true;
+    if (node.state == v1::NODE_SUSPECT && node.before_suspect == v1::NODE_RECOVERING) return true;
+  }
+  return false;
+}
+
+std::vector<int> Membership::DeadServerSlots() const {
+  std::vector<int> dead;
+  for (const Node& node : servers_) {
+    if (node.registered && node.state == v1::NODE_DEAD) dead.push_back(node.id);
+  }
+  return dead;
+}
+
+int Membership::LiveSpares() const {
+  int n = 0;
+  for (const Node& node : spares_) n += node.live() && node.state == v1::NODE_STANDBY;
+  return n;
 }
 
 bool Membership::AllServersActive() const {

@@ -12,6 +12,8 @@
 //     becomes a spare (NODE_STANDBY); a worker gets RESOURCE_EXHAUSTED.
 //   - any other id: INVALID_ARGUMENT. The same instance registering again (a retried
 //     request) gets its existing assignment back and changes nothing else.
+// A dead server's id can also go to a standby spare (PromoteSpare): the spare leaves the spare
+// list and holds the id in NODE_RECOVERING, as a replacement process would.
 // The epoch starts at 1 and grows only on membership changes (a node declared dead, a
 // replacement taking an id). The version grows on every change of map content (states,
 // addresses, epoch), so a watcher can tell a new map from one it has.
@@ -28,12 +30,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "proto/ecps.pb.h"
 
 namespace ecps {
 namespace v1 {
 class ClusterMap;
 class HeartbeatRequest;
 class RegisterRequest;
+class ServerStats;
+class WorkerProgress;
 class StatusResponse;
 enum Role : int;
 enum NodeState : int;
@@ -47,6 +52,7 @@ struct NodeRef {
   std::string instance;
   std::string address;
   bool worker_done = false;  // a worker that reported done
+  int64_t pid = 0;
 };
 
 // "server 2", "worker 0", "spare server".
@@ -72,6 +78,10 @@ class Membership {
     v1::NodeState state;
     bool repeated = false;                // the same instance registered again: nothing changed
     std::optional<std::string> replaced;  // instance of the dead holder this one replaced
+    // A worker replacing a dead one: the dead worker's last reported progress (the
+    // replacement continues from there; it also stands as the slot's progress until the
+    // replacement reports).
+    std::optional<v1::WorkerProgress> resume;
   };
   // Applies the registration rules above. On error nothing changes.
   absl::StatusOr<Registration> Register(const v1::RegisterRequest& request);
@@ -81,6 +91,8 @@ class Membership {
     NodeRef node;              // when not fenced
     bool map_changed = false;  // the node's state changed
     bool became_done = false;  // a worker reported done for the first time
+    v1::NodeState previous_state = v1::NODE_STATE_UNSPECIFIED;  // before this heartbeat
+    v1::NodeState state = v1::NODE_STATE_UNSPECIFIED;           // and after
   };
   // Records a heartbeat's self-reported state and stats for the node that `request.instance`
   // is (looked up among the slots of `request.role`). A node's own report may not claim
@@ -102,6 +114,24 @@ class Membership {
   // Declares `instance` dead: NODE_DEAD, epoch + 1. Returns the node, or nullopt when unknown
   // or already dead (nothing changes).
   std::optional<NodeRef> MarkDead(const std::string& instance);
+
+  // Gives dead server `server_id`'s slot to the oldest live standby spare: it holds the id in
+  // NODE_RECOVERING, the epoch grows. NOT_FOUND when no live spare is left;
+  // FAILED_PRECONDITION when the slot is not held by a dead instance; INVALID_ARGUMENT for an
+  // id out of range. On error nothing changes.
+  absl::StatusOr<Registration> PromoteSpare(int server_id);
+
+  // The latest stats that the holder of server slot `id` reported (empty when none).
+  const v1::ServerStats* ServerStatsOf(int id) const;
+  // The latest progress that the holder of worker slot `id` reported (also when dead).
+  const v1::WorkerProgress* WorkerProgressOf(int id) const;
+
+  // Some server slot is held by a RECOVERING replacement, or by a dead instance (waiting for
+  // its replacement).
+  bool AnyServerRecovering() const;
+  // Server ids whose slot is held by a dead instance (waiting for a replacement).
+  std::vector<int> DeadServerSlots() const;
+  int LiveSpares() const;
 
   bool AllServersActive() const;  // every server slot registered and NODE_ACTIVE
   bool AllWorkersRegistered() const;

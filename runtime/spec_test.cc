@@ -857,7 +857,7 @@ TEST(SpecTest, ExamplesHaveTheAgreedShape) {
   auto quick = LoadSpecFile(std::string(ECPS_EXAMPLES_DIR) + "/quickstart.yaml");
   ASSERT_TRUE(quick.ok()) << quick.status();
   EXPECT_EQ(quick->data.source, "synthetic");
-  EXPECT_EQ(quick->cluster.servers, 2);
+  EXPECT_EQ(quick->cluster.servers, 5);
   EXPECT_EQ(quick->cluster.workers, 1);
   EXPECT_EQ(quick->model.table_rows, std::vector<int64_t>(26, 10000));
   auto bench = LoadSpecFile(std::string(ECPS_EXAMPLES_DIR) + "/bench-small.yaml");

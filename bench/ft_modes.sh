@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Fault-tolerance modes side by side on one job: samples/s and memory per server of
+# erasure_code (4,1) and (4,2) and replication r=1 and r=2, each with ack after_parity and
+# async, relative to mode none, all on the same number of servers, in one invocation.
+#
+#   bench/ft_modes.sh [SPEC] [SERVERS] [REPEATS]
+#     SPEC     default deploy/examples/bench-small.yaml (its fault_tolerance section is replaced)
+#     SERVERS  default 6 (enough for k + r = 6)
+#     REPEATS  default 1: runs per configuration, interleaved; the median is reported
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+spec="${1:-$root/deploy/examples/bench-small.yaml}"
+servers="${2:-6}"
+repeats="${3:-1}"
+ecps="${ECPS_BIN:-$root/build/cli/ecps}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+configs=("none|mode: none"
+  "ec41-after_parity|mode: erasure_code, k: 4, r: 1, ack: after_parity"
+  "ec41-async|mode: erasure_code, k: 4, r: 1, ack: async"
+  "ec42-after_parity|mode: erasure_code, k: 4, r: 2, ack: after_parity"
+  "ec42-async|mode: erasure_code, k: 4, r: 2, ack: async"
+  "rep1-after_parity|mode: replication, r: 1, ack: after_parity"
+  "rep1-async|mode: replication, r: 1, ack: async"
+  "rep2-after_parity|mode: replication, r: 2, ack: after_parity"
+  "rep2-async|mode: replication, r: 2, ack: async")
+
+# The spec without its fault_tolerance section and with the server count replaced.
+base="$work/base.yaml"
+awk -v servers="$servers" '
+  /^fault_tolerance:/ {skip=1; next}
+  /^[a-z_]+:/ {skip=0}
+  skip {next}
+  /^  servers:/ {print "  servers: " servers; next}
+  {print}' "$spec" > "$base"
+
+for ((rep = 0; rep < repeats; rep++)); do
+  for c in "${configs[@]}"; do
+    name="${c%%|*}"
+    ft="${c#*|}"
+    { cat "$base"; echo "fault_tolerance: {$ft}"; } > "$work/$name.yaml"
+    out="$work/out-$name-$rep"
+    echo "== $name (run $((rep + 1))/$repeats)" >&2
+    "$ecps" run "$work/$name.yaml" --output "$out" --no-progress >/dev/null 2>"$work/$name.err" ||
+      { echo "run $name failed:" >&2; cat "$work/$name.err" >&2; exit 1; }
+    cp "$out/report.json" "$work/report-$name-$rep.json"
+  done
+done
+
+python3 - "$work" "$repeats" "${configs[@]}" <<'PY'
+import json, statistics, sys
+work, repeats, configs = sys.argv[1], int(sys.argv[2]), [c.split("|")[0] for c in sys.argv[3:]]
+rows = {}
+for name in configs:
+    rates, mem = [], []
+    for rep in range(repeats):
+        r = json.load(open(f"{work}/report-{name}-{rep}.json"))
+        rates.append(r["samples_per_s"])
+        servers = [n for n in r["final_status"]["nodes"] if n.get("role") == "ROLE_SERVER"]
+        mem.append(statistics.mean(int(n.get("server", {}).get("bytes", 0)) for n in servers))
+        assert r["ok"], name
+        if name != "none":
+            assert r["scrub"]["clean"], name
+    rows[name] = (statistics.median(rates), statistics.median(mem))
+base_rate, base_mem = rows["none"]
+print(f"{'mode':22} {'samples/s':>10} {'vs none':>8} {'MB/server':>10} {'vs none':>8}")
+for name in configs:
+    rate, mem = rows[name]
+    print(f"{name:22} {rate:10.0f} {rate / base_rate:8.3f} {mem / 1e6:10.1f} {mem / base_mem:8.3f}")
+PY

@@ -1,0 +1,303 @@
+// Recovery in the coordinator (fake clock, no network): spare promotion, the RECOVERING
+// phase, replacement processes, worker failover with its resume point, admin kill, and the
+// failure history.
+#include <atomic>
+
+#include "coordinator/coordinator_service.h"
+#include "coordinator/coordinator_test_util.h"
+#include "coordinator/failure_history.h"
+#include "gtest/gtest.h"
+#include "proto/ecps.pb.h"
+
+namespace ecps {
+namespace {
+
+using testing::kToken;
+using testing::ServerHeartbeat;
+using testing::ServerRegistration;
+using testing::StatusQuery;
+using testing::TestSpec;
+using testing::WorkerHeartbeat;
+using testing::WorkerRegistration;
+
+constexpr absl::Duration kTimeout = absl::Milliseconds(1500);
+
+class RecoveryTest : public ::testing::Test {
+ protected:
+  // An erasure_code (2, 1) job on `servers` servers with `spares` spares registered; the dead
+  // server handler is the one coordinator_main installs.
+  void StartJob(int servers, int spares, int workers) {
+    JobSpec spec = TestSpec(servers, workers);
+    spec.fault_tolerance.mode = "erasure_code";
+    spec.fault_tolerance.k = 2;
+    spec.fault_tolerance.r = 1;
+    spec.cluster.spares = spares;
+    spec.model.embedding_dim = 16;
+    spec.optimizer.sparse.type = "adagrad";
+    auto created = CoordinatorService::Create(spec, kToken, &clock_);
+    ASSERT_TRUE(created.ok()) << created.status();
+    service_ = std::move(created).value();
+    CoordinatorService* svc = service_.get();
+    service_->SetServerDeadHandler([svc](int id) {
+      svc->ReplaceServer(id);
+      return true;
+    });
+    service_->SetScrubber([this](const v1::ClusterMap&) {
+      ++scrubs_;
+      v1::ScrubReport report;
+      report.set_done(true);
+      report.set_clean(true);
+      return report;
+    });
+    servers_ = servers;
+    workers_ = workers;
+    for (int i = 0; i < servers; ++i) Register(ServerRegistration(i, absl::StrCat("s", i)));
+    for (int i = 0; i < spares; ++i) {
+      v1::RegisterRequest spare = ServerRegistration(-1, absl::StrCat("spare", i));
+      spare.set_pid(5000 + i);
+      ASSERT_EQ(Register(spare).state(), v1::NODE_STANDBY);
+    }
+    for (int i = 0; i < servers; ++i) Beat(ServerHeartbeat(i, absl::StrCat("s", i)));
+    for (int i = 0; i < workers; ++i) Register(WorkerRegistration(i, absl::StrCat("w", i)));
+    ASSERT_EQ(service_->phase(), v1::JOB_RUNNING);
+  }
+
+  v1::RegisterResponse Register(const v1::RegisterRequest& request) {
+    v1::RegisterResponse response;
+    absl::Status status = service_->Register(request, &response);
+    EXPECT_TRUE(status.ok()) << status;
+    return response;
+  }
+  v1::HeartbeatResponse Beat(const v1::HeartbeatRequest& request) {
+    v1::HeartbeatResponse response;
+    absl::Status status = service_->Heartbeat(request, &response);
+    EXPECT_TRUE(status.ok()) << status;
+    return response;
+  }
+  v1::StatusResponse Status() {
+    v1::StatusResponse response;
+    EXPECT_TRUE(service_->Status(StatusQuery(), &response).ok());
+    return response;
+  }
+  // Lets `silent` miss the heartbeat deadline while every instance in `alive` heartbeats.
+  void Silence(const std::vector<v1::HeartbeatRequest>& alive) {
+    clock_.Advance(kTimeout + absl::Milliseconds(1));
+    for (const auto& hb : alive) Beat(hb);
+    service_->Tick();
+  }
+  std::vector<v1::HeartbeatRequest> Everyone(const std::string& except) {
+    std::vector<v1::HeartbeatRequest> all;
+    for (int i = 0; i < servers_; ++i) {
+      if (absl::StrCat("s", i) != except) all.push_back(ServerHeartbeat(i, absl::StrCat("s", i)));
+    }
+    for (int i = 0; i < workers_; ++i) {
+      if (absl::StrCat("w", i) != except) {
+        all.push_back(WorkerHeartbeat(i, absl::StrCat("w", i), 5));
+      }
+    }
+    return all;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<CoordinatorService> service_;
+  int servers_ = 0;
+  int workers_ = 0;
+  std::atomic<int> scrubs_{0};
+};
+
+TEST_F(RecoveryTest, DeadServerIsReplacedByASpareAtOnceAndRecovers) {
+  StartJob(3, 1, 1);
+  std::vector<v1::HeartbeatRequest> alive = Everyone("s1");
+  v1::HeartbeatRequest spare_beat = ServerHeartbeat(-1, "spare0", v1::NODE_STANDBY);
+  alive.push_back(spare_beat);
+  Silence(alive);
+
+  v1::ClusterMap map;
+  service_->GetClusterMap(&map);
+  EXPECT_EQ(map.epoch(), 3u) << "death and promotion each bump the epoch";
+  EXPECT_EQ(map.servers(1).instance(), "spare0") << "the spare learns its id from the map";
+  EXPECT_EQ(map.servers(1).state(), v1::NODE_RECOVERING);
+  EXPECT_EQ(map.servers(1).pid(), 5000);
+  EXPECT_EQ(service_->phase(), v1::JOB_RECOVERING);
+  EXPECT_TRUE(Beat(ServerHeartbeat(1, "s1")).fenced()) << "the old instance is fenced";
+
+  // The spare heartbeats as before (STANDBY, id -1) until it notices: it stays RECOVERING.
+  v1::HeartbeatResponse hb = Beat(spare_beat);
+  EXPECT_FALSE(hb.fenced());
+  service_->GetClusterMap(&map);
+  EXPECT_EQ(map.servers(1).state(), v1::NODE_RECOVERING);
+
+  // Rebuild progress shows in Status and the failure history.
+  v1::HeartbeatRequest rebuilding = ServerHeartbeat(1, "spare0", v1::NODE_RECOVERING);
+  rebuilding.mutable_server()->set_rebuild_rows_done(450);
+  rebuilding.mutable_server()->set_rebuild_rows_total(1000);
+  rebuilding.mutable_server()->set_on_demand_rebuilds(120);
+  rebuilding.mutable_server()->set_rebuild_rows_per_s(900);
+  clock_.Advance(absl::Milliseconds(500));
+  Beat(rebuilding);
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.failures_size(), 1);
+  EXPECT_EQ(st.failures(0).state(), v1::FAILURE_REPLACING);
+  EXPECT_EQ(st.failures(0).rows_rebuilt(), 450);
+  EXPECT_EQ(st.failures(0).on_demand_rebuilds(), 120);
+  EXPECT_TRUE(st.failures(0).by_spare());
+  EXPECT_EQ(st.failures(0).replacement(), "spare0");
+
+  clock_.Advance(absl::Milliseconds(1500));
+  rebuilding.set_state(v1::NODE_ACTIVE);
+  rebuilding.mutable_server()->set_rebuild_rows_done(1000);
+  EXPECT_EQ(Beat(rebuilding).phase(), v1::JOB_RUNNING);
+  st = Status();
+  const v1::FailureEvent& e = st.failures(0);
+  EXPECT_EQ(e.state(), v1::FAILURE_RECOVERED);
+  EXPECT_EQ(e.role(), v1::ROLE_SERVER);
+  EXPECT_EQ(e.id(), 1);
+  EXPECT_EQ(e.instance(), "s1");
+  EXPECT_EQ(e.pid(), 1001);
+  EXPECT_NEAR(e.detection_s(), 1.501, 1e-6);
+  EXPECT_NEAR(e.rebuild_s(), 2.0, 1e-6);
+  EXPECT_NEAR(e.recovery_s(), 2.0, 1e-6);
+  EXPECT_EQ(e.rows_rebuilt(), 1000);
+  // 1000 rows of 16 weights + 16 accumulators (128 bytes) in 2 s.
+  EXPECT_NEAR(e.rebuild_mb_s(), 1000 * 128 / 1e6 / 2.0, 1e-9);
+}
+
+TEST_F(RecoveryTest, WithoutASpareTheSlotWaitsForAReplacementProcess) {
+  StartJob(3, 0, 1);
+  Silence(Everyone("s2"));
+  EXPECT_EQ(service_->phase(), v1::JOB_RECOVERING) << service_->error();
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.failures_size(), 1);
+  EXPECT_EQ(st.failures(0).state(), v1::FAILURE_DETECTED);
+  EXPECT_EQ(service_->epoch(), 2u);
+
+  v1::RegisterResponse reg = Register(ServerRegistration(2, "s2-new"));
+  EXPECT_EQ(reg.state(), v1::NODE_RECOVERING);
+  EXPECT_EQ(reg.map().epoch(), 3u);
+  st = Status();
+  EXPECT_EQ(st.failures(0).state(), v1::FAILURE_REPLACING);
+  EXPECT_FALSE(st.failures(0).by_spare());
+  EXPECT_EQ(st.failures(0).replacement(), "s2-new");
+  EXPECT_EQ(service_->phase(), v1::JOB_RECOVERING);
+  EXPECT_EQ(Beat(ServerHeartbeat(2, "s2-new", v1::NODE_ACTIVE)).phase(), v1::JOB_RUNNING);
+  EXPECT_EQ(Status().failures(0).state(), v1::FAILURE_RECOVERED);
+}
+
+TEST_F(RecoveryTest, FinalScrubWaitsUntilNoServerRecovers) {
+  StartJob(3, 0, 1);
+  Silence(Everyone("s0"));
+  ASSERT_EQ(service_->phase(), v1::JOB_RECOVERING);
+  Beat(WorkerHeartbeat(0, "w0", 100, /*done=*/true));
+  service_->RunPendingScrub();
+  EXPECT_EQ(scrubs_.load(), 0) << "no scrub while server 0 is missing";
+  EXPECT_EQ(service_->phase(), v1::JOB_RECOVERING);
+  Register(ServerRegistration(0, "s0-new"));
+  service_->RunPendingScrub();
+  EXPECT_EQ(scrubs_.load(), 0) << "no scrub while server 0 rebuilds";
+  Beat(ServerHeartbeat(0, "s0-new", v1::NODE_ACTIVE));
+  service_->RunPendingScrub();
+  EXPECT_EQ(scrubs_.load(), 1);
+  EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();
+}
+
+TEST_F(RecoveryTest, ASecondDeathTakesTheNextSpareAndADeadSpareIsSkipped) {
+  StartJob(3, 2, 1);
+  // spare0 dies first (silent); spare1 stays.
+  std::vector<v1::HeartbeatRequest> alive = Everyone("s0");
+  alive.push_back(ServerHeartbeat(-1, "spare1", v1::NODE_STANDBY));
+  Silence(alive);
+  v1::ClusterMap map;
+  service_->GetClusterMap(&map);
+  EXPECT_EQ(map.servers(0).instance(), "spare1");
+  // The replacement dies during its recovery: no spare left, the slot waits.
+  alive = Everyone("s0");
+  Silence(alive);
+  service_->GetClusterMap(&map);
+  EXPECT_EQ(map.servers(0).state(), v1::NODE_DEAD);
+  EXPECT_EQ(service_->phase(), v1::JOB_RECOVERING);
+  Register(ServerRegistration(0, "s0-new"));
+  Beat(ServerHeartbeat(0, "s0-new", v1::NODE_ACTIVE));
+  EXPECT_EQ(service_->phase(), v1::JOB_RUNNING);
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.failures_size(), 2) << "the original death and the replacement's";
+  for (const v1::FailureEvent& e : st.failures()) {
+    EXPECT_EQ(e.state(), v1::FAILURE_RECOVERED);
+    EXPECT_EQ(e.replacement(), "s0-new");
+  }
+  EXPECT_EQ(st.failures(1).instance(), "spare1");
+}
+
+TEST_F(RecoveryTest, DeadWorkerIsReplacedAndResumesFromItsLastProgress) {
+  StartJob(3, 0, 2);
+  v1::HeartbeatRequest progress = WorkerHeartbeat(1, "w1", 40);
+  progress.mutable_worker()->set_reader_position(40 * 256);
+  progress.mutable_worker()->set_samples(40 * 256);
+  Beat(progress);
+  Silence(Everyone("w1"));
+  EXPECT_EQ(service_->phase(), v1::JOB_RUNNING) << "a dead worker does not fail the job: "
+                                                << service_->error();
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.failures_size(), 1);
+  EXPECT_EQ(st.failures(0).role(), v1::ROLE_WORKER);
+  EXPECT_EQ(st.failures(0).state(), v1::FAILURE_DETECTED);
+  EXPECT_EQ(st.step(), 5) << "the job's step is the slowest worker's";
+
+  v1::RegisterResponse reg = Register(WorkerRegistration(1, "w1-new"));
+  EXPECT_EQ(reg.id(), 1);
+  EXPECT_EQ(reg.resume().step(), 40);
+  EXPECT_EQ(reg.resume().reader_position(), 40 * 256);
+  EXPECT_FALSE(reg.resume().done());
+  EXPECT_EQ(Register(WorkerRegistration(1, "w1-new")).resume().step(), 40)
+      << "a retried registration gets the same resume point";
+  EXPECT_TRUE(Beat(WorkerHeartbeat(1, "w1", 41)).fenced());
+
+  // Recovered once the replacement trains a step of its own.
+  Beat(WorkerHeartbeat(1, "w1-new", 40));
+  EXPECT_EQ(Status().failures(0).state(), v1::FAILURE_REPLACING);
+  Beat(WorkerHeartbeat(1, "w1-new", 41));
+  EXPECT_EQ(Status().failures(0).state(), v1::FAILURE_RECOVERED);
+
+  // The job finishes when the replacement and the other worker are done.
+  Beat(WorkerHeartbeat(0, "w0", 100, true));
+  EXPECT_EQ(Beat(WorkerHeartbeat(1, "w1-new", 100, true)).phase(), v1::JOB_RUNNING)
+      << "waits for the final scrub";
+  service_->RunPendingScrub();
+  EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();
+}
+
+TEST_F(RecoveryTest, KillFlagsTheHolderAndNamesItInTheFailure) {
+  StartJob(3, 0, 1);
+  v1::KillRequest kill;
+  FillHeader(kill.mutable_header(), kToken, 0, "cli");
+  kill.set_role(v1::ROLE_SERVER);
+  kill.set_id(2);
+  v1::KillResponse killed;
+  ASSERT_TRUE(service_->Kill(kill, &killed).ok());
+  EXPECT_EQ(killed.instance(), "s2");
+  EXPECT_EQ(killed.pid(), 1002);
+  EXPECT_TRUE(Beat(ServerHeartbeat(2, "s2")).kill());
+  EXPECT_FALSE(Beat(ServerHeartbeat(1, "s1")).kill());
+  Silence(Everyone("s2"));
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.failures_size(), 1);
+  EXPECT_NE(st.failures(0).reason().find("killed by ecps kill"), std::string::npos)
+      << st.failures(0).reason();
+  EXPECT_EQ(service_->Kill(kill, &killed).code(), absl::StatusCode::kFailedPrecondition)
+      << "a dead slot has nobody to kill";
+
+  v1::KillRequest bad = kill;
+  FillHeader(bad.mutable_header(), "wrong", 0, "cli");
+  EXPECT_EQ(service_->Kill(bad, &killed).code(), absl::StatusCode::kUnauthenticated);
+  bad = kill;
+  bad.set_id(9);
+  EXPECT_EQ(service_->Kill(bad, &killed).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FailureHistoryTest, RowPayloadBytesFollowsTheOptimizer) {
+  EXPECT_EQ(RowPayloadBytes(16, "sgd"), 64);
+  EXPECT_EQ(RowPayloadBytes(16, "adagrad"), 128);
+  EXPECT_EQ(RowPayloadBytes(16, "rowwise_adagrad"), 68);
+}
+
+}  // namespace
+}  // namespace ecps
