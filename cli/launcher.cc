@@ -222,15 +222,27 @@ class Job {
     if (!address.ok()) return Fail(2, address.status().ToString());
     address_ = *address;
     std::printf("ecps: coordinator at %s (ecps status %s)\n", address_.c_str(), address_.c_str());
-    for (int i = 0; i < spec_.cluster.servers + spec_.cluster.spares; ++i) {
-      int id = i < spec_.cluster.servers ? i : -1;
-      std::string name = i < spec_.cluster.servers ? "server-" + std::to_string(i)
-                                                   : "spare-" + std::to_string(i - spec_.cluster.servers);
-      auto s = children_.Spawn(name, {self, "server", "--spec", spec_file, "--coordinator",
-                                      address_, "--id", std::to_string(id), "--host",
-                                      spec_.cluster.host},
-                               env, Log(name));
-      if (!s.ok()) return Fail(2, s.status().ToString());
+    auto spawn_server = [&](int id, const std::string& name) -> absl::Status {
+      return children_
+          .Spawn(name, {self, "server", "--spec", spec_file, "--coordinator", address_, "--id",
+                        std::to_string(id), "--host", spec_.cluster.host},
+                 env, Log(name))
+          .status();
+    };
+    for (int i = 0; i < spec_.cluster.servers; ++i) {
+      if (absl::Status s = spawn_server(i, "server-" + std::to_string(i)); !s.ok()) {
+        return Fail(2, s.ToString());
+      }
+    }
+    if (spec_.cluster.spares > 0) {
+      // A spare registers without an id and would take any slot still free: start spares
+      // only once every server holds its own.
+      if (absl::Status s = WaitForServersRegistered(); !s.ok()) return Fail(2, s.ToString());
+      for (int i = 0; i < spec_.cluster.spares; ++i) {
+        if (absl::Status s = spawn_server(-1, "spare-" + std::to_string(i)); !s.ok()) {
+          return Fail(2, s.ToString());
+        }
+      }
     }
     for (int w = 0; w < spec_.cluster.workers; ++w) {
       std::string name = "worker-" + std::to_string(w);
@@ -252,6 +264,30 @@ class Job {
     std::fprintf(stderr, "ecps: %s\n", message.c_str());
     children_.StopAll(3000);
     return code;
+  }
+
+  absl::Status WaitForServersRegistered() {
+    CoordinatorClient client(address_, token_, "launcher", spec_.cluster.rpc_timeout_ms);
+    auto deadline = Clock::now() + std::chrono::seconds(120);
+    while (Clock::now() < deadline) {
+      if (g_signal.load() != 0) return absl::CancelledError("interrupted");
+      auto status = client.Status();
+      if (status.ok()) {
+        int registered = 0;
+        for (const auto& n : status->nodes()) {
+          registered += n.role() == v1::ROLE_SERVER && n.id() >= 0 && n.state() != v1::NODE_STANDBY;
+        }
+        if (registered >= spec_.cluster.servers) return absl::OkStatus();
+      }
+      for (int i : children_.Poll()) {
+        const Child& c = children_.child(i);
+        return absl::InternalError(c.name + " exited (" + DescribeExit(c.exit_status) +
+                                   ") while starting; its log " + c.log_path + " ends with:\n" +
+                                   TailFile(c.log_path, 10));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return absl::DeadlineExceededError("the servers did not register within 120 s");
   }
 
   absl::StatusOr<std::string> WaitForPort(const std::string& port_file) {
