@@ -69,53 +69,90 @@ class TestCluster {
     retired_.clear();
   }
 
-  // Simulates the death of server `s` and its replacement: the old server stops answering,
-  // a new one takes its id at a new address in a new epoch, every other server learns the
-  // address and epoch, and the replacement starts rebuilding. Returns its core.
-  ParameterServerCore* Replace(const JobSpec& spec, const std::string& token, int s) {
-    servers_[s].server->Shutdown();
-    const uint64_t epoch = map_.epoch() + 1;
-    auto core = std::make_unique<ParameterServerCore>(token);
-    core->SetEpoch(epoch);
-    auto service = std::make_unique<GrpcParameterServer>(core.get());
-    auto server = StartGrpcServer("127.0.0.1", 0, {service.get()}, 4);
-    if (!server.ok()) return nullptr;
+  // Simulates the death of the servers `victims` (at once) and their replacement: the old
+  // servers stop answering, new ones take their ids at new addresses in a new epoch, every
+  // other server learns the addresses and epoch, and each replacement starts rebuilding,
+  // treating every server that is still rebuilding as unusable. Returns the new cores.
+  std::vector<ParameterServerCore*> ReplaceMany(const JobSpec& spec, const std::string& token,
+                                                const std::vector<int>& victims) {
+    for (int s : victims) servers_[s].server->Shutdown();
+    std::vector<std::unique_ptr<ParameterServerCore>> cores;
+    std::vector<std::unique_ptr<GrpcParameterServer>> services;
+    std::vector<GrpcServer> servers;
+    uint64_t epoch;
     {
       std::lock_guard<std::mutex> lock(map_mu_);
+      epoch = map_.epoch() + 1;
       map_.set_epoch(epoch);
+    }
+    for (int s : victims) {
+      auto core = std::make_unique<ParameterServerCore>(token);
+      core->SetEpoch(epoch);
+      auto service = std::make_unique<GrpcParameterServer>(core.get());
+      auto server = StartGrpcServer("127.0.0.1", 0, {service.get()}, 4);
+      if (!server.ok()) return {};
+      std::lock_guard<std::mutex> lock(map_mu_);
       map_.mutable_servers(s)->set_address(server->address);
+      cores.push_back(std::move(core));
+      services.push_back(std::move(service));
+      servers.push_back(std::move(*server));
     }
     std::vector<std::string> addresses;
-    for (const auto& n : map_.servers()) addresses.push_back(n.address());
-    for (size_t o = 0; o < cores_.size(); ++o) {
-      if (static_cast<int>(o) == s) continue;
-      cores_[o]->SetEpoch(epoch);
-      cores_[o]->UpdatePeerAddress(s, server->address);
-    }
-    RecoveryHooks hooks;
-    const int servers = spec.cluster.servers;
-    hooks.unusable = [] { return std::set<int>(); };
-    hooks.live_peers = [servers, s] {
-      std::vector<int> out;
-      for (int o = 0; o < servers; ++o) {
-        if (o != s) out.push_back(o);
+    const v1::ClusterMap map = current_map();
+    for (const auto& n : map.servers()) addresses.push_back(n.address());
+    std::vector<ParameterServerCore*> out;
+    {
+      std::lock_guard<std::mutex> lock(map_mu_);
+      for (size_t i = 0; i < victims.size(); ++i) {
+        const int s = victims[i];
+        retired_.push_back(std::move(cores_[s]));
+        retired_services_.push_back(std::move(services_[s]));
+        retired_servers_.push_back(std::move(servers_[s]));
+        cores_[s] = std::move(cores[i]);
+        services_[s] = std::move(services[i]);
+        servers_[s] = std::move(servers[i]);
       }
-      return out;
-    };
-    auto parts = BuildServerParts(spec, s, addresses, core.get(),
-                                  "test-replacement-" + std::to_string(s) + "-" +
-                                      std::to_string(epoch),
-                                  nullptr, &hooks);
-    if (!parts.ok()) return nullptr;
-    core->Install(std::move(*parts));
-    core->StartRebuild();
-    retired_.push_back(std::move(cores_[s]));
-    retired_services_.push_back(std::move(services_[s]));
-    retired_servers_.push_back(std::move(servers_[s]));
-    cores_[s] = std::move(core);
-    services_[s] = std::move(service);
-    servers_[s] = std::move(*server);
-    return cores_[s].get();
+      for (size_t o = 0; o < cores_.size(); ++o) {
+        cores_[o]->SetEpoch(epoch);
+        for (int s : victims) {
+          if (static_cast<int>(o) != s) cores_[o]->UpdatePeerAddress(s, addresses[s]);
+        }
+      }
+    }
+    for (int s : victims) {
+      RecoveryHooks hooks;
+      hooks.unusable = [this, s] {
+        std::set<int> out;
+        std::lock_guard<std::mutex> lock(map_mu_);
+        for (size_t o = 0; o < cores_.size(); ++o) {
+          if (static_cast<int>(o) != s && !cores_[o]->rebuilt()) out.insert(static_cast<int>(o));
+        }
+        return out;
+      };
+      const int n = spec.cluster.servers;
+      hooks.live_peers = [n, s] {
+        std::vector<int> out;
+        for (int o = 0; o < n; ++o) {
+          if (o != s) out.push_back(o);
+        }
+        return out;
+      };
+      ParameterServerCore* core = cores_[s].get();
+      auto parts = BuildServerParts(spec, s, addresses, core,
+                                    "test-replacement-" + std::to_string(s) + "-" +
+                                        std::to_string(epoch),
+                                    nullptr, &hooks);
+      if (!parts.ok()) return {};
+      core->Install(std::move(*parts));
+      out.push_back(core);
+    }
+    for (ParameterServerCore* core : out) core->StartRebuild();
+    return out;
+  }
+
+  ParameterServerCore* Replace(const JobSpec& spec, const std::string& token, int s) {
+    auto cores = ReplaceMany(spec, token, {s});
+    return cores.empty() ? nullptr : cores[0];
   }
 
   // The current map (a copy: Replace changes it).
@@ -125,7 +162,10 @@ class TestCluster {
   }
 
   const v1::ClusterMap& map() const { return map_; }
-  ParameterServerCore* core(int s) { return cores_[s].get(); }
+  ParameterServerCore* core(int s) {
+    std::lock_guard<std::mutex> lock(map_mu_);
+    return cores_[s].get();
+  }
   const std::string& address(int s) const { return servers_[s].address; }
 
  private:
