@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/ecps.pb.h"
+#include "runtime/checkpoint.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -54,19 +55,41 @@ void ParameterServerCore::Install(ServerParts parts) {
   ready_.store(true, std::memory_order_release);
 }
 
-absl::Status ParameterServerCore::BeginUpdate() {
-  std::unique_lock<std::mutex> lock(freeze_mu_);
-  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(60), [&] { return frozen_ == 0; })) {
-    return absl::UnavailableError("server frozen for a scrub for over 60 s");
-  }
-  ++in_flight_;
-  return absl::OkStatus();
+namespace {
+
+uint64_t StripeKey(int table, int64_t stripe) {
+  return (static_cast<uint64_t>(table) << 40) + static_cast<uint64_t>(stripe);
 }
 
-void ParameterServerCore::EndUpdate() {
+}  // namespace
+
+bool ParameterServerCore::CoveredLocked(const v1::PushRequest* push) const {
+  if (whole_freezes_ > 0) return true;
+  if (push == nullptr || stripe_frozen_.empty()) return false;
+  const int k = parts_.embeddings->placement().k();
+  for (const v1::TableRows& t : push->tables()) {
+    for (int64_t row : t.rows()) {
+      if (stripe_frozen_.count(StripeKey(t.table(), row / k)) > 0) return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<uint64_t> ParameterServerCore::BeginUpdate(const v1::PushRequest* push) {
+  std::unique_lock<std::mutex> lock(freeze_mu_);
+  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(60),
+                           [&] { return !CoveredLocked(push); })) {
+    return absl::UnavailableError("server frozen for over 60 s");
+  }
+  ++in_flight_[generation_];
+  return generation_;
+}
+
+void ParameterServerCore::EndUpdate(uint64_t generation) {
   {
     std::lock_guard<std::mutex> lock(freeze_mu_);
-    --in_flight_;
+    auto it = in_flight_.find(generation);
+    if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
   }
   freeze_cv_.notify_all();
 }
@@ -127,9 +150,10 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
   // A replacement rebuilds the rows first; waiting for that is not an update in flight
   // (a freeze must not wait for it: the rebuild itself freezes the other servers).
   if (absl::Status s = EnsureRebuilt(request.tables()); !s.ok()) return s;
-  if (absl::Status s = BeginUpdate(); !s.ok()) return s;
+  absl::StatusOr<uint64_t> generation = BeginUpdate(&request);
+  if (!generation.ok()) return generation.status();
   absl::Status status = ApplyPush(request);
-  EndUpdate();
+  EndUpdate(*generation);
   return status;
 }
 
@@ -208,7 +232,8 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
   if (parts_.rebuilder != nullptr) {
     if (absl::Status s = parts_.rebuilder->EnsureDense(parts_.rebuild_wait_ms); !s.ok()) return s;
   }
-  if (absl::Status s = BeginUpdate(); !s.ok()) return s;
+  absl::StatusOr<uint64_t> generation = BeginUpdate();
+  if (!generation.ok()) return generation.status();
   std::vector<float> grad;
   absl::Status status;
   for (int i = 0; i < request.tensors_size() && status.ok(); ++i) {
@@ -246,7 +271,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
           return absl::OkStatus();
         });
   }
-  EndUpdate();
+  EndUpdate(*generation);
   return status;
 }
 
@@ -392,15 +417,43 @@ absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest
 absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   std::unique_lock<std::mutex> lock(freeze_mu_);
+  auto release = [&]() {  // undoes this freeze; freeze_mu_ held
+    if (request.stripes_size() == 0) {
+      if (whole_freezes_ > 0) --whole_freezes_;
+      return;
+    }
+    auto it = stripe_freezes_.find(request.freeze_id());
+    if (it == stripe_freezes_.end()) return;
+    for (uint64_t key : it->second) {
+      auto f = stripe_frozen_.find(key);
+      if (f != stripe_frozen_.end() && --f->second == 0) stripe_frozen_.erase(f);
+    }
+    stripe_freezes_.erase(it);
+  };
   if (!request.freeze()) {
-    if (frozen_ > 0) --frozen_;
+    release();
     lock.unlock();
     freeze_cv_.notify_all();
     return absl::OkStatus();
   }
-  ++frozen_;
-  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(30), [&] { return in_flight_ == 0; })) {
-    --frozen_;
+  if (request.stripes_size() == 0) {
+    ++whole_freezes_;
+  } else {
+    std::vector<uint64_t>& keys = stripe_freezes_[request.freeze_id()];
+    for (const v1::TableStripes& t : request.stripes()) {
+      for (int64_t stripe : t.stripes()) {
+        keys.push_back(StripeKey(t.table(), stripe));
+        ++stripe_frozen_[keys.back()];
+      }
+    }
+  }
+  // Wait for the updates that started before this freeze; later ones either wait for it or
+  // touch none of its stripes.
+  const uint64_t generation = ++generation_;
+  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(30), [&] {
+        return in_flight_.empty() || in_flight_.begin()->first >= generation;
+      })) {
+    release();
     freeze_cv_.notify_all();
     return absl::DeadlineExceededError("updates in flight did not finish within 30 s");
   }
@@ -409,7 +462,7 @@ absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
     absl::Status s = parts_.streams->Drain(std::chrono::seconds(30));
     if (!s.ok()) {
       std::lock_guard<std::mutex> relock(freeze_mu_);
-      --frozen_;
+      release();
       freeze_cv_.notify_all();
       return s;
     }
@@ -550,6 +603,57 @@ absl::Status ParameterServerCore::DenseChecksums(const v1::DenseChecksumsRequest
     c->set_version(version);
     c->set_primary(parts_.dense->Owns(t));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::SaveCheckpoint(const v1::SaveCheckpointRequest& request,
+                                                 v1::SaveCheckpointResponse* response) const {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (request.tmp_dir().empty()) return absl::InvalidArgumentError("checkpoint tmp_dir is empty");
+  if (!rebuilt() || !parts_.embeddings->all_valid()) {
+    return absl::FailedPreconditionError("server " + std::to_string(parts_.server) +
+                                         " is still rebuilding: cannot checkpoint");
+  }
+  const EmbeddingStore& store = *parts_.embeddings;
+  const Placement& placement = store.placement();
+  const int pf = store.payload_floats();
+  int64_t bytes = 0;
+  constexpr int64_t kChunkSlots = 16384;
+  std::vector<int64_t> rows;
+  std::vector<float> payloads;
+  for (int t = 0; t < placement.num_tables(); ++t) {
+    auto writer = TableWriter::Open(request.tmp_dir(), t, placement.rows(t), pf);
+    if (!writer.ok()) return writer.status();
+    for (int64_t slot = 0; slot < store.DataSlots(t);) {
+      rows.clear();
+      payloads.clear();
+      auto next = store.ReadSlots(t, slot, kChunkSlots, &rows, &payloads);
+      if (!next.ok()) return next.status();
+      slot = *next;
+      if (rows.empty()) continue;
+      absl::Status s = (*writer)->WriteRows(rows.data(), payloads.data(),
+                                            static_cast<int64_t>(rows.size()));
+      if (!s.ok()) return s;
+    }
+    if (absl::Status s = (*writer)->Finish(); !s.ok()) return s;
+    response->add_table_checksums((*writer)->checksum());
+    response->add_rows_written((*writer)->rows_written());
+    bytes += (*writer)->rows_written() * pf * static_cast<int64_t>(sizeof(float));
+  }
+  for (int t = 0; t < parts_.dense->num_tensors(); ++t) {
+    if (!parts_.dense->Owns(t)) continue;
+    std::vector<float> weights, state;
+    int64_t version = 0;
+    if (absl::Status s = parts_.dense->Snapshot(t, &weights, &state, &version); !s.ok()) return s;
+    auto entry = WriteDense(request.tmp_dir(), t, version, weights, state);
+    if (!entry.ok()) return entry.status();
+    v1::CheckpointDenseEntry* d = response->add_dense();
+    d->set_tensor(t);
+    d->set_version(entry->version);
+    d->set_checksum(entry->checksum);
+    bytes += kDenseHeaderBytes + static_cast<int64_t>((weights.size() + state.size()) * sizeof(float));
+  }
+  response->set_bytes(bytes);
   return absl::OkStatus();
 }
 

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <map>
 #include <unordered_map>
 #include <vector>
 
@@ -58,6 +59,8 @@ class ReadParityResponse;
 class WriteParityRequest;
 class ReadDenseRequest;
 class ReadDenseResponse;
+class SaveCheckpointRequest;
+class SaveCheckpointResponse;
 }  // namespace v1
 
 // Everything a ready server holds. Without fault tolerance only embeddings and dense are set.
@@ -125,6 +128,15 @@ class ParameterServerCore {
   absl::Status ReadDense(const v1::ReadDenseRequest& request,
                          v1::ReadDenseResponse* response) const;
 
+  // Checkpoint writer (runtime/checkpoint.h): writes every data row held here into the
+  // pre-sized table files of request.tmp_dir at their logical offsets (TableWriter), and each
+  // dense tensor this server is primary of (WriteDense); reports per-table partial checksums
+  // and row counts and the dense entries. Call while frozen (the coordinator freezes every
+  // server first), so the rows are a consistent cut. FAILED_PRECONDITION on a server that is
+  // still rebuilding; file errors name the file.
+  absl::Status SaveCheckpoint(const v1::SaveCheckpointRequest& request,
+                              v1::SaveCheckpointResponse* response) const;
+
   // Points the peer client and delta streams at a server's new address (a replacement).
   void UpdatePeerAddress(int server, const std::string& address);
 
@@ -141,9 +153,13 @@ class ParameterServerCore {
 
  private:
   absl::Status CheckRequest(const v1::RequestHeader& header) const;
-  // Waits while frozen, then counts an update in flight; EndUpdate undoes it.
-  absl::Status BeginUpdate();
-  void EndUpdate();
+  // Waits while a freeze covers the update (every freeze for a dense update or a push when
+  // `push` is null; for a push, whole-server freezes and freezes of stripes its rows are in),
+  // then counts it in flight; EndUpdate undoes it.
+  // Returns the generation the update is counted in (pass it to EndUpdate).
+  absl::StatusOr<uint64_t> BeginUpdate(const v1::PushRequest* push = nullptr);
+  void EndUpdate(uint64_t generation);
+  bool CoveredLocked(const v1::PushRequest* push) const;
   absl::Status ApplyPush(const v1::PushRequest& request);
   // On a replacement: waits until the rows of every table in `tables` are rebuilt.
   template <typename Tables>
@@ -157,8 +173,15 @@ class ParameterServerCore {
 
   std::mutex freeze_mu_;
   std::condition_variable freeze_cv_;
-  int frozen_ = 0;           // nested freezes (several rebuilders may freeze at once)
-  int64_t in_flight_ = 0;    // guarded by freeze_mu_
+  // Active freezes by id (several rebuilders may freeze at once): whole-server ones, and
+  // stripe sets keyed table * 2^40 + stripe.
+  std::unordered_map<uint64_t, std::vector<uint64_t>> stripe_freezes_;  // guarded by freeze_mu_
+  std::unordered_map<uint64_t, int> stripe_frozen_;                    // key -> freezes
+  int whole_freezes_ = 0;                                              // guarded by freeze_mu_
+  // Updates in flight by the freeze generation they started in: a freeze waits only for
+  // those that started before it, so a stream of new updates cannot starve it.
+  uint64_t generation_ = 0;                                  // guarded by freeze_mu_
+  std::map<uint64_t, int64_t> in_flight_;                    // guarded by freeze_mu_
 
   mutable std::mutex rate_mu_;
   mutable std::chrono::steady_clock::time_point rate_time_ = std::chrono::steady_clock::now();

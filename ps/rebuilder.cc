@@ -212,12 +212,27 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
   const uint64_t epoch = options_.epoch();
   const std::string sender = "server-" + std::to_string(options_.server);
 
+  // Freeze only the stripes of this batch (updates of other rows go on), except around the
+  // dense restore, which needs every update paused.
+  v1::FreezeRequest freeze;
+  freeze.set_freeze_id((static_cast<uint64_t>(options_.server) << 48) | ++freeze_count_);
+  if (!restore_dense) {
+    std::map<int, v1::TableStripes*> by_table;
+    for (const Item& item : items) {
+      v1::TableStripes*& t = by_table[item.table];
+      if (t == nullptr) {
+        t = freeze.add_stripes();
+        t->set_table(item.table);
+      }
+      t->add_stripes(item.stripe);
+    }
+  }
   auto freeze_all = [&](bool on) {
     std::vector<std::thread> threads;
     std::vector<absl::Status> statuses(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
       threads.emplace_back([&, i] {
-        v1::FreezeRequest req;
+        v1::FreezeRequest req = freeze;
         FillHeader(req.mutable_header(), options_.token, epoch, sender);
         req.set_freeze(on);
         statuses[i] = peers_->Freeze(peers[i], req);

@@ -3,9 +3,10 @@
 // first (on demand), the rest in the background in pipelined batches; dense tensors are
 // restored from another holder.
 //
-// Consistency: a batch is rebuilt while every other live server is frozen (new updates
-// wait, updates in flight finish, parity delta streams drain), so the survivors' data and
-// parity rows it reads reflect exactly the same updates; the rebuilt rows are installed
+// Consistency: a batch is rebuilt while its stripes are frozen on every other live server
+// (new updates of rows in those stripes wait, updates in flight finish, parity delta streams
+// drain; updates of other rows go on), so the survivors' data and parity rows it reads
+// reflect exactly the same updates; the rebuilt rows are installed
 // before the servers resume. A delta that reaches this server for a parity row not yet
 // rebuilt is dropped: the row is later encoded from data that already includes it. When the
 // lost member was a data row and r >= 2, the survivors' parity rows of the stripe are
@@ -109,6 +110,7 @@ class Rebuilder {
   std::atomic<int64_t> rows_done_{0};
   int64_t rows_total_ = 0;
   std::atomic<bool> dense_ready_{false};
+  uint64_t freeze_count_ = 0;  // only the rebuild thread uses it
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
