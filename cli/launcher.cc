@@ -5,15 +5,15 @@
 
 #include <algorithm>
 #include <atomic>
-#include <map>
-#include <set>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +22,7 @@
 #include "cli/process_group.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/ecps.pb.h"
+#include "runtime/checkpoint_job.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/spec.h"
 
@@ -195,6 +196,25 @@ class Job {
     fs::create_directories(fs::path(out_) / "logs", ec);
     if (ec) return Fail(2, "cannot create output folder " + out_ + ": " + ec.message());
     token_ = spec_.job.token.empty() ? RandomToken() : spec_.job.token;
+    // Checkpoints follow --output when the spec left checkpoint.dir at its default.
+    CheckpointSection& ckpt = spec_.fault_tolerance.checkpoint;
+    if (!flags_.output_dir.empty() && ckpt.dir == spec_.job.output_dir + "/checkpoints") {
+      ckpt.dir = (fs::path(out_) / "checkpoints").string();
+    }
+    ckpt.dir = fs::absolute(ckpt.dir, ec).string();
+    if (!spec_.job.resume_from.empty()) {
+      // Refuse a checkpoint that is missing, truncated, corrupt or of another model before
+      // anything starts: every file's size and checksum is checked here.
+      auto manifest = OpenResumeCheckpoint(spec_, /*verify=*/true);
+      if (!manifest.ok()) {
+        return Fail(2, "cannot resume from " + spec_.job.resume_from + ": " +
+                           std::string(manifest.status().message()));
+      }
+      spec_.job.resume_from = fs::absolute(manifest->dir, ec).string();
+      std::printf("ecps: resuming from %s (step %lld, %zu reader positions)\n",
+                  spec_.job.resume_from.c_str(), static_cast<long long>(manifest->layout.step),
+                  manifest->reader_positions.size());
+    }
     std::string spec_file = (fs::path(out_) / "spec.resolved.yaml").string();
     {
       std::ofstream f(spec_file);
@@ -393,6 +413,12 @@ class Job {
                     static_cast<long long>(last.scrub().stripes_checked()),
                     static_cast<long long>(last.scrub().dense_checked()), last.scrub().seconds());
       }
+      if (last.checkpoint().done()) {
+        std::printf("ecps: %scheckpoint of step %lld saved to %s\n",
+                    last.checkpoint().final() ? "final " : "",
+                    static_cast<long long>(last.checkpoint().step()),
+                    last.checkpoint().dir().c_str());
+      }
       std::printf("ecps: report %s/report.json, metrics %s/metrics.csv\n", out_.c_str(),
                   out_.c_str());
       return 0;
@@ -513,7 +539,9 @@ class Job {
     for (const auto& n : st.nodes()) standby |= n.state() == v1::NODE_STANDBY;
     for (const auto& n : st.nodes()) {
       if (n.id() < 0 || n.state() != v1::NODE_DEAD) continue;
-      if (n.role() == v1::ROLE_SERVER && (!HasParity(spec_.fault_tolerance.mode) || standby)) {
+      if (n.role() == v1::ROLE_SERVER &&
+          ((!HasParity(spec_.fault_tolerance.mode) && spec_.fault_tolerance.mode != "checkpoint") ||
+           standby)) {
         continue;
       }
       const auto key = std::make_pair(static_cast<int>(n.role()), n.id());

@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "cli/bench_command.h"
+#include "cli/checkpoint_command.h"
 #include "cli/kill_command.h"
 #include "cli/launcher.h"
 #include "cli/scrub_command.h"
@@ -27,6 +28,8 @@ constexpr char kUsage[] =
     "      start a whole job on this machine (coordinator, servers, workers), train, report\n"
     "  bench throughput SPEC.yaml [--output DIR]\n"
     "      the same job in-process (no servers) and under `ecps run`; prints the ratio\n"
+    "  checkpoint ADDR\n"
+    "      save a checkpoint of a running job now (to fault_tolerance.checkpoint.dir)\n"
     "  scrub ADDR\n"
     "      check every stripe's parity and every dense replica of a running job\n"
     "  status ADDR [--json] [--watch] [--interval-ms N]\n"
@@ -150,6 +153,13 @@ int Main(int argc, char** argv) {
       return UsageError("usage: ecps bench throughput SPEC.yaml [--output DIR]");
     }
     return RunThroughputBench(a.positional[1], a.Get("output"));
+  }
+  if (command == "checkpoint") {
+    if (!a.Only({"token"})) return UsageError(a.error);
+    if (a.positional.size() != 1) {
+      return UsageError("checkpoint takes exactly one ADDR (host:port)");
+    }
+    return RunCheckpointCommand(a.positional[0], TokenFrom(a));
   }
   if (command == "scrub") {
     if (!a.Only({"token"})) return UsageError(a.error);

@@ -1,8 +1,5 @@
 #include "coordinator/coordinator_main.h"
 
-#include "proto/ecps.pb.h"
-#include "runtime/scrub.h"
-
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,7 +19,9 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
 #include "proto/ecps.pb.h"
+#include "runtime/checkpoint_job.h"
 #include "runtime/rpc.h"
+#include "runtime/scrub.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -105,6 +104,39 @@ int RunCoordinator(const CoordinatorOptions& options) {
     return ScrubServers(addresses, token, map.epoch(), scrub_timeout_ms);
   });
 
+  // Checkpoints (ecps checkpoint, the final save) go to fault_tolerance.checkpoint.dir.
+  absl::StatusOr<CheckpointLayout> layout = CheckpointLayoutFor(spec);
+  if (!layout.ok()) {
+    spdlog::error("coordinator: {}", layout.status().ToString());
+    return 1;
+  }
+  const std::string checkpoint_root = spec.fault_tolerance.checkpoint.dir;
+  service->SetCheckpointer(
+      [token, scrub_timeout_ms, checkpoint_root, layout = *layout](
+          const v1::ClusterMap& map, const std::function<CheckpointProgress()>& progress) {
+        std::vector<std::string> addresses;
+        for (const auto& s : map.servers()) addresses.push_back(s.address());
+        return SaveCheckpointOnServers(addresses, token, map.epoch(), scrub_timeout_ms,
+                                       checkpoint_root, layout, progress);
+      });
+
+  // Mode checkpoint: a dead server is replaced (a spare, or a new process `ecps run` starts,
+  // which loads the last checkpoint), then every server reloads it and every worker rewinds.
+  if (spec.fault_tolerance.mode == "checkpoint") {
+    service->SetReloader([token, scrub_timeout_ms, checkpoint_root](const v1::ClusterMap& map) {
+      std::vector<std::string> addresses;
+      for (const auto& s : map.servers()) addresses.push_back(s.address());
+      return ReloadCheckpointOnServers(addresses, token, map.epoch(), scrub_timeout_ms,
+                                       checkpoint_root);
+    });
+    CoordinatorService* svc = service.get();
+    service->SetServerDeadHandler([svc](int server_id) {
+      if (!svc->BeginRollback()) return false;
+      svc->ReplaceServer(server_id);
+      return true;
+    });
+  }
+
   // In modes with parity a dead server is recovered, not fatal: a standby spare takes its id at
   // once, or the slot waits for a replacement process (`ecps run` starts one).
   if (spec.fault_tolerance.mode == "erasure_code" || spec.fault_tolerance.mode == "replication") {
@@ -149,6 +181,9 @@ int RunCoordinator(const CoordinatorOptions& options) {
       break;
     }
     service->Tick();
+    service->RunPendingRollback();
+    service->RunPeriodicCheckpoint();
+    service->RunPendingCheckpoint();
     service->RunPendingScrub();
     const v1::JobPhase phase = service->phase();
     if (!ended_at && (phase == v1::JOB_FINISHED || phase == v1::JOB_FAILED)) {

@@ -1,7 +1,9 @@
 #include "coordinator/coordinator_service.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -90,6 +92,12 @@ CoordinatorService::CoordinatorService(const JobSpec& spec, std::string token, c
       detector_(clock, detector_options),
       progress_(spec.cluster.workers, spec.job.steps),
       phase_(v1::JOB_STARTING),
+      save_final_(spec.fault_tolerance.checkpoint.save_final),
+      periodic_(spec.fault_tolerance.mode == "checkpoint" &&
+                (spec.fault_tolerance.checkpoint.interval_steps > 0 ||
+                 spec.fault_tolerance.checkpoint.interval_seconds > 0)),
+      interval_steps_(spec.fault_tolerance.checkpoint.interval_steps),
+      interval_seconds_(spec.fault_tolerance.checkpoint.interval_seconds),
       history_(RowPayloadBytes(spec.model.embedding_dim, spec.optimizer.sparse.type)) {
   absl::MutexLock lock(&mu_);
   published_version_ = MapVersionLocked();
@@ -185,6 +193,20 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
   response->set_phase(phase_);
   response->set_fenced(result.fenced);
   response->set_kill(kill_requested_.contains(request.instance()));
+  if (request.role() == v1::ROLE_WORKER && rollback_generation_ > 0) {
+    v1::Rollback* rollback = response->mutable_rollback();
+    rollback->set_generation(rollback_generation_);
+    rollback->set_ready(rollback_ready_);
+    if (rollback_ready_) {
+      rollback->set_dir(rollback_to_.dir());
+      rollback->set_step(rollback_to_.step());
+      const int id = request.id();
+      rollback->set_reader_position(rollback_to_.reader_positions_size() ==
+                                            membership_.num_workers()
+                                        ? rollback_to_.reader_positions(id)
+                                        : -1);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -281,6 +303,7 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
   response->set_r(membership_.config().r);
   response->set_error(error_);
   if (last_scrub_ != nullptr) *response->mutable_scrub() = *last_scrub_;
+  if (last_checkpoint_ != nullptr) *response->mutable_checkpoint() = *last_checkpoint_;
   history_.Fill(response);
   membership_.FillStatusNodes(
       [this](const std::string& instance)
@@ -371,6 +394,179 @@ absl::Status CoordinatorService::Scrub(const v1::ScrubRequest& request,
   return absl::OkStatus();
 }
 
+void CoordinatorService::SetCheckpointer(Checkpointer checkpointer) {
+  absl::MutexLock lock(&mu_);
+  checkpointer_ = std::move(checkpointer);
+}
+
+CheckpointProgress CoordinatorService::WorkerCut() const {
+  absl::MutexLock lock(&mu_);
+  CheckpointProgress cut;
+  cut.step = progress_.Summarize(clock_->Now()).step;
+  for (int w = 0; w < membership_.num_workers(); ++w) {
+    const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
+    cut.reader_positions.push_back(p != nullptr ? p->reader_position() : 0);
+  }
+  return cut;
+}
+
+absl::Status CoordinatorService::Checkpoint(const v1::CheckpointRequest& request,
+                                            v1::CheckpointReport* report) {
+  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  absl::MutexLock serial(&checkpoint_mu_);
+  Checkpointer checkpointer;
+  v1::ClusterMap map;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!checkpointer_) return absl::FailedPreconditionError("this coordinator cannot checkpoint");
+    if (Final()) return absl::FailedPreconditionError("the job has ended: cannot checkpoint now");
+    if (!membership_.AllServersActive()) {
+      return absl::FailedPreconditionError("not every server is active: cannot checkpoint now");
+    }
+    checkpointer = checkpointer_;
+    FillMapLocked(&map);
+  }
+  *report = checkpointer(map, [this] { return WorkerCut(); });
+  {
+    absl::MutexLock lock(&mu_);
+    last_checkpoint_ = std::make_unique<v1::CheckpointReport>(*report);
+  }
+  if (report->done()) {
+    spdlog::info("checkpoint of step {} saved to {} ({} bytes, {:.2f} s)", report->step(),
+                 report->dir(), report->bytes(), report->seconds());
+    return absl::OkStatus();
+  }
+  spdlog::error("checkpoint failed: {}", report->error());
+  if (absl::StartsWith(report->error(), "ALREADY_EXISTS")) {
+    return absl::AlreadyExistsError(report->error());
+  }
+  return absl::AbortedError("checkpoint failed: " + report->error());
+}
+
+void CoordinatorService::RunPendingCheckpoint() {
+  absl::MutexLock serial(&checkpoint_mu_);
+  Checkpointer checkpointer;
+  v1::ClusterMap map;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!final_checkpoint_pending_ || Final()) return;
+    if (membership_.AnyServerRecovering()) return;
+    checkpointer = checkpointer_;
+    FillMapLocked(&map);
+  }
+  spdlog::info("every worker is done; saving the final checkpoint");
+  v1::CheckpointReport report = checkpointer(map, [this] { return WorkerCut(); });
+  report.set_final(true);
+  absl::MutexLock lock(&mu_);
+  last_checkpoint_ = std::make_unique<v1::CheckpointReport>(report);
+  final_checkpoint_pending_ = false;
+  final_checkpoint_done_ = true;
+  if (report.done()) {
+    spdlog::info("final checkpoint of step {} saved to {} ({} bytes, {:.2f} s)", report.step(),
+                 report.dir(), report.bytes(), report.seconds());
+    UpdatePhaseLocked();
+  } else if (absl::StartsWith(report.error(), "ALREADY_EXISTS")) {
+    spdlog::warn("final checkpoint not saved: {} (the existing one is kept)", report.error());
+    UpdatePhaseLocked();
+  } else {
+    FailJobLocked("final checkpoint failed: " + report.error());
+  }
+  PublishLocked();
+}
+
+void CoordinatorService::RunPeriodicCheckpoint() {
+  if (!periodic_) return;
+  int64_t step = 0;
+  const absl::Time now = clock_->Now();
+  {
+    absl::MutexLock lock(&mu_);
+    if (!checkpointer_ || phase_ != v1::JOB_RUNNING || final_checkpoint_pending_ ||
+        membership_.AllWorkersDone() || !membership_.AllServersActive() ||
+        (rollback_generation_ > 0 && !rollback_ready_)) {
+      return;
+    }
+    step = progress_.Summarize(now).step;
+    if (!last_periodic_time_) {
+      // The first one right away, so a failure always has a checkpoint to roll back to.
+      last_periodic_time_ = now;
+      last_periodic_step_ = step - interval_steps_;
+      if (interval_steps_ == 0) last_periodic_time_ = now - absl::Seconds(interval_seconds_);
+      if (interval_steps_ == 0) last_periodic_step_ = step - 1;
+    }
+    const bool by_steps = interval_steps_ > 0 && step >= last_periodic_step_ + interval_steps_;
+    const bool by_time = interval_seconds_ > 0 &&
+                         now - *last_periodic_time_ >= absl::Seconds(interval_seconds_) &&
+                         step > last_periodic_step_;
+    if (!by_steps && !by_time) return;
+  }
+  v1::CheckpointRequest request;
+  FillHeader(request.mutable_header(), token_, 0, "coordinator");
+  v1::CheckpointReport report;
+  absl::Status status = Checkpoint(request, &report);
+  absl::MutexLock lock(&mu_);
+  last_periodic_step_ = std::max(step, report.step());
+  last_periodic_time_ = clock_->Now();
+  if (!status.ok()) {
+    spdlog::warn("periodic checkpoint at step {} not saved: {}", step, status.ToString());
+  }
+}
+
+void CoordinatorService::SetReloader(Reloader reloader) {
+  absl::MutexLock lock(&mu_);
+  reloader_ = std::move(reloader);
+}
+
+bool CoordinatorService::BeginRollback() {
+  absl::MutexLock lock(&mu_);
+  if (!reloader_ || Final()) return false;
+  for (int w = 0; w < membership_.num_workers(); ++w) {
+    const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
+    if (p != nullptr && p->done()) {
+      spdlog::error("job '{}': worker {} already finished its steps: a rollback cannot rewind it",
+                    job_name_, w);
+      return false;
+    }
+  }
+  ++rollback_generation_;
+  rollback_ready_ = false;
+  spdlog::warn(
+      "job '{}': rolling back to the last checkpoint (rollback {}): every worker stops, "
+      "every server reloads",
+      job_name_, rollback_generation_);
+  return true;
+}
+
+void CoordinatorService::RunPendingRollback() {
+  Reloader reloader;
+  v1::ClusterMap map;
+  uint64_t generation = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (rollback_generation_ == 0 || rollback_ready_ || Final()) return;
+    // Wait for the replacement to serve and for every worker to have stopped pushing.
+    if (!membership_.AllServersActive()) return;
+    for (int w = 0; w < membership_.num_workers(); ++w) {
+      const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
+      if (p == nullptr || p->paused_generation() != rollback_generation_) return;
+    }
+    reloader = reloader_;
+    FillMapLocked(&map);
+    generation = rollback_generation_;
+  }
+  absl::StatusOr<v1::CheckpointReport> loaded = reloader(map);
+  absl::MutexLock lock(&mu_);
+  if (!loaded.ok()) {
+    FailJobLocked("rollback failed: " + loaded.status().ToString());
+    PublishLocked();
+    return;
+  }
+  if (generation != rollback_generation_) return;  // another failure meanwhile: start over
+  rollback_to_ = *loaded;
+  rollback_ready_ = true;
+  spdlog::info("job '{}': every server reloaded {} (step {}); workers resume", job_name_,
+               loaded->dir(), loaded->step());
+}
+
 void CoordinatorService::RunPendingScrub() {
   Scrubber scrubber;
   v1::ClusterMap map;
@@ -457,6 +653,10 @@ void CoordinatorService::UpdatePhaseLocked() {
   }
   if ((phase_ == v1::JOB_RUNNING || phase_ == v1::JOB_RECOVERING) &&
       membership_.AllWorkersDone()) {
+    if (checkpointer_ && save_final_ && !final_checkpoint_done_) {
+      final_checkpoint_pending_ = true;  // RunPendingCheckpoint saves it, then goes on here
+      return;
+    }
     const std::string& mode = membership_.config().mode;
     if (scrubber_ && !final_scrub_done_ && (mode == "erasure_code" || mode == "replication")) {
       final_scrub_pending_ = true;  // RunPendingScrub finishes the job once nothing recovers

@@ -5,8 +5,9 @@
 //   JOB_STARTING --(every server slot ACTIVE, every worker registered)--> JOB_RUNNING
 //   JOB_RUNNING  <--> JOB_RECOVERING while some server slot is held by a RECOVERING
 //                replacement or by a dead instance waiting for one
-//   JOB_RUNNING  --(every worker reported done)--> JOB_FINISHED (in modes with parity, after
-//                the final scrub, which waits until no server is recovering)
+//   JOB_RUNNING  --(every worker reported done)--> JOB_FINISHED (after the final checkpoint
+//                when a checkpointer is set and checkpoint.save_final; in modes with parity,
+//                after the final scrub; both wait until no server is recovering)
 //   any non-final phase --> JOB_FAILED (with error()) when a worker reports an error, a
 //   server is declared dead and no ServerDeadHandler takes charge, or not everything was
 //   registered and ACTIVE within the startup timeout.
@@ -28,25 +29,30 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordinator/clock.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "coordinator/failure_detector.h"
 #include "coordinator/failure_history.h"
 #include "coordinator/job_progress.h"
 #include "coordinator/membership.h"
+#include "proto/ecps.pb.h"
+#include "runtime/checkpoint_job.h"
 #include "runtime/spec.h"
 
 namespace ecps {
 namespace v1 {
+class CheckpointReport;
+class CheckpointRequest;
 class ClusterMap;
 class HeartbeatRequest;
 class HeartbeatResponse;
@@ -163,6 +169,46 @@ class CoordinatorService {
   // found a mismatch. A no-op when no final scrub is pending.
   void RunPendingScrub();
 
+  // Saves a checkpoint of the servers of `map`; calls `progress` once every server is frozen
+  // for the step and reader positions to record (runtime/checkpoint_job.h in production).
+  using Checkpointer = std::function<v1::CheckpointReport(
+      const v1::ClusterMap& map, const std::function<CheckpointProgress()>& progress)>;
+  void SetCheckpointer(Checkpointer checkpointer);
+
+  // Admin: checkpoints now (training pauses while the servers are frozen). The step and
+  // reader positions recorded are the workers' latest reports when every server is frozen:
+  // the servers may hold the updates of a few later steps (up to one heartbeat interval), which
+  // a resumed job trains again. OK with the report (dir, step) when it was committed;
+  // FAILED_PRECONDITION without a checkpointer, once the job ended, or while a server is not
+  // active; ALREADY_EXISTS when a checkpoint of this step exists; ABORTED with the reason when
+  // the save failed (nothing is published).
+  absl::Status Checkpoint(const v1::CheckpointRequest& request, v1::CheckpointReport* report);
+
+  // With a checkpointer and checkpoint.save_final, when every worker is done the job waits in
+  // RUNNING for a final checkpoint (exact: every worker's final step and reader position);
+  // this saves it (outside the lock, from the main loop) and lets the job go on to the final
+  // scrub or FINISHED, or fails the job when the save failed. A checkpoint of that step that
+  // already exists (the same job run again into the same directory) is kept, with a warning.
+  void RunPendingCheckpoint();
+
+  // In fault_tolerance.mode checkpoint, with a checkpointer: while the job runs with every
+  // server active, saves a checkpoint (as Checkpoint does) once the job's step advanced
+  // checkpoint.interval_steps since the last one, or checkpoint.interval_seconds passed.
+  // Called from the main loop; a no-op in other modes. A failed save is logged, not fatal.
+  void RunPeriodicCheckpoint();
+
+  // Mode checkpoint, a server failure (what coordinator_main's ServerDeadHandler calls after
+  // ReplaceServer): starts a global rollback. Workers learn it from heartbeat responses, stop
+  // and report paused_generation; once the dead slot's replacement is ACTIVE and every worker
+  // paused, RunPendingRollback has every server reload the last checkpoint (the Reloader) and
+  // tells the workers to resume from its step and reader positions. Returns false (the job
+  // then fails) without a reloader, once the job ended, or when every worker is already done.
+  using Reloader = std::function<absl::StatusOr<v1::CheckpointReport>(const v1::ClusterMap&)>;
+  void SetReloader(Reloader reloader);
+  bool BeginRollback();
+  // Called from the main loop; a no-op unless a rollback waits. A failed reload fails the job.
+  void RunPendingRollback();
+
   v1::JobPhase phase() const;
   std::string error() const;  // why the job failed ("" unless FAILED)
   uint64_t epoch() const;
@@ -194,6 +240,8 @@ class CoordinatorService {
   void FillMapLocked(v1::ClusterMap* map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes watchers when the map changed since the last call.
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The workers' latest step (minimum) and reader positions.
+  CheckpointProgress WorkerCut() const ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string job_name_;
   const std::string token_;
@@ -216,6 +264,21 @@ class CoordinatorService {
   bool final_scrub_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool final_scrub_done_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<v1::ScrubReport> last_scrub_ ABSL_GUARDED_BY(mu_);  // null: none yet
+  const bool save_final_;
+  Checkpointer checkpointer_ ABSL_GUARDED_BY(mu_);
+  bool final_checkpoint_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool final_checkpoint_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<v1::CheckpointReport> last_checkpoint_ ABSL_GUARDED_BY(mu_);  // null: none
+  const bool periodic_;  // mode checkpoint with an interval
+  const int64_t interval_steps_;
+  const double interval_seconds_;
+  int64_t last_periodic_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<absl::Time> last_periodic_time_ ABSL_GUARDED_BY(mu_);
+  Reloader reloader_ ABSL_GUARDED_BY(mu_);
+  uint64_t rollback_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool rollback_ready_ ABSL_GUARDED_BY(mu_) = false;
+  v1::CheckpointReport rollback_to_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex checkpoint_mu_;  // one checkpoint at a time; taken before mu_, never inside it
   FailureHistory history_ ABSL_GUARDED_BY(mu_);
   // Instances an admin asked to die (Kill): told so in every heartbeat response.
   absl::flat_hash_set<std::string> kill_requested_ ABSL_GUARDED_BY(mu_);

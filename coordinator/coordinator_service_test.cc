@@ -432,3 +432,139 @@ TEST_F(CoordinatorServiceTest, WatchSkipsAMapTheClientHasAndEndsOnCancel) {
 
 }  // namespace
 }  // namespace ecps
+
+namespace ecps {
+namespace {
+
+// The final checkpoint: the job waits in RUNNING until RunPendingCheckpoint saved it, with the
+// workers' final steps and reader positions; a failed save fails the job; an existing
+// checkpoint of that step is kept and the job finishes.
+class CoordinatorCheckpointTest : public CoordinatorServiceTest {
+ protected:
+  // Starts a 1-server, 2-worker job whose checkpointer returns `result` (error "" = saved).
+  void StartWithCheckpointer(const std::string& error) {
+    StartJob(1, 2);
+    service_->SetCheckpointer([this, error](const v1::ClusterMap& map,
+                                            const std::function<CheckpointProgress()>& progress) {
+      ++calls_;
+      cut_ = progress();
+      servers_seen_ = map.servers_size();
+      v1::CheckpointReport report;
+      report.set_step(cut_.step);
+      for (int64_t p : cut_.reader_positions) report.add_reader_positions(p);
+      report.set_error(error);
+      report.set_done(error.empty());
+      if (error.empty()) report.set_dir("/ckpt/step-000000100");
+      return report;
+    });
+  }
+  void FinishWorkers() {
+    v1::HeartbeatRequest w0 = WorkerHeartbeat(0, "w0", 100, /*done=*/true);
+    w0.mutable_worker()->set_reader_position(12800);
+    v1::HeartbeatRequest w1 = WorkerHeartbeat(1, "w1", 100, /*done=*/true);
+    w1.mutable_worker()->set_reader_position(12900);
+    Beat(w0);
+    Beat(w1);
+  }
+  int calls_ = 0;
+  int servers_seen_ = 0;
+  CheckpointProgress cut_;
+};
+
+TEST_F(CoordinatorCheckpointTest, FinalCheckpointRunsBeforeTheJobFinishes) {
+  StartWithCheckpointer("");
+  FinishWorkers();
+  EXPECT_EQ(service_->phase(), v1::JOB_RUNNING) << "waits for the final checkpoint";
+  service_->RunPendingCheckpoint();
+  EXPECT_EQ(calls_, 1);
+  EXPECT_EQ(servers_seen_, 1);
+  EXPECT_EQ(cut_.step, 100);
+  EXPECT_EQ(cut_.reader_positions, (std::vector<int64_t>{12800, 12900}));
+  EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();
+  v1::StatusResponse status = Status();
+  EXPECT_TRUE(status.checkpoint().done());
+  EXPECT_TRUE(status.checkpoint().final());
+  EXPECT_EQ(status.checkpoint().dir(), "/ckpt/step-000000100");
+  service_->RunPendingCheckpoint();
+  EXPECT_EQ(calls_, 1) << "saved once";
+}
+
+TEST_F(CoordinatorCheckpointTest, FailedFinalCheckpointFailsTheJob) {
+  StartWithCheckpointer("INTERNAL: /ckpt/step-000000100.tmp/table-000.rows: write failed");
+  FinishWorkers();
+  service_->RunPendingCheckpoint();
+  EXPECT_EQ(service_->phase(), v1::JOB_FAILED);
+  EXPECT_NE(service_->error().find("final checkpoint failed"), std::string::npos);
+  EXPECT_NE(service_->error().find("table-000.rows"), std::string::npos);
+}
+
+TEST_F(CoordinatorCheckpointTest, ExistingFinalCheckpointIsKept) {
+  StartWithCheckpointer("ALREADY_EXISTS: /ckpt/step-000000100: already committed");
+  FinishWorkers();
+  service_->RunPendingCheckpoint();
+  EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();
+}
+
+TEST_F(CoordinatorCheckpointTest, AdminCheckpointNeedsTheTokenAndActiveServers) {
+  StartWithCheckpointer("");
+  v1::CheckpointRequest request;
+  FillHeader(request.mutable_header(), "wrong", 0, "cli");
+  v1::CheckpointReport report;
+  EXPECT_TRUE(absl::IsUnauthenticated(service_->Checkpoint(request, &report)));
+  EXPECT_EQ(calls_, 0);
+  FillHeader(request.mutable_header(), kToken, 0, "cli");
+  Beat(WorkerHeartbeat(0, "w0", 7));
+  ASSERT_TRUE(service_->Checkpoint(request, &report).ok());
+  EXPECT_EQ(calls_, 1);
+  EXPECT_EQ(report.step(), 0) << "the minimum over workers (worker 1 has not reported)";
+  EXPECT_EQ(service_->phase(), v1::JOB_RUNNING);
+}
+
+TEST_F(CoordinatorCheckpointTest, WithoutSaveFinalTheJobFinishesAtOnce) {
+  JobSpec spec = TestSpec(1, 1);
+  spec.fault_tolerance.checkpoint.save_final = false;
+  auto created = CoordinatorService::Create(spec, kToken, &clock_);
+  ASSERT_TRUE(created.ok());
+  service_ = std::move(created).value();
+  service_->SetCheckpointer(
+      [this](const v1::ClusterMap&, const std::function<CheckpointProgress()>&) {
+        ++calls_;
+        return v1::CheckpointReport();
+      });
+  Register(ServerRegistration(0, "s0"));
+  Beat(ServerHeartbeat(0, "s0"));
+  Register(WorkerRegistration(0, "w0"));
+  Beat(WorkerHeartbeat(0, "w0", 100, /*done=*/true));
+  EXPECT_EQ(service_->phase(), v1::JOB_FINISHED);
+  EXPECT_EQ(calls_, 0);
+}
+
+TEST_F(CoordinatorCheckpointTest, PeriodicCheckpointsInModeCheckpoint) {
+  JobSpec spec = TestSpec(1, 1);
+  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.checkpoint.interval_steps = 10;
+  auto created = CoordinatorService::Create(spec, kToken, &clock_);
+  ASSERT_TRUE(created.ok()) << created.status();
+  service_ = std::move(created).value();
+  std::vector<int64_t> steps;
+  service_->SetCheckpointer(
+      [&steps](const v1::ClusterMap&, const std::function<CheckpointProgress()>& progress) {
+        v1::CheckpointReport report;
+        report.set_step(progress().step);
+        report.set_done(true);
+        steps.push_back(report.step());
+        return report;
+      });
+  Register(ServerRegistration(0, "s0"));
+  Beat(ServerHeartbeat(0, "s0"));
+  Register(WorkerRegistration(0, "w0"));
+  for (int64_t step : {5, 10, 12, 19, 21, 30}) {
+    Beat(WorkerHeartbeat(0, "w0", step));
+    service_->RunPeriodicCheckpoint();
+  }
+  // The first at once (a rollback always has a checkpoint), then every 10 steps.
+  EXPECT_EQ(steps, (std::vector<int64_t>{5, 19, 30}));
+}
+
+}  // namespace
+}  // namespace ecps

@@ -45,6 +45,11 @@ class GrpcCoordinator::Impl final : public v1::Coordinator::Service {
     return ToGrpcStatus(service_->Kill(*request, response));
   }
 
+  grpc::Status Checkpoint(grpc::ServerContext* /*context*/, const v1::CheckpointRequest* request,
+                          v1::CheckpointReport* response) override {
+    return ToGrpcStatus(service_->Checkpoint(*request, response));
+  }
+
   grpc::Status Status(grpc::ServerContext* /*context*/, const v1::StatusRequest* request,
                       v1::StatusResponse* response) override {
     return ToGrpcStatus(service_->Status(*request, response));

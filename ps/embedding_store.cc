@@ -1,5 +1,6 @@
 #include "ps/embedding_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -18,7 +19,7 @@ EmbeddingStore::EmbeddingStore(const Placement& placement, int server, int dim,
 
 absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
     const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
-    uint64_t seed, bool lost) {
+    uint64_t seed, bool lost, const RowSource* source) {
   if (server < 0 || server >= placement.servers()) {
     return absl::InvalidArgumentError("server id " + std::to_string(server) +
                                       " out of range");
@@ -35,9 +36,12 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
       int64_t row = placement.RowAtDataSlot(t, server, slot);
       if (row < 0) continue;  // padding slot of a partial block
       ++store->data_rows_;
-      if (lost) continue;
+      if (lost || source != nullptr) continue;
       InitSparseRow(optimizer, seed, t, row, dim, placement.rows(t), store->Payload(t, slot));
     }
+  }
+  if (source != nullptr && !lost) {
+    if (absl::Status s = store->Load(*source); !s.ok()) return s;
   }
   if (lost) store->invalid_rows_.store(store->data_rows_);
   return store;
@@ -131,6 +135,58 @@ void EmbeddingStore::MissingRows(int table, absl::Span<const int64_t> rows,
   for (int64_t row : rows) {
     if (!IsValid(table, row)) invalid->push_back(row);
   }
+}
+
+absl::Status EmbeddingStore::Load(const RowSource& source) {
+  constexpr int64_t kChunk = 16384;
+  std::vector<int64_t> rows, chunk_slots;
+  std::vector<float> buffer;
+  for (int t = 0; t < placement_.num_tables(); ++t) {
+    const int64_t slots = placement_.DataSlots(t);
+    for (int64_t begin = 0; begin < slots; begin += kChunk) {
+      rows.clear();
+      chunk_slots.clear();
+      for (int64_t slot = begin; slot < std::min(slots, begin + kChunk); ++slot) {
+        int64_t row = placement_.RowAtDataSlot(t, server_, slot);
+        if (row < 0) continue;
+        rows.push_back(row);
+        chunk_slots.push_back(slot);
+      }
+      if (rows.empty()) continue;
+      buffer.resize(rows.size() * payload_floats_);
+      absl::Status s = source(t, rows.data(), static_cast<int64_t>(rows.size()), buffer.data());
+      if (!s.ok()) return s;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        std::lock_guard<std::mutex> lock(LockFor(t, chunk_slots[i]));
+        std::memcpy(Payload(t, chunk_slots[i]), buffer.data() + i * payload_floats_,
+                    sizeof(float) * payload_floats_);
+        if (!valid_[t][chunk_slots[i]]) {
+          valid_[t][chunk_slots[i]] = 1;
+          invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> EmbeddingStore::ReadSlots(int table, int64_t slot_begin, int64_t n,
+                                                  std::vector<int64_t>* rows,
+                                                  std::vector<float>* payloads) const {
+  if (table < 0 || table >= placement_.num_tables()) {
+    return absl::InvalidArgumentError("table " + std::to_string(table) + " out of range");
+  }
+  const int64_t end = std::min(placement_.DataSlots(table), slot_begin + std::max<int64_t>(n, 0));
+  for (int64_t slot = std::max<int64_t>(slot_begin, 0); slot < end; ++slot) {
+    int64_t row = placement_.RowAtDataSlot(table, server_, slot);
+    if (row < 0) continue;
+    std::lock_guard<std::mutex> lock(LockFor(table, slot));
+    if (!valid_[table][slot]) return Missing(table, row);
+    rows->push_back(row);
+    const float* p = Payload(table, slot);
+    payloads->insert(payloads->end(), p, p + payload_floats_);
+  }
+  return end;
 }
 
 bool EmbeddingStore::IsValid(int table, int64_t row) const {

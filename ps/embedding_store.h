@@ -29,10 +29,17 @@ class EmbeddingStore {
   // With `lost` set (a replacement server), no row is initialised: every row is invalid until
   // InstallRow puts its rebuilt payload in place, and requests for invalid rows get
   // UNAVAILABLE.
+  //
+  // With `source` set (a job resuming from a checkpoint), rows are read from it instead of
+  // initialised from the seed: source(table, rows, n, out) fills out[i * payload_floats ..]
+  // with the payload of rows[i]; its error is returned.
+  using RowSource =
+      std::function<absl::Status(int table, const int64_t* rows, int64_t n, float* out)>;
   static absl::StatusOr<std::unique_ptr<EmbeddingStore>> Create(const Placement& placement,
                                                                 int server, int dim,
                                                                 const SparseOptimizer& optimizer,
-                                                                uint64_t seed, bool lost = false);
+                                                                uint64_t seed, bool lost = false,
+                                                                const RowSource* source = nullptr);
 
   int dim() const { return dim_; }
   int payload_floats() const { return payload_floats_; }
@@ -60,6 +67,19 @@ class EmbeddingStore {
 
   // Copies whole payloads (weights + optimizer state) of `rows` into out.
   absl::Status ReadPayloads(int table, absl::Span<const int64_t> rows, float* out) const;
+
+  // Reads the rows held in local slots [slot_begin, slot_begin + n) of `table` (clipped to
+  // DataSlots): appends each non-padding slot's row id to *rows and its payload to *payloads,
+  // each row under its lock (a checkpoint writer walks the whole store this way). Returns the
+  // end slot. INVALID_ARGUMENT for a bad table; UNAVAILABLE when a row is not rebuilt yet.
+  absl::StatusOr<int64_t> ReadSlots(int table, int64_t slot_begin, int64_t n,
+                                    std::vector<int64_t>* rows, std::vector<float>* payloads) const;
+  int64_t DataSlots(int table) const { return placement_.DataSlots(table); }
+
+  // Replaces every row held here (and marks it valid) with its payload from `source`, in
+  // local slot order, 16K rows per call. Each row is written under its lock; callers make sure
+  // no update runs meanwhile (a rollback). On error some rows may already be replaced.
+  absl::Status Load(const RowSource& source);
 
   // Recovery. all_valid() is true once no row is missing (always, for a server that was not
   // a replacement).

@@ -64,6 +64,14 @@ class GrpcParameterServer final : public v1::ParameterServer::Service {
                          v1::ReadDenseResponse* resp) override {
     return ToGrpcStatus(core_->ReadDense(*req, resp));
   }
+  grpc::Status SaveCheckpoint(grpc::ServerContext*, const v1::SaveCheckpointRequest* req,
+                              v1::SaveCheckpointResponse* resp) override {
+    return ToGrpcStatus(core_->SaveCheckpoint(*req, resp));
+  }
+  grpc::Status LoadCheckpoint(grpc::ServerContext*, const v1::LoadCheckpointRequest* req,
+                              v1::LoadCheckpointResponse*) override {
+    return ToGrpcStatus(core_->LoadCheckpoint(*req));
+  }
   grpc::Status DenseChecksums(grpc::ServerContext*, const v1::DenseChecksumsRequest* req,
                               v1::DenseChecksumsResponse* resp) override {
     return ToGrpcStatus(core_->DenseChecksums(*req, resp));

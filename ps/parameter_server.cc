@@ -657,4 +657,39 @@ absl::Status ParameterServerCore::SaveCheckpoint(const v1::SaveCheckpointRequest
   return absl::OkStatus();
 }
 
+absl::Status ParameterServerCore::LoadCheckpoint(const v1::LoadCheckpointRequest& request) {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (parts_.parity != nullptr) {
+    return absl::FailedPreconditionError("rollback to a checkpoint is for modes without parity");
+  }
+  auto manifest = ReadManifest(request.dir());
+  if (!manifest.ok()) return manifest.status();
+  const Placement& placement = parts_.embeddings->placement();
+  if (manifest->layout.table_rows.size() != static_cast<size_t>(placement.num_tables()) ||
+      manifest->layout.payload_floats != parts_.embeddings->payload_floats()) {
+    return absl::FailedPreconditionError(request.dir() + "/MANIFEST.json: does not fit the model");
+  }
+  std::vector<std::unique_ptr<TableReader>> readers;
+  for (int t = 0; t < placement.num_tables(); ++t) {
+    auto reader = TableReader::Open(*manifest, t);
+    if (!reader.ok()) return reader.status();
+    readers.push_back(std::move(*reader));
+  }
+  absl::Status loaded =
+      parts_.embeddings->Load([&readers](int table, const int64_t* rows, int64_t n, float* out) {
+        return readers[table]->ReadRows(rows, n, out);
+      });
+  if (!loaded.ok()) return loaded;
+  for (int t = 0; t < parts_.dense->num_tensors(); ++t) {
+    if (!parts_.dense->Holds(t)) continue;
+    std::vector<float> weights, state;
+    int64_t version = 0;
+    if (absl::Status s = ecps::ReadDense(*manifest, t, &weights, &state, &version); !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = parts_.dense->Restore(t, weights, state, version); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ecps

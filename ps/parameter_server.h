@@ -61,6 +61,7 @@ class ReadDenseRequest;
 class ReadDenseResponse;
 class SaveCheckpointRequest;
 class SaveCheckpointResponse;
+class LoadCheckpointRequest;
 }  // namespace v1
 
 // Everything a ready server holds. Without fault tolerance only embeddings and dense are set.
@@ -136,6 +137,12 @@ class ParameterServerCore {
   // still rebuilding; file errors name the file.
   absl::Status SaveCheckpoint(const v1::SaveCheckpointRequest& request,
                               v1::SaveCheckpointResponse* response) const;
+
+  // Rollback (mode checkpoint): replaces every data row and dense tensor held here with the
+  // checkpoint in request.dir (read by logical row id: any layout wrote it). The caller
+  // guarantees no worker pushes meanwhile. FAILED_PRECONDITION on a server with parity
+  // (rollback is for modes without it); errors about the checkpoint name the file.
+  absl::Status LoadCheckpoint(const v1::LoadCheckpointRequest& request);
 
   // Points the peer client and delta streams at a server's new address (a replacement).
   void UpdatePeerAddress(int server, const std::string& address);

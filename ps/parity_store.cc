@@ -24,7 +24,7 @@ void InitialStripeData(const Placement& placement, const SparseOptimizer& optimi
 
 absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
     const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
-    uint64_t seed, const RowCode* code, bool lost) {
+    uint64_t seed, const RowCode* code, bool lost, const StripeSource* source) {
   if (placement.r() < 1) return absl::InvalidArgumentError("placement has no parity");
   const size_t payload_bytes = sizeof(float) * (dim + SparseStateFloats(optimizer, dim));
   std::unique_ptr<ParityStore> store(new ParityStore(placement, server, payload_bytes, code));
@@ -46,7 +46,20 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
         ++store->parity_rows_;
         continue;
       }
-      InitialStripeData(placement, optimizer, seed, dim, t, stripe, &data);
+      if (source != nullptr) {
+        absl::Status s = (*source)(t, stripe, &data);
+        if (!s.ok()) return s;
+        if (data.size() != static_cast<size_t>(placement.k())) {
+          return absl::InternalError("stripe source returned a wrong number of rows");
+        }
+        for (const auto& d : data) {
+          if (d.size() != payload_bytes) {
+            return absl::InternalError("stripe source returned a wrong-sized row");
+          }
+        }
+      } else {
+        InitialStripeData(placement, optimizer, seed, dim, t, stripe, &data);
+      }
       for (int j = 0; j < placement.k(); ++j) data_ptrs[j] = data[j].data();
       absl::Status s = code->Encode(data_ptrs, parity_ptrs, payload_bytes);
       if (!s.ok()) return s;

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -26,11 +27,15 @@ class ParityStore {
   // With `lost` set (a replacement server) nothing is encoded: every parity row is invalid
   // until InstallRow; deltas for an invalid row are dropped (the rebuild re-encodes it from
   // data that already includes them) and reads of it get UNAVAILABLE.
-  static absl::StatusOr<std::unique_ptr<ParityStore>> Create(const Placement& placement,
-                                                             int server, int dim,
-                                                             const SparseOptimizer& optimizer,
-                                                             uint64_t seed, const RowCode* code,
-                                                             bool lost = false);
+  //
+  // With `source` set (a job resuming from a checkpoint), each parity row is encoded from the
+  // stripe's data rows as source(table, stripe, &data) gives them (k payloads as bytes, zero
+  // rows past the table's end, as InitialStripeData) instead of from the initial rows.
+  using StripeSource = std::function<absl::Status(int table, int64_t stripe,
+                                                  std::vector<std::vector<uint8_t>>* data)>;
+  static absl::StatusOr<std::unique_ptr<ParityStore>> Create(
+      const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
+      uint64_t seed, const RowCode* code, bool lost = false, const StripeSource* source = nullptr);
 
   size_t payload_bytes() const { return payload_bytes_; }
 

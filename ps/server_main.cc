@@ -174,8 +174,13 @@ int RunServer(const ServerOptions& options) {
       };
       if (map->epoch() > core.epoch()) core.SetEpoch(map->epoch());
       auto t0 = std::chrono::steady_clock::now();
-      auto parts = BuildServerParts(spec, self, addresses, &core, instance, nullptr,
-                                    recovering ? &hooks : nullptr);
+      // Mode checkpoint has nothing to rebuild from: a replacement loads the last checkpoint
+      // (the coordinator then has every server reload it and every worker rewind).
+      const bool from_checkpoint = recovering && spec.fault_tolerance.mode == "checkpoint";
+      JobSpec build_spec = spec;
+      if (from_checkpoint) build_spec.job.resume_from = spec.fault_tolerance.checkpoint.dir;
+      auto parts = BuildServerParts(build_spec, self, addresses, &core, instance, nullptr,
+                                    recovering && !from_checkpoint ? &hooks : nullptr);
       if (!parts.ok()) {
         spdlog::error("server {}: {}", self, parts.status().ToString());
         exit_code.store(1);

@@ -1,9 +1,11 @@
 #include "ps/server_parts.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
+#include "runtime/checkpoint_job.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -38,8 +40,49 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
 
   ServerParts parts;
   parts.server = server;
-  auto store = EmbeddingStore::Create(*placement, server, spec.model.embedding_dim,
-                                      spec.optimizer.sparse, spec.job.seed, lost);
+  // Resuming (and not a replacement, which rebuilds from its peers): rows, parity and dense
+  // tensors come from the checkpoint, read by logical row id whatever layout wrote it.
+  const bool resume = !spec.job.resume_from.empty() && !lost;
+  Manifest manifest;
+  std::vector<std::unique_ptr<TableReader>> readers;
+  EmbeddingStore::RowSource row_source;
+  ParityStore::StripeSource stripe_source;
+  if (resume) {
+    auto opened = OpenResumeCheckpoint(spec, /*verify=*/false);
+    if (!opened.ok()) return opened.status();
+    manifest = std::move(*opened);
+    for (int t = 0; t < static_cast<int>(spec.model.table_rows.size()); ++t) {
+      auto reader = TableReader::Open(manifest, t);
+      if (!reader.ok()) return reader.status();
+      readers.push_back(std::move(*reader));
+    }
+    row_source = [&readers](int table, const int64_t* rows, int64_t n, float* out) {
+      return readers[table]->ReadRows(rows, n, out);
+    };
+    const int pf = manifest.layout.payload_floats;
+    const Placement* pl = &*placement;
+    stripe_source = [&readers, pf, pl, k](int table, int64_t stripe,
+                                          std::vector<std::vector<uint8_t>>* data) {
+      data->resize(k);
+      std::vector<int64_t> rows;
+      for (int j = 0; j < k; ++j) {
+        (*data)[j].assign(sizeof(float) * pf, 0);
+        int64_t row = stripe * k + j;
+        if (row < pl->rows(table)) rows.push_back(row);  // past the end: a zero padding row
+      }
+      std::vector<float> buffer(rows.size() * pf);
+      absl::Status s =
+          readers[table]->ReadRows(rows.data(), static_cast<int64_t>(rows.size()), buffer.data());
+      if (!s.ok()) return s;
+      for (size_t j = 0; j < rows.size(); ++j) {
+        std::memcpy((*data)[j].data(), buffer.data() + j * pf, sizeof(float) * pf);
+      }
+      return absl::OkStatus();
+    };
+  }
+  auto store =
+      EmbeddingStore::Create(*placement, server, spec.model.embedding_dim, spec.optimizer.sparse,
+                             spec.job.seed, lost, resume ? &row_source : nullptr);
   if (!store.ok()) return store.status();
   parts.embeddings = std::move(*store);
   std::vector<std::vector<float>> dense;
@@ -48,6 +91,15 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
   parts.dense = std::make_unique<DenseStore>(spec.optimizer.dense, spec.cluster.servers, server,
                                              std::move(dense),
                                              fault_tolerant ? ft.dense_replicas : 0);
+  if (resume) {
+    for (int t = 0; t < parts.dense->num_tensors(); ++t) {
+      if (!parts.dense->Holds(t)) continue;
+      std::vector<float> weights, state;
+      int64_t version = 0;
+      if (absl::Status s = ReadDense(manifest, t, &weights, &state, &version); !s.ok()) return s;
+      if (absl::Status s = parts.dense->Restore(t, weights, state, version); !s.ok()) return s;
+    }
+  }
   if (!fault_tolerant) {
     if (lost) return absl::FailedPreconditionError("a server without parity cannot be rebuilt");
     return parts;
@@ -56,8 +108,9 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
   auto code = RowCode::Create(ft.mode, k, r, ft.codec_backend);
   if (!code.ok()) return code.status();
   parts.code = std::move(*code);
-  auto parity = ParityStore::Create(*placement, server, spec.model.embedding_dim,
-                                    spec.optimizer.sparse, spec.job.seed, parts.code.get(), lost);
+  auto parity =
+      ParityStore::Create(*placement, server, spec.model.embedding_dim, spec.optimizer.sparse,
+                          spec.job.seed, parts.code.get(), lost, resume ? &stripe_source : nullptr);
   if (!parity.ok()) return parity.status();
   parts.parity = std::move(*parity);
   parts.peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms);

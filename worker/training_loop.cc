@@ -30,6 +30,7 @@ absl::Status TrainingLoop::Train() {
       auto more = source_->Next(batch_size, &p->batch);
       if (!more.ok()) return more.status();
       p->valid = *more && p->batch.size > 0;
+      p->end_position = source_->position();
       if (!p->valid) return absl::OkStatus();
       Dedupe(p->batch, ns, &p->ids);
       return ps_->PullRows(p->ids, &p->rows);
@@ -67,7 +68,9 @@ absl::Status TrainingLoop::Train() {
       }
       if (!pushed.ok()) return pushed;
       samples += b;
-      board_->Step(step, samples, loss, source_->position(), source_->bad_lines());
+      // The position after the batch just trained, not after the one prefetched: a job that
+      // resumes from this report (a checkpoint, a replacement worker) trains the next batch.
+      board_->Step(step, samples, loss, current.end_position, source_->bad_lines());
       if (spec_.job.synchronous && !last) {
         if (absl::Status s = prepare(&next); !s.ok()) return s;
       }

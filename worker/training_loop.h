@@ -30,6 +30,7 @@ struct PreparedBatch {
   UniqueIds ids;
   std::vector<std::vector<float>> rows;
   bool valid = false;  // false at the end of the partition
+  int64_t end_position = 0;  // the reader's position just after this batch
 };
 
 // Progress shared between the training loop and the heartbeat thread. Thread-safe.
@@ -51,6 +52,17 @@ class ProgressBoard {
     p_.set_eval_logloss(logloss);
   }
   void Done() { std::lock_guard<std::mutex> lock(mu_); p_.set_done(true); }
+  // Mode checkpoint rollback: stopped for rollback `generation`; then rewound to a checkpoint.
+  void Paused(uint64_t generation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.set_paused_generation(generation);
+  }
+  void Rewind(int64_t step, int64_t position) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.set_step(step);
+    p_.set_samples(position);
+    p_.set_reader_position(position);
+  }
   void Fail(const std::string& error) {
     std::lock_guard<std::mutex> lock(mu_);
     p_.set_error(error);

@@ -1,5 +1,6 @@
 #include "worker/worker_main.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -10,6 +11,7 @@
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
+#include "runtime/checkpoint_job.h"
 #include "runtime/coordinator_client.h"
 #include "spdlog/spdlog.h"
 #include "worker/ps_client.h"
@@ -53,8 +55,45 @@ int RunWorker(const WorkerOptions& options) {
     spdlog::warn("{}: replacing a dead worker; resuming after step {} at reader position {}",
                  sender, resume.step(), resume.reader_position());
   }
+  // A job resuming from a checkpoint continues at its step; each worker continues its
+  // partition at its saved reader position when the worker count is the checkpoint's.
+  int64_t resume_step = resume.step();
+  int64_t resume_position = resume.reader_position();
+  bool resume_loop = resuming;
+  if (!resuming && !spec.job.resume_from.empty()) {
+    auto dir = ResolveCheckpointDir(spec.job.resume_from);
+    auto manifest = dir.ok() ? ReadManifest(*dir) : absl::StatusOr<Manifest>(dir.status());
+    if (!manifest.ok()) {
+      spdlog::error("{}: cannot resume: {}", sender, manifest.status().ToString());
+      return 1;
+    }
+    resume_step = manifest->layout.step;
+    resume_position = 0;
+    if (static_cast<int>(manifest->reader_positions.size()) == spec.cluster.workers) {
+      resume_position = manifest->reader_positions[options.id];
+      spdlog::info("{}: resuming from {} after step {} at reader position {}", sender, *dir,
+                   resume_step, resume_position);
+    } else {
+      spdlog::warn(
+          "{}: resuming from {} after step {}; it was saved by {} workers, this job has "
+          "{}: every partition starts from its beginning",
+          sender, *dir, resume_step, manifest->reader_positions.size(), spec.cluster.workers);
+    }
+    resume_loop = true;
+    board.Step(resume_step, resume_position, 0, resume_position, 0);
+    board.Snapshot();
+  }
   std::atomic<int> exit_code{-1};
   std::atomic<bool> finished_training{false};
+  // Mode checkpoint rollbacks (HeartbeatResponse.rollback): the heartbeat thread records the
+  // latest and raises `halt`, which stops the training loop at its next step (and any RPC
+  // retry); the loop then pauses until every server reloaded the checkpoint, and rewinds.
+  std::atomic<bool> halt{false};
+  std::atomic<uint64_t> rollback_wanted{0};
+  std::atomic<uint64_t> rollback_handled{0};
+  std::mutex rollback_mu;
+  v1::Rollback latest_rollback;  // guarded by rollback_mu
+  bool first_response = true;    // heartbeat thread only
   std::thread heartbeats([&] {
     while (exit_code.load() < 0) {
       v1::HeartbeatRequest hb;
@@ -70,6 +109,17 @@ int RunWorker(const WorkerOptions& options) {
           spdlog::warn("{}: killed by the coordinator (ecps kill)", sender);
           std::raise(SIGKILL);
         }
+        if (resp->rollback().generation() > 0) {
+          std::lock_guard<std::mutex> lock(rollback_mu);
+          latest_rollback = resp->rollback();
+          const uint64_t generation = resp->rollback().generation();
+          if (first_response && resp->rollback().ready()) {
+            rollback_handled.store(generation);  // over before this process trained
+          }
+          if (generation > rollback_wanted.load()) rollback_wanted.store(generation);
+          if (rollback_wanted.load() > rollback_handled.load()) halt.store(true);
+        }
+        first_response = false;
         if (resp->fenced()) {
           spdlog::warn("{}: fenced by the coordinator; exiting", sender);
           exit_code.store(1);
@@ -81,6 +131,7 @@ int RunWorker(const WorkerOptions& options) {
           g_stop.store(true);
         }
       }
+      if (g_stop.load()) halt.store(true);
       if (g_stop.load() && exit_code.load() < 0) exit_code.store(1);
       std::this_thread::sleep_for(std::chrono::milliseconds(spec.cluster.heartbeat_interval_ms));
     }
@@ -123,13 +174,48 @@ int RunWorker(const WorkerOptions& options) {
       }
       coordinator.ReportFailure(v1::ROLE_SERVER, server, "RPCs to the server fail").IgnoreError();
     };
-    handling.cancelled = [] { return g_stop.load(); };
+    handling.cancelled = [&halt] { return g_stop.load() || halt.load(); };
     (*ps)->SetFailureHandling(std::move(handling));
     spdlog::info("{}: training {} steps against {} servers (epoch {})", sender, spec.job.steps,
                  map->servers_size(), map->epoch());
-    TrainingLoop loop(spec, options.id, ps->get(), model->get(), &board, &g_stop);
-    if (resuming) loop.ResumeAt(resume.step(), resume.reader_position());
-    return loop.Train();
+    while (true) {
+      TrainingLoop loop(spec, options.id, ps->get(), model->get(), &board, &halt);
+      if (resume_loop) loop.ResumeAt(resume_step, resume_position);
+      absl::Status trained = loop.Train();
+      if (g_stop.load() || rollback_wanted.load() <= rollback_handled.load()) return trained;
+      // A rollback: this worker pushes nothing more until every server has reloaded.
+      uint64_t generation = rollback_wanted.load();
+      board.Paused(generation);
+      spdlog::warn(
+          "{}: stopped for rollback {} (a server failed); waiting for every server to "
+          "reload the last checkpoint",
+          sender, generation);
+      v1::Rollback target;
+      while (true) {
+        if (g_stop.load()) return absl::CancelledError("worker interrupted");
+        {
+          std::lock_guard<std::mutex> lock(rollback_mu);
+          if (rollback_wanted.load() > generation) {  // another failure meanwhile
+            generation = rollback_wanted.load();
+            board.Paused(generation);
+          }
+          if (latest_rollback.generation() == generation && latest_rollback.ready()) {
+            target = latest_rollback;
+            rollback_handled.store(generation);
+            halt.store(false);
+            break;
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      resume_loop = true;
+      resume_step = target.step();
+      resume_position = std::max<int64_t>(target.reader_position(), 0);
+      board.Rewind(resume_step, resume_position);
+      spdlog::warn("{}: rolled back to {}: resuming after step {} at reader position {}{}", sender,
+                   target.dir(), resume_step, resume_position,
+                   target.reader_position() < 0 ? " (worker count differs: from the start)" : "");
+    }
   }();
 
   if (status.ok()) {

@@ -1,0 +1,248 @@
+#include "runtime/checkpoint_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <regex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/dlrm.h"
+#include "kernels/optimizers.h"
+#include "proto/ecps.grpc.pb.h"
+#include "runtime/rpc.h"
+
+namespace ecps {
+namespace fs = std::filesystem;
+
+absl::StatusOr<CheckpointLayout> CheckpointLayoutFor(const JobSpec& spec, int64_t step) {
+  auto model = Dlrm::Create(spec.model, 1);
+  if (!model.ok()) return model.status();
+  CheckpointLayout layout;
+  layout.job = spec.job.name;
+  layout.step = step;
+  layout.dim = spec.model.embedding_dim;
+  layout.payload_floats =
+      spec.model.embedding_dim + SparseStateFloats(spec.optimizer.sparse, spec.model.embedding_dim);
+  layout.sparse_optimizer = spec.optimizer.sparse.type;
+  layout.dense_optimizer = spec.optimizer.dense.type;
+  layout.table_rows = spec.model.table_rows;
+  for (const DenseTensorInfo& t : (*model)->tensors()) {
+    layout.dense_sizes.push_back(t.size);
+    layout.dense_state_floats.push_back(DenseStateFloats(spec.optimizer.dense, t.size));
+  }
+  return layout;
+}
+
+absl::StatusOr<std::string> ResolveCheckpointDir(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such checkpoint directory"));
+  }
+  static const std::regex kStep("step-[0-9]+");
+  static const std::regex kFile("(table-[0-9]+\\.rows|dense-[0-9]+\\.bin|MANIFEST\\.json)");
+  bool is_checkpoint = std::regex_match(fs::path(path).filename().string(), kStep);
+  for (const auto& entry : fs::directory_iterator(path, ec)) {
+    if (std::regex_match(entry.path().filename().string(), kFile)) is_checkpoint = true;
+  }
+  if (is_checkpoint) {
+    if (!fs::exists(fs::path(path) / "MANIFEST.json", ec)) {
+      return absl::NotFoundError(
+          absl::StrCat((fs::path(path) / "MANIFEST.json").string(), ": missing"));
+    }
+    return path;
+  }
+  return LatestCheckpoint(path);
+}
+
+absl::StatusOr<Manifest> OpenResumeCheckpoint(const JobSpec& spec, bool verify) {
+  auto dir = ResolveCheckpointDir(spec.job.resume_from);
+  if (!dir.ok()) return dir.status();
+  auto manifest = ReadManifest(*dir);
+  if (!manifest.ok()) return manifest.status();
+  auto layout = CheckpointLayoutFor(spec);
+  if (!layout.ok()) return layout.status();
+  if (absl::Status s = CheckLayoutMatches(*manifest, *layout); !s.ok()) return s;
+  if (verify) {
+    if (absl::Status s = VerifyCheckpoint(*dir); !s.ok()) return s;
+  }
+  return manifest;
+}
+
+v1::CheckpointReport SaveCheckpointOnServers(const std::vector<std::string>& addresses,
+                                             const std::string& token, uint64_t epoch,
+                                             int rpc_timeout_ms, const std::string& root,
+                                             CheckpointLayout layout,
+                                             const std::function<CheckpointProgress()>& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  v1::CheckpointReport report;
+  std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
+  for (const std::string& a : addresses) {
+    stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(a)));
+  }
+  RpcOptions options;
+  options.deadline_ms = std::max(rpc_timeout_ms, 60000);
+  auto freeze = [&](size_t s, bool on) {
+    v1::FreezeRequest req;
+    FillHeader(req.mutable_header(), token, epoch, "checkpoint");
+    req.set_freeze(on);
+    v1::FreezeResponse resp;
+    return CallWithRetry(
+        options, [&](grpc::ClientContext* ctx) { return stubs[s]->Freeze(ctx, req, &resp); });
+  };
+  std::string error;
+  size_t frozen = 0;
+  for (; frozen < stubs.size() && error.empty(); ++frozen) {
+    if (absl::Status s = freeze(frozen, true); !s.ok()) {
+      error = absl::StrCat("cannot freeze server ", frozen, ": ", s.ToString());
+    }
+  }
+  std::string tmp_dir;
+  if (error.empty()) {
+    // Every update the servers hold is in; nothing changes until the unfreeze.
+    CheckpointProgress p = progress();
+    layout.step = p.step;
+    report.set_step(p.step);
+    for (int64_t pos : p.reader_positions) report.add_reader_positions(pos);
+    auto begun = BeginCheckpoint(root, layout);
+    if (!begun.ok()) {
+      error = begun.status().ToString();
+    } else {
+      tmp_dir = *begun;
+    }
+  }
+  std::vector<v1::SaveCheckpointResponse> saved(stubs.size());
+  if (error.empty()) {
+    std::vector<absl::Status> results(stubs.size());
+    std::vector<std::thread> threads;
+    RpcOptions save_options = options;
+    save_options.deadline_ms = std::max(rpc_timeout_ms, 600000);  // a large table takes a while
+    save_options.max_attempts = 1;  // a retry would write rows twice into the partial sums
+    for (size_t s = 0; s < stubs.size(); ++s) {
+      threads.emplace_back([&, s] {
+        v1::SaveCheckpointRequest req;
+        FillHeader(req.mutable_header(), token, epoch, "checkpoint");
+        req.set_tmp_dir(tmp_dir);
+        results[s] = CallWithRetry(save_options, [&](grpc::ClientContext* ctx) {
+          return stubs[s]->SaveCheckpoint(ctx, req, &saved[s]);
+        });
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t s = 0; s < stubs.size() && error.empty(); ++s) {
+      if (!results[s].ok()) {
+        error = absl::StrCat("server ", s, " could not save: ", results[s].ToString());
+      }
+    }
+  }
+  if (error.empty()) {
+    const size_t tables = layout.table_rows.size();
+    std::vector<uint64_t> checksums(tables, 0);
+    std::vector<int64_t> rows(tables, 0);
+    std::vector<DenseEntry> dense(layout.dense_sizes.size());
+    std::vector<int> dense_seen(layout.dense_sizes.size(), 0);
+    int64_t bytes = 0;
+    for (size_t s = 0; s < saved.size() && error.empty(); ++s) {
+      const v1::SaveCheckpointResponse& r = saved[s];
+      if (static_cast<size_t>(r.table_checksums_size()) != tables ||
+          static_cast<size_t>(r.rows_written_size()) != tables) {
+        error = absl::StrCat("server ", s, " reported ", r.table_checksums_size(),
+                             " tables, the model has ", tables);
+        break;
+      }
+      for (size_t t = 0; t < tables; ++t) {
+        checksums[t] ^= r.table_checksums(t);
+        rows[t] += r.rows_written(t);
+      }
+      for (const v1::CheckpointDenseEntry& d : r.dense()) {
+        if (d.tensor() < 0 || static_cast<size_t>(d.tensor()) >= dense.size()) {
+          error = absl::StrCat("server ", s, " reported dense tensor ", d.tensor());
+          break;
+        }
+        dense[d.tensor()] = DenseEntry{d.version(), d.checksum()};
+        ++dense_seen[d.tensor()];
+      }
+      bytes += r.bytes();
+    }
+    for (size_t t = 0; t < tables && error.empty(); ++t) {
+      if (rows[t] != layout.table_rows[t]) {
+        error = absl::StrCat("table ", t, ": the servers wrote ", rows[t], " rows, it has ",
+                             layout.table_rows[t]);
+      }
+    }
+    for (size_t d = 0; d < dense.size() && error.empty(); ++d) {
+      if (dense_seen[d] != 1) {
+        error = absl::StrCat("dense tensor ", d, " was written ", dense_seen[d], " times");
+      }
+    }
+    if (error.empty()) {
+      std::vector<int64_t> positions(report.reader_positions().begin(),
+                                     report.reader_positions().end());
+      std::string final_dir;
+      absl::Status s = CommitCheckpoint(tmp_dir, layout, checksums, dense, positions, &final_dir);
+      if (!s.ok()) {
+        error = s.ToString();
+      } else {
+        report.set_dir(final_dir);
+        report.set_bytes(bytes);
+      }
+    }
+  }
+  for (size_t s = 0; s < frozen; ++s) {
+    if (absl::Status st = freeze(s, false); !st.ok() && error.empty()) {
+      error = absl::StrCat("cannot resume server ", s, ": ", st.ToString());
+    }
+  }
+  if (!error.empty() && !tmp_dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(tmp_dir, ec);  // never taken for a checkpoint anyway; do not leave it around
+  }
+  report.set_error(error);
+  report.set_done(error.empty());
+  report.set_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return report;
+}
+
+absl::StatusOr<v1::CheckpointReport> ReloadCheckpointOnServers(
+    const std::vector<std::string>& addresses, const std::string& token, uint64_t epoch,
+    int rpc_timeout_ms, const std::string& root) {
+  const auto start = std::chrono::steady_clock::now();
+  auto dir = LatestCheckpoint(root);
+  if (!dir.ok()) return dir.status();
+  auto manifest = ReadManifest(*dir);
+  if (!manifest.ok()) return manifest.status();
+  RpcOptions options;
+  options.deadline_ms = std::max(rpc_timeout_ms, 600000);
+  std::vector<absl::Status> results(addresses.size());
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < addresses.size(); ++s) {
+    threads.emplace_back([&, s] {
+      auto stub = v1::ParameterServer::NewStub(MakeChannel(addresses[s]));
+      v1::LoadCheckpointRequest req;
+      FillHeader(req.mutable_header(), token, epoch, "rollback");
+      req.set_dir(*dir);
+      v1::LoadCheckpointResponse resp;
+      results[s] = CallWithRetry(
+          options, [&](grpc::ClientContext* ctx) { return stub->LoadCheckpoint(ctx, req, &resp); });
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t s = 0; s < results.size(); ++s) {
+    if (!results[s].ok()) {
+      return absl::Status(results[s].code(), absl::StrCat("server ", s, " could not reload ", *dir,
+                                                          ": ", results[s].message()));
+    }
+  }
+  v1::CheckpointReport report;
+  report.set_done(true);
+  report.set_dir(*dir);
+  report.set_step(manifest->layout.step);
+  for (int64_t p : manifest->reader_positions) report.add_reader_positions(p);
+  report.set_seconds(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return report;
+}
+
+}  // namespace ecps
