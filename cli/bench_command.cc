@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "cli/launcher.h"
+#include "cli/python_script.h"
 #include "runtime/spec.h"
 #include "worker/local_trainer.h"
 
@@ -69,6 +70,112 @@ int RunThroughputBench(const std::string& spec_path, const std::string& output_d
       "  \"ratio\": %.4f\n}\n",
       spec_path, spec->job.steps, spec->data.batch_size, local_rate, ps_rate, ratio);
   return 0;
+}
+
+int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir) {
+  auto loaded = LoadSpecFile(spec_path);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "ecps: invalid spec:\n%s\n",
+                 std::string(loaded.status().message()).c_str());
+    return 2;
+  }
+  const JobSpec base = *loaded;
+  const std::filesystem::path out =
+      output_dir.empty() ? std::filesystem::path(base.job.output_dir) / "bench-recovery"
+                         : std::filesystem::path(output_dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) {
+    std::fprintf(stderr, "ecps: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
+    return 2;
+  }
+  // The failure every faulty run gets.
+  FaultSpec fault;
+  fault.action = "kill_server";
+  fault.target = std::min(1, base.cluster.servers - 1);
+  fault.at_step = std::max<int64_t>(1, base.job.steps * 2 / 5);
+  for (const FaultSpec& f : base.faults) {
+    if (f.action == "kill_server") {
+      fault = f;
+      break;
+    }
+  }
+  const int k = base.fault_tolerance.mode == "erasure_code" ? base.fault_tolerance.k : 4;
+  const int r = std::max(1, base.fault_tolerance.r);
+  // Checkpoint intervals: the spec's, else a tenth of the job, and twice that.
+  int64_t interval = base.fault_tolerance.checkpoint.interval_steps > 0
+                         ? base.fault_tolerance.checkpoint.interval_steps
+                         : std::max<int64_t>(1, base.job.steps / 10);
+  struct Variant {
+    std::string name;
+    std::string mode;
+    int64_t interval;
+    bool fault;
+  };
+  const std::vector<Variant> variants = {
+      {"none", "none", 0, false},
+      {"erasure_code", "erasure_code", 0, true},
+      {"replication", "replication", 0, true},
+      {"checkpoint-" + std::to_string(interval), "checkpoint", interval, true},
+      {"checkpoint-" + std::to_string(2 * interval), "checkpoint", 2 * interval, true},
+  };
+  std::vector<std::string> dirs;
+  int failed = 0;
+  for (const Variant& v : variants) {
+    JobSpec spec = base;
+    spec.job.name = base.job.name + "-" + v.name;
+    spec.job.output_dir = (out / v.name).string();
+    spec.fault_tolerance.mode = v.mode;
+    spec.fault_tolerance.k = v.mode == "erasure_code" ? k : 1;
+    spec.fault_tolerance.r = r;
+    spec.fault_tolerance.dense_replicas =
+        v.mode == "erasure_code" || v.mode == "replication" ? r : 0;
+    spec.fault_tolerance.checkpoint.interval_steps = v.interval;
+    spec.fault_tolerance.checkpoint.interval_seconds = 0;
+    spec.fault_tolerance.checkpoint.dir = (out / v.name / "checkpoints").string();
+    spec.cluster.servers = std::max(base.cluster.servers, k + r);
+    spec.cluster.spares = v.fault ? std::max(1, base.cluster.spares) : 0;
+    spec.monitoring.progress = false;
+    spec.faults.clear();
+    if (v.fault) spec.faults.push_back(fault);
+    const std::filesystem::path file = out / (v.name + ".yaml");
+    {
+      std::ofstream f(file);
+      f << SpecToYaml(spec);
+    }
+    if (auto check = LoadSpecFile(file.string()); !check.ok()) {
+      std::fprintf(stderr, "ecps bench: the %s variant is not a valid job:\n%s\n",
+                   v.name.c_str(), std::string(check.status().message()).c_str());
+      return 2;
+    }
+    std::printf("ecps bench: %s%s\n", v.name.c_str(),
+                v.fault ? (" with " + fault.action + " of server " + std::to_string(fault.target) +
+                           " at step " + std::to_string(fault.at_step))
+                              .c_str()
+                        : " (no failure: the steady-state reference)");
+    std::fflush(stdout);
+    RunFlags flags;
+    flags.spec_path = file.string();
+    flags.output_dir = spec.job.output_dir;
+    flags.progress = false;
+    if (RunJob(flags) != 0) {
+      std::fprintf(stderr, "ecps bench: the %s run failed (logs in %s/logs)\n", v.name.c_str(),
+                   spec.job.output_dir.c_str());
+      ++failed;
+    }
+    dirs.push_back(v.name);
+  }
+  std::vector<std::string> args = {out.string()};
+  args.insert(args.end(), dirs.begin(), dirs.end());
+  absl::Status reported =
+      RunPythonScript("recovery_report.py", args, (out / "report.log").string());
+  if (!reported.ok()) {
+    std::fprintf(stderr, "ecps bench: no report: %s\n", std::string(reported.message()).c_str());
+    return 1;
+  }
+  std::printf("ecps bench: report %s/report.md, plot %s/timelines.png\n", out.c_str(),
+              out.c_str());
+  return failed == 0 ? 0 : 1;
 }
 
 }  // namespace ecps

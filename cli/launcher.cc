@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/process_group.h"
+#include "cli/python_script.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint_job.h"
@@ -699,56 +700,13 @@ class Job {
     std::fflush(stdout);
   }
 
-  // deploy/plot_timeline.py: next to the source tree this binary was built from, or
-  // $ECPS_PLOT_SCRIPT.
-  std::string PlotScript() const {
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("ECPS_PLOT_SCRIPT")) candidates.push_back(env);
-#ifdef ECPS_SOURCE_DIR
-    candidates.push_back(std::string(ECPS_SOURCE_DIR) + "/deploy/plot_timeline.py");
-#endif
-    const fs::path exe(self_);
-    candidates.push_back((exe.parent_path() / "../../deploy/plot_timeline.py").string());
-    candidates.push_back("deploy/plot_timeline.py");
-    for (const auto& c : candidates) {
-      std::error_code ec;
-      if (fs::exists(c, ec)) return c;
-    }
-    return "";
-  }
-
   void PlotTimeline() {
-    const std::string script = PlotScript();
-    if (script.empty()) {
-      std::printf("ecps: no timeline plot: deploy/plot_timeline.py not found (set "
-                  "ECPS_PLOT_SCRIPT)\n");
-      return;
-    }
-    auto quote = [](const std::string& x) {
-      std::string q = "'";
-      for (char c : x) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      return q + "'";
-    };
-    const std::string log = Log("plot");
-    // Debian's python3-matplotlib lives under /usr/bin/python3 (PATH may name another one).
-    std::string python = "python3";
-    if (const char* env = std::getenv("ECPS_PYTHON")) {
-      python = env;
-    } else if (std::error_code ec; fs::exists("/usr/bin/python3", ec)) {
-      python = "/usr/bin/python3";
-    }
-    const std::string command = quote(python) + " " + quote(script) + " " + quote(out_) + " > " +
-                                quote(log) + " 2>&1";
-    const int rc = std::system(command.c_str());
     const std::string png = (fs::path(out_) / "timeline.png").string();
-    if (rc == 0 && fs::exists(png)) {
+    absl::Status plotted = RunPythonScript("plot_timeline.py", {out_}, Log("plot"));
+    if (plotted.ok() && fs::exists(png)) {
       std::printf("ecps: throughput timeline plot %s\n", png.c_str());
     } else {
-      std::string why = TailFile(log, 1);
-      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-      while (!why.empty() && why.front() == ' ') why.erase(0, 1);
-      std::printf("ecps: no timeline plot: %s\n",
-                  why.empty() ? "python3 is not available" : why.c_str());
+      std::printf("ecps: no timeline plot: %s\n", std::string(plotted.message()).c_str());
     }
     std::fflush(stdout);
   }

@@ -28,6 +28,8 @@ constexpr char kUsage[] =
     "      start a whole job on this machine (coordinator, servers, workers), train, report\n"
     "  bench throughput SPEC.yaml [--output DIR]\n"
     "      the same job in-process (no servers) and under `ecps run`; prints the ratio\n"
+    "  bench recovery SPEC.yaml [--output DIR]\n"
+    "      the same failure under erasure_code, replication and checkpoint; a report\n"
     "  checkpoint ADDR\n"
     "      save a checkpoint of a running job now (to fault_tolerance.checkpoint.dir)\n"
     "  scrub ADDR\n"
@@ -149,10 +151,13 @@ int Main(int argc, char** argv) {
   }
   if (command == "bench") {
     if (!a.Only({"output"})) return UsageError(a.error);
-    if (a.positional.size() != 2 || a.positional[0] != "throughput") {
-      return UsageError("usage: ecps bench throughput SPEC.yaml [--output DIR]");
+    if (a.positional.size() == 2 && a.positional[0] == "throughput") {
+      return RunThroughputBench(a.positional[1], a.Get("output"));
     }
-    return RunThroughputBench(a.positional[1], a.Get("output"));
+    if (a.positional.size() == 2 && a.positional[0] == "recovery") {
+      return RunRecoveryBench(a.positional[1], a.Get("output"));
+    }
+    return UsageError("usage: ecps bench throughput|recovery SPEC.yaml [--output DIR]");
   }
   if (command == "checkpoint") {
     if (!a.Only({"token"})) return UsageError(a.error);
