@@ -12,61 +12,16 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "tests/ecps_process.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
 namespace {
 
+using namespace testing_process;  // NOLINT: TempDir, ReadFile, Start, WaitFor
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-fs::path TempDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("ecps_e2e_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Starts `ecps ARGS...` with stdout/stderr in `log`; returns its pid.
-pid_t Start(const std::vector<std::string>& args, const fs::path& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    std::string bin = ECPS_BINARY;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    FILE* f = freopen(log.c_str(), "w", stdout);
-    (void)f;
-    dup2(STDOUT_FILENO, STDERR_FILENO);
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-// Waits for `pid` up to `timeout`; returns its wait status, or -1 on timeout.
-int WaitFor(pid_t pid, std::chrono::seconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    int status = 0;
-    if (waitpid(pid, &status, WNOHANG) == pid) return status;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
 
 std::string Spec(const std::string& name, int steps, int workers, const std::string& extra = "",
                  int servers = 2) {

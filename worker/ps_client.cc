@@ -140,18 +140,23 @@ PsClient::PsClient(Placement placement, int dim, std::vector<int64_t> dense_size
 
 PsClient::~PsClient() = default;
 
-absl::Status PsClient::PullRows(const UniqueIds& ids,
-                                std::vector<std::vector<float>>* rows_data) {
-  const int servers = placement_.servers();
+PsClient::Route PsClient::RouteRows(const UniqueIds& ids) const {
   const int tables = static_cast<int>(ids.rows.size());
-  std::vector<std::vector<std::vector<int32_t>>> route(
-      servers, std::vector<std::vector<int32_t>>(tables));
+  Route route(placement_.servers(), std::vector<std::vector<int32_t>>(tables));
   for (int t = 0; t < tables; ++t) {
     for (size_t i = 0; i < ids.rows[t].size(); ++i) {
       route[placement_.DataLocation(t, ids.rows[t][i]).server][t].push_back(
           static_cast<int32_t>(i));
     }
   }
+  return route;
+}
+
+absl::Status PsClient::PullRows(const UniqueIds& ids,
+                                std::vector<std::vector<float>>* rows_data) {
+  const int servers = placement_.servers();
+  const int tables = static_cast<int>(ids.rows.size());
+  const Route route = RouteRows(ids);
   std::vector<v1::PullRequest> requests(servers);
   std::vector<int> targets;
   for (int s = 0; s < servers; ++s) {
@@ -205,14 +210,7 @@ absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<
                             const std::vector<std::vector<float>>& dense_grads) {
   const int servers = placement_.servers();
   const int tables = static_cast<int>(ids.rows.size());
-  std::vector<std::vector<std::vector<int32_t>>> route(
-      servers, std::vector<std::vector<int32_t>>(tables));
-  for (int t = 0; t < tables; ++t) {
-    for (size_t i = 0; i < ids.rows[t].size(); ++i) {
-      route[placement_.DataLocation(t, ids.rows[t][i]).server][t].push_back(
-          static_cast<int32_t>(i));
-    }
-  }
+  const Route route = RouteRows(ids);
   std::vector<v1::PushRequest> sparse(servers);
   std::vector<v1::PushDenseRequest> dense(servers);
   std::vector<int> sparse_targets, dense_targets;

@@ -70,6 +70,9 @@ class PsClient {
   PsClient(Placement placement, int dim, std::vector<int64_t> dense_sizes,
            std::unique_ptr<Impl> impl);
 
+  // For each server, for each table, the positions in ids.rows[table] of the rows it holds.
+  using Route = std::vector<std::vector<std::vector<int32_t>>>;
+  Route RouteRows(const UniqueIds& ids) const;
   // Re-reads the map: new addresses and a newer epoch. Thread-safe.
   void Refresh();
   template <typename Request, typename Response, typename StartFn>

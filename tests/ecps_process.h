@@ -1,0 +1,76 @@
+// Helpers for end-to-end tests that run the real `ecps` binary (ECPS_BINARY): a fresh temp
+// folder, reading files, starting `ecps ...` with its output in a log, and waiting for it
+// with a deadline.
+#ifndef ECPS_TESTS_ECPS_PROCESS_H_
+#define ECPS_TESTS_ECPS_PROCESS_H_
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ecps {
+namespace testing_process {
+
+namespace fs = std::filesystem;
+
+// An empty folder unique to this test process: <tmp>/ecps_<name>_<pid>.
+inline fs::path TempDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("ecps_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+inline std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Starts `ecps ARGS...` with stdout and stderr in `log`; returns its pid.
+inline pid_t Start(const std::vector<std::string>& args, const fs::path& log) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    std::string bin = ECPS_BINARY;
+    argv.push_back(bin.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    FILE* f = freopen(log.c_str(), "w", stdout);
+    (void)f;
+    dup2(STDOUT_FILENO, STDERR_FILENO);
+    execv(bin.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits for `pid` to exit, up to `timeout`; returns its wait status, or -1 on timeout (then
+// it is killed, and a launcher takes its children with it).
+inline int WaitFor(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  return -1;
+}
+
+}  // namespace testing_process
+}  // namespace ecps
+
+#endif  // ECPS_TESTS_ECPS_PROCESS_H_
