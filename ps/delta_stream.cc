@@ -33,6 +33,12 @@ DeltaStreams::~DeltaStreams() {
 
 uint64_t DeltaStreams::Enqueue(int peer, int table, int64_t stripe, int j, const uint8_t* delta,
                                size_t len) {
+  Batch batch;
+  batch.Add(table, stripe, j, delta, len);
+  return EnqueueBatch(peer, batch);
+}
+
+uint64_t DeltaStreams::EnqueueBatch(int peer, const Batch& batch) {
   Stream& s = *streams_[peer];
   std::unique_lock<std::mutex> lock(s.mu);
   if (options_.window > 0) {
@@ -40,8 +46,11 @@ uint64_t DeltaStreams::Enqueue(int peer, int table, int64_t stripe, int j, const
       return stopping_.load() || s.enqueued - s.acked < static_cast<uint64_t>(options_.window);
     });
   }
-  s.pending.push_back(Entry{table, stripe, j, std::string(reinterpret_cast<const char*>(delta), len)});
-  uint64_t ticket = ++s.enqueued;
+  s.pending.insert(s.pending.end(), batch.entries.begin(), batch.entries.end());
+  s.pending_data.append(batch.data);
+  s.len = batch.len;
+  s.enqueued += batch.entries.size();
+  const uint64_t ticket = s.enqueued;
   lock.unlock();
   s.cv.notify_all();
   return ticket;
@@ -97,29 +106,44 @@ void DeltaStreams::SenderLoop(int peer) {
       std::unique_lock<std::mutex> lock(s.mu);
       s.cv.wait(lock, [&] { return stopping_.load() || !s.pending.empty(); });
       if (stopping_.load()) return;
-      // Take what is pending (up to a batch) and coalesce deltas to the same parity row.
+      // Take what is pending (up to a batch) and coalesce deltas to the same parity row,
+      // packed back to back: a 16-byte header (table, j, stripe) then the delta.
       size_t take = std::min(s.pending.size(), static_cast<size_t>(options_.max_batch_deltas));
+      const size_t len = s.len;
       batch.Clear();
       batch.set_from_server(self_);
       batch.set_sender_instance(options_.instance);
       batch.set_seq(s.next_seq++);
-      absl::flat_hash_map<std::tuple<int, int64_t, int>, int> index;
+      batch.set_delta_bytes(static_cast<int32_t>(len));
+      std::string* packed = batch.mutable_packed();
+      packed->reserve(take * (16 + len));
+      absl::flat_hash_map<std::tuple<int, int64_t, int>, size_t> index;
       for (size_t i = 0; i < take; ++i) {
-        Entry& e = s.pending[i];
-        auto [it, inserted] = index.try_emplace(std::make_tuple(e.table, e.stripe, e.j),
-                                                batch.deltas_size());
+        const Batch::Entry& e = s.pending[i];
+        const char* delta = s.pending_data.data() + i * len;
+        auto [it, inserted] =
+            index.try_emplace(std::make_tuple(e.table, e.stripe, e.j), packed->size() + 16);
         if (inserted) {
-          v1::ParityDelta* d = batch.add_deltas();
-          d->set_table(e.table);
-          d->set_stripe(e.stripe);
-          d->set_j(e.j);
-          d->set_delta(std::move(e.delta));
+          char header[16];
+          int32_t table = e.table, j = e.j;
+          int64_t stripe = e.stripe;
+          std::memcpy(header, &table, 4);
+          std::memcpy(header + 4, &j, 4);
+          std::memcpy(header + 8, &stripe, 8);
+          packed->append(header, 16);
+          packed->append(delta, len);
         } else {
-          std::string* acc = batch.mutable_deltas(it->second)->mutable_delta();
-          for (size_t b = 0; b < acc->size() && b < e.delta.size(); ++b) (*acc)[b] ^= e.delta[b];
+          char* acc = packed->data() + it->second;
+          for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
         }
       }
-      s.pending.erase(s.pending.begin(), s.pending.begin() + take);
+      if (take == s.pending.size()) {
+        s.pending.clear();
+        s.pending_data.clear();
+      } else {
+        s.pending.erase(s.pending.begin(), s.pending.begin() + take);
+        s.pending_data.erase(0, take * len);
+      }
       last_ticket = s.acked + take;
     }
     int backoff_ms = options_.initial_backoff_ms;

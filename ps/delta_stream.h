@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -55,10 +56,30 @@ class DeltaStreams {
                std::function<void(v1::ParityDeltaBatch*)> header);
   ~DeltaStreams();  // stops the sender threads; unsent deltas are dropped
 
+  // Deltas headed for one parity server, gathered before they are queued in one go.
+  struct Batch {
+    struct Entry {
+      int table;
+      int j;
+      int64_t stripe;
+    };
+    std::vector<Entry> entries;
+    std::string data;  // the deltas back to back, `len` bytes each
+    size_t len = 0;
+    void Add(int table, int64_t stripe, int j, const uint8_t* delta, size_t bytes) {
+      entries.push_back(Entry{table, j, stripe});
+      data.append(reinterpret_cast<const char*>(delta), bytes);
+      len = bytes;
+    }
+  };
+
   // Queues a delta for parity server `peer`; returns its ticket. Blocks for backpressure
   // when options.window is set and the stream is that far behind.
   uint64_t Enqueue(int peer, int table, int64_t stripe, int j, const uint8_t* delta,
                    size_t len);
+  // Queues every delta of `batch` (all of one length) under one lock; returns the ticket of
+  // the last. Backpressure as for Enqueue.
+  uint64_t EnqueueBatch(int peer, const Batch& batch);
   // Waits until `peer` acknowledged every delta up to `ticket`; DEADLINE_EXCEEDED after
   // `timeout`, CANCELLED when stopping.
   absl::Status WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout);
@@ -70,16 +91,12 @@ class DeltaStreams {
   int64_t batches_sent() const { return batches_sent_.load(std::memory_order_relaxed); }
 
  private:
-  struct Entry {
-    int table;
-    int64_t stripe;
-    int j;
-    std::string delta;
-  };
   struct Stream {
     std::mutex mu;
     std::condition_variable cv;
-    std::vector<Entry> pending;
+    std::vector<Batch::Entry> pending;  // with their deltas back to back in pending_data
+    std::string pending_data;
+    size_t len = 0;
     uint64_t enqueued = 0;
     uint64_t acked = 0;
     uint64_t next_seq = 1;

@@ -163,6 +163,9 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
   const int k = placement.k(), r = placement.r();
   DeltaStreams* streams = parts_.streams.get();
   std::vector<uint64_t> tickets(streams != nullptr ? placement.servers() : 0, 0);
+  // Deltas are gathered per parity server and queued once per push.
+  std::vector<DeltaStreams::Batch> outgoing(streams != nullptr ? placement.servers() : 0);
+  absl::Status status;
   std::vector<float> grads;
   for (int i = 0; i < request.tables_size(); ++i) {
     const v1::TableRows& t = request.tables(i);
@@ -175,14 +178,19 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
         int64_t stripe = row / k;
         int j = static_cast<int>(row % k);
         for (int q = 0; q < r; ++q) {
-          int peer = placement.ServerOf(table, stripe, k + q);
-          tickets[peer] = streams->Enqueue(peer, table, stripe, j, delta, len);
+          outgoing[placement.ServerOf(table, stripe, k + q)].Add(table, stripe, j, delta, len);
         }
       };
     }
-    absl::Status s = parts_.embeddings->Push(t.table(), RowsOf(t), grads.data(), sink);
-    if (!s.ok()) return s;
+    status = parts_.embeddings->Push(t.table(), RowsOf(t), grads.data(), sink);
+    if (!status.ok()) break;  // rows already applied still send their deltas below
   }
+  for (size_t peer = 0; peer < outgoing.size(); ++peer) {
+    if (!outgoing[peer].entries.empty()) {
+      tickets[peer] = streams->EnqueueBatch(static_cast<int>(peer), outgoing[peer]);
+    }
+  }
+  if (!status.ok()) return status;
   if (streams != nullptr && parts_.ack_after_parity) {
     for (size_t peer = 0; peer < tickets.size(); ++peer) {
       if (tickets[peer] == 0) continue;
@@ -368,18 +376,54 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
         " out of order: applied up to ", applied));
   }
   const int k = parts_.embeddings->placement().k();
+  const size_t bytes = parts_.parity->payload_bytes();
+  struct Delta {
+    int table;
+    int j;
+    int64_t stripe;
+    const uint8_t* data;
+  };
+  std::vector<Delta> deltas;
+  deltas.reserve(batch.deltas_size());
   for (const v1::ParityDelta& d : batch.deltas()) {
-    auto q = parts_.parity->ParityIndex(d.table(), d.stripe());
-    if (!q.ok()) return q.status();
-    if (d.j() < 0 || d.j() >= k || d.delta().size() != parts_.parity->payload_bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat("bad parity delta for table ", d.table(),
-                                                     " stripe ", d.stripe()));
+    if (d.delta().size() != bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("parity delta of ", d.delta().size(),
+                                                     " bytes, expected ", bytes));
+    }
+    deltas.push_back(Delta{d.table(), d.j(), d.stripe(),
+                           reinterpret_cast<const uint8_t*>(d.delta().data())});
+  }
+  if (!batch.packed().empty()) {
+    const size_t record = 16 + bytes;
+    if (static_cast<size_t>(batch.delta_bytes()) != bytes || batch.packed().size() % record != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "packed parity deltas of ", batch.delta_bytes(), " bytes in ", batch.packed().size(),
+          " bytes; expected ", bytes, "-byte deltas"));
+    }
+    const char* p = batch.packed().data();
+    for (size_t off = 0; off < batch.packed().size(); off += record) {
+      Delta d;
+      int32_t table, j;
+      std::memcpy(&table, p + off, 4);
+      std::memcpy(&j, p + off + 4, 4);
+      std::memcpy(&d.stripe, p + off + 8, 8);
+      d.table = table;
+      d.j = j;
+      d.data = reinterpret_cast<const uint8_t*>(p + off + 16);
+      deltas.push_back(d);
     }
   }
-  for (const v1::ParityDelta& d : batch.deltas()) {
-    absl::Status s = parts_.parity->Apply(d.table(), d.stripe(), d.j(),
-                                          reinterpret_cast<const uint8_t*>(d.delta().data()),
-                                          d.delta().size());
+  for (const Delta& d : deltas) {
+    auto q = parts_.parity->ParityIndex(d.table, d.stripe);
+    if (!q.ok()) return q.status();
+    if (d.j < 0 || d.j >= k) {
+      return absl::InvalidArgumentError(absl::StrCat("bad data position ", d.j,
+                                                     " in a parity delta for table ", d.table,
+                                                     " stripe ", d.stripe));
+    }
+  }
+  for (const Delta& d : deltas) {
+    absl::Status s = parts_.parity->Apply(d.table, d.stripe, d.j, d.data, bytes);
     if (!s.ok()) return s;
   }
   {
