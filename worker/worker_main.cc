@@ -59,6 +59,16 @@ int RunWorker(const WorkerOptions& options) {
   // partition at its saved reader position when the worker count is the checkpoint's.
   int64_t resume_step = resume.step();
   int64_t resume_position = resume.reader_position();
+  // A checkpoint records one step (the slowest worker's) but every worker's own reader
+  // position. Where a position counts whole batches (synthetic data), it gives this worker's
+  // own step, so a worker that was ahead does not train its extra batches twice.
+  auto own_step = [&spec](int64_t step, int64_t position) {
+    const int64_t batch = spec.data.batch_size;
+    if (spec.data.source == "synthetic" && position > 0 && position % batch == 0) {
+      return position / batch;
+    }
+    return step;
+  };
   bool resume_loop = resuming;
   if (!resuming && !spec.job.resume_from.empty()) {
     auto dir = ResolveCheckpointDir(spec.job.resume_from);
@@ -71,6 +81,7 @@ int RunWorker(const WorkerOptions& options) {
     resume_position = 0;
     if (static_cast<int>(manifest->reader_positions.size()) == spec.cluster.workers) {
       resume_position = manifest->reader_positions[options.id];
+      resume_step = own_step(resume_step, resume_position);
       spdlog::info("{}: resuming from {} after step {} at reader position {}", sender, *dir,
                    resume_step, resume_position);
     } else {
@@ -209,8 +220,8 @@ int RunWorker(const WorkerOptions& options) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
       resume_loop = true;
-      resume_step = target.step();
       resume_position = std::max<int64_t>(target.reader_position(), 0);
+      resume_step = own_step(target.step(), resume_position);
       board.Rewind(resume_step, resume_position);
       spdlog::warn("{}: rolled back to {}: resuming after step {} at reader position {}{}", sender,
                    target.dir(), resume_step, resume_position,
