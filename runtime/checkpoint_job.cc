@@ -11,6 +11,7 @@
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
 #include "proto/ecps.grpc.pb.h"
+#include "runtime/frozen_servers.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -83,21 +84,8 @@ v1::CheckpointReport SaveCheckpointOnServers(const std::vector<std::string>& add
   }
   RpcOptions options;
   options.deadline_ms = std::max(rpc_timeout_ms, 60000);
-  auto freeze = [&](size_t s, bool on) {
-    v1::FreezeRequest req;
-    FillHeader(req.mutable_header(), token, epoch, "checkpoint");
-    req.set_freeze(on);
-    v1::FreezeResponse resp;
-    return CallWithRetry(
-        options, [&](grpc::ClientContext* ctx) { return stubs[s]->Freeze(ctx, req, &resp); });
-  };
-  std::string error;
-  size_t frozen = 0;
-  for (; frozen < stubs.size() && error.empty(); ++frozen) {
-    if (absl::Status s = freeze(frozen, true); !s.ok()) {
-      error = absl::StrCat("cannot freeze server ", frozen, ": ", s.ToString());
-    }
-  }
+  FrozenServers frozen(stubs, token, epoch, "checkpoint", options);
+  std::string error = frozen.error();
   std::string tmp_dir;
   if (error.empty()) {
     // Every update the servers hold is in; nothing changes until the unfreeze.
@@ -189,11 +177,7 @@ v1::CheckpointReport SaveCheckpointOnServers(const std::vector<std::string>& add
       }
     }
   }
-  for (size_t s = 0; s < frozen; ++s) {
-    if (absl::Status st = freeze(s, false); !st.ok() && error.empty()) {
-      error = absl::StrCat("cannot resume server ", s, ": ", st.ToString());
-    }
-  }
+  if (absl::Status st = frozen.Resume(); !st.ok() && error.empty()) error = st.ToString();
   if (!error.empty() && !tmp_dir.empty()) {
     std::error_code ec;
     fs::remove_all(tmp_dir, ec);  // never taken for a checkpoint anyway; do not leave it around

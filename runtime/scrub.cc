@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/ecps.grpc.pb.h"
+#include "runtime/frozen_servers.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -20,22 +21,8 @@ v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const st
   }
   RpcOptions options;
   options.deadline_ms = std::max(rpc_timeout_ms, 60000);
-  auto freeze = [&](size_t s, bool on) {
-    v1::FreezeRequest req;
-    FillHeader(req.mutable_header(), token, epoch, "scrub");
-    req.set_freeze(on);
-    v1::FreezeResponse resp;
-    return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
-      return stubs[s]->Freeze(ctx, req, &resp);
-    });
-  };
-  size_t frozen = 0;
-  std::string error;
-  for (; frozen < stubs.size() && error.empty(); ++frozen) {
-    if (absl::Status s = freeze(frozen, true); !s.ok()) {
-      error = absl::StrCat("cannot freeze server ", frozen, ": ", s.ToString());
-    }
-  }
+  FrozenServers frozen(stubs, token, epoch, "scrub", options);
+  std::string error = frozen.error();
   // Parity.
   for (size_t s = 0; s < stubs.size() && error.empty(); ++s) {
     v1::ScrubParityRequest req;
@@ -87,11 +74,7 @@ v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const st
       }
     }
   }
-  for (size_t s = 0; s < frozen; ++s) {
-    if (absl::Status st = freeze(s, false); !st.ok() && error.empty()) {
-      error = absl::StrCat("cannot resume server ", s, ": ", st.ToString());
-    }
-  }
+  if (absl::Status st = frozen.Resume(); !st.ok() && error.empty()) error = st.ToString();
   report.set_error(error);
   report.set_done(true);
   report.set_clean(error.empty() && report.parity_mismatches() == 0 &&

@@ -1,0 +1,45 @@
+#include "runtime/frozen_servers.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ecps {
+
+FrozenServers::FrozenServers(const std::vector<std::unique_ptr<v1::ParameterServer::Stub>>& stubs,
+                             std::string token, uint64_t epoch, std::string sender,
+                             RpcOptions options)
+    : stubs_(stubs),
+      token_(std::move(token)),
+      epoch_(epoch),
+      sender_(std::move(sender)),
+      options_(options) {
+  for (; frozen_ < stubs_.size(); ++frozen_) {
+    if (absl::Status s = Freeze(frozen_, true); !s.ok()) {
+      error_ = absl::StrCat("cannot freeze server ", frozen_, ": ", s.ToString());
+      break;
+    }
+  }
+}
+
+absl::Status FrozenServers::Freeze(size_t server, bool on) {
+  v1::FreezeRequest req;
+  FillHeader(req.mutable_header(), token_, epoch_, sender_);
+  req.set_freeze(on);
+  v1::FreezeResponse resp;
+  return CallWithRetry(options_, [&](grpc::ClientContext* ctx) {
+    return stubs_[server]->Freeze(ctx, req, &resp);
+  });
+}
+
+absl::Status FrozenServers::Resume() {
+  absl::Status first;
+  for (size_t s = 0; s < frozen_; ++s) {
+    if (absl::Status st = Freeze(s, false); !st.ok() && first.ok()) {
+      first = absl::Status(st.code(), absl::StrCat("cannot resume server ", s, ": ",
+                                                   st.message()));
+    }
+  }
+  frozen_ = 0;
+  return first;
+}
+
+}  // namespace ecps
