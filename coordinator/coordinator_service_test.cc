@@ -22,7 +22,7 @@ using testing::WorkerRegistration;
 
 constexpr absl::Duration kTimeout = absl::Milliseconds(1500);  // TestSpec's heartbeat timeout
 
-class CoordinatorServiceTest : public ::testing::Test {
+class CoordinatorServiceTest : public testing::CoordinatorServiceFixture {
  protected:
   void Make(int servers, int workers, CoordinatorServiceOptions options = {}) {
     auto created = CoordinatorService::Create(TestSpec(servers, workers), kToken, &clock_, options);
@@ -30,26 +30,8 @@ class CoordinatorServiceTest : public ::testing::Test {
     service_ = std::move(created).value();
   }
 
-  v1::RegisterResponse Register(const v1::RegisterRequest& request) {
-    v1::RegisterResponse response;
-    absl::Status status = service_->Register(request, &response);
-    EXPECT_TRUE(status.ok()) << status;
-    return response;
-  }
 
-  v1::HeartbeatResponse Beat(const v1::HeartbeatRequest& request) {
-    v1::HeartbeatResponse response;
-    absl::Status status = service_->Heartbeat(request, &response);
-    EXPECT_TRUE(status.ok()) << status;
-    return response;
-  }
 
-  v1::StatusResponse Status() {
-    v1::StatusResponse response;
-    absl::Status status = service_->Status(StatusQuery(), &response);
-    EXPECT_TRUE(status.ok()) << status;
-    return response;
-  }
 
   v1::NodeState StateOf(v1::Role role, int id) {
     const v1::StatusResponse status = Status();
@@ -78,8 +60,6 @@ class CoordinatorServiceTest : public ::testing::Test {
     }
   }
 
-  FakeClock clock_;
-  std::unique_ptr<CoordinatorService> service_;
 };
 
 TEST_F(CoordinatorServiceTest, RejectsUnusableSpecs) {

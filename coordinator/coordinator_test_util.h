@@ -2,9 +2,13 @@
 #ifndef ECPS_COORDINATOR_COORDINATOR_TEST_UTIL_H_
 #define ECPS_COORDINATOR_COORDINATOR_TEST_UTIL_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/clock.h"
+#include "coordinator/coordinator_service.h"
+#include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "runtime/rpc.h"
 #include "runtime/spec.h"
@@ -95,6 +99,35 @@ inline v1::StatusRequest StatusQuery(const std::string& token = kToken) {
   FillHeader(request.mutable_header(), token, 0, "cli");
   return request;
 }
+
+// A fixture holding a CoordinatorService on a fake clock, with calls that expect success.
+// Tests create service_ themselves (each with its own spec and handlers).
+class CoordinatorServiceFixture : public ::testing::Test {
+ protected:
+  v1::RegisterResponse Register(const v1::RegisterRequest& request) {
+    v1::RegisterResponse response;
+    absl::Status status = service_->Register(request, &response);
+    EXPECT_TRUE(status.ok()) << status;
+    return response;
+  }
+
+  v1::HeartbeatResponse Beat(const v1::HeartbeatRequest& request) {
+    v1::HeartbeatResponse response;
+    absl::Status status = service_->Heartbeat(request, &response);
+    EXPECT_TRUE(status.ok()) << status;
+    return response;
+  }
+
+  v1::StatusResponse Status() {
+    v1::StatusResponse response;
+    absl::Status status = service_->Status(StatusQuery(), &response);
+    EXPECT_TRUE(status.ok()) << status;
+    return response;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<CoordinatorService> service_;
+};
 
 }  // namespace ecps::testing
 

@@ -22,7 +22,7 @@ using testing::WorkerRegistration;
 
 constexpr absl::Duration kTimeout = absl::Milliseconds(1500);
 
-class RecoveryTest : public ::testing::Test {
+class RecoveryTest : public testing::CoordinatorServiceFixture {
  protected:
   // An erasure_code (2, 1) job on `servers` servers with `spares` spares registered; the dead
   // server handler is the one coordinator_main installs.
@@ -62,23 +62,6 @@ class RecoveryTest : public ::testing::Test {
     ASSERT_EQ(service_->phase(), v1::JOB_RUNNING);
   }
 
-  v1::RegisterResponse Register(const v1::RegisterRequest& request) {
-    v1::RegisterResponse response;
-    absl::Status status = service_->Register(request, &response);
-    EXPECT_TRUE(status.ok()) << status;
-    return response;
-  }
-  v1::HeartbeatResponse Beat(const v1::HeartbeatRequest& request) {
-    v1::HeartbeatResponse response;
-    absl::Status status = service_->Heartbeat(request, &response);
-    EXPECT_TRUE(status.ok()) << status;
-    return response;
-  }
-  v1::StatusResponse Status() {
-    v1::StatusResponse response;
-    EXPECT_TRUE(service_->Status(StatusQuery(), &response).ok());
-    return response;
-  }
   // Lets `silent` miss the heartbeat deadline while every instance in `alive` heartbeats.
   void Silence(const std::vector<v1::HeartbeatRequest>& alive) {
     clock_.Advance(kTimeout + absl::Milliseconds(1));
@@ -98,8 +81,6 @@ class RecoveryTest : public ::testing::Test {
     return all;
   }
 
-  FakeClock clock_;
-  std::unique_ptr<CoordinatorService> service_;
   int servers_ = 0;
   int workers_ = 0;
   std::atomic<int> scrubs_{0};
