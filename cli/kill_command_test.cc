@@ -20,34 +20,13 @@ using testing::TestSpec;
 using testing::WorkerHeartbeat;
 using testing::WorkerRegistration;
 
-class KillCommandTest : public ::testing::Test {
+class KillCommandTest : public testing::ServedCoordinatorFixture {
  protected:
-  void SetUp() override {
-    auto created = CoordinatorService::Create(TestSpec(1, 1), kToken, &clock_);
-    ASSERT_TRUE(created.ok()) << created.status();
-    service_ = std::move(created).value();
-    glue_ = std::make_unique<GrpcCoordinator>(service_.get());
-    auto server = StartGrpcServer("127.0.0.1", 0, {glue_->grpc_service()});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(server).value();
-    v1::RegisterResponse r;
-    ASSERT_TRUE(service_->Register(ServerRegistration(0, "s0"), &r).ok());
-    ASSERT_TRUE(service_->Register(WorkerRegistration(0, "w0"), &r).ok());
-  }
-  void TearDown() override {
-    service_->Shutdown();
-    if (server_.server) server_.server->Shutdown();
-  }
   bool KillFlag(const v1::HeartbeatRequest& request) {
     v1::HeartbeatResponse hb;
     EXPECT_TRUE(service_->Heartbeat(request, &hb).ok());
     return hb.kill();
   }
-
-  FakeClock clock_;
-  std::unique_ptr<CoordinatorService> service_;
-  std::unique_ptr<GrpcCoordinator> glue_;
-  GrpcServer server_;
 };
 
 TEST_F(KillCommandTest, FlagsTheNodesNextHeartbeatOnly) {

@@ -133,39 +133,20 @@ TEST(FormatStatusJsonTest, IsTheStatusAsJson) {
 }
 
 // RunStatusCommand against a real coordinator on a free port.
-class StatusCommandTest : public ::testing::Test {
+class StatusCommandTest : public testing::ServedCoordinatorFixture {
  protected:
   void SetUp() override {
-    auto created = CoordinatorService::Create(TestSpec(1, 1), kToken, &clock_);
-    ASSERT_TRUE(created.ok()) << created.status();
-    service_ = std::move(created).value();
-    glue_ = std::make_unique<GrpcCoordinator>(service_.get());
-    auto server = StartGrpcServer("127.0.0.1", 0, {glue_->grpc_service()});
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(server).value();
-
-    v1::RegisterResponse r;
-    ASSERT_TRUE(service_->Register(ServerRegistration(0, "s0"), &r).ok());
-    ASSERT_TRUE(service_->Register(WorkerRegistration(0, "w0"), &r).ok());
+    ServedCoordinatorFixture::SetUp();
     v1::HeartbeatResponse hb;
     ASSERT_TRUE(service_->Heartbeat(ServerHeartbeat(0, "s0"), &hb).ok());
     ASSERT_TRUE(service_->Heartbeat(WorkerHeartbeat(0, "w0", 7), &hb).ok());
     ASSERT_EQ(hb.phase(), v1::JOB_RUNNING);
-  }
-  void TearDown() override {
-    service_->Shutdown();
-    if (server_.server) server_.server->Shutdown();
   }
   void FinishJob() {
     v1::HeartbeatResponse hb;
     ASSERT_TRUE(service_->Heartbeat(WorkerHeartbeat(0, "w0", 100, true), &hb).ok());
     ASSERT_EQ(hb.phase(), v1::JOB_FINISHED);
   }
-
-  FakeClock clock_;
-  std::unique_ptr<CoordinatorService> service_;
-  std::unique_ptr<GrpcCoordinator> glue_;
-  GrpcServer server_;
 };
 
 TEST_F(StatusCommandTest, PrintsTheTableWithEveryNode) {

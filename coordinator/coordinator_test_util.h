@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "coordinator/clock.h"
 #include "coordinator/coordinator_service.h"
+#include "coordinator/grpc_coordinator.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "runtime/rpc.h"
@@ -127,6 +128,30 @@ class CoordinatorServiceFixture : public ::testing::Test {
 
   FakeClock clock_;
   std::unique_ptr<CoordinatorService> service_;
+};
+
+// A real coordinator of a 1-server, 1-worker job on a free loopback port (server_.address),
+// with server s0 and worker w0 registered.
+class ServedCoordinatorFixture : public CoordinatorServiceFixture {
+ protected:
+  void SetUp() override {
+    auto created = CoordinatorService::Create(TestSpec(1, 1), kToken, &clock_);
+    ASSERT_TRUE(created.ok()) << created.status();
+    service_ = std::move(created).value();
+    glue_ = std::make_unique<GrpcCoordinator>(service_.get());
+    auto server = StartGrpcServer("127.0.0.1", 0, {glue_->grpc_service()});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(server).value();
+    Register(ServerRegistration(0, "s0"));
+    Register(WorkerRegistration(0, "w0"));
+  }
+  void TearDown() override {
+    service_->Shutdown();
+    if (server_.server) server_.server->Shutdown();
+  }
+
+  std::unique_ptr<GrpcCoordinator> glue_;
+  GrpcServer server_;
 };
 
 }  // namespace ecps::testing
