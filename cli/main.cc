@@ -1,4 +1,6 @@
 // ecps: one binary, one subcommand per role (see `ecps help`).
+#include <malloc.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -6,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/mutex.h"
 #include "cli/bench_command.h"
 #include "cli/checkpoint_command.h"
 #include "cli/kill_command.h"
@@ -235,4 +238,13 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace ecps
 
-int main(int argc, char** argv) { return ecps::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // Every role receives and sends RPCs of hundreds of KiB. glibc would map, zero-fill and
+  // unmap fresh pages for each such buffer; kept in the heap they are reused.
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // Debian's Abseil is built with the mutex deadlock detector on, which gRPC pays for on
+  // every lock; ecps does not rely on it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  return ecps::Main(argc, argv);
+}

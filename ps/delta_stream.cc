@@ -31,14 +31,20 @@ DeltaStreams::~DeltaStreams() {
   }
 }
 
-uint64_t DeltaStreams::Enqueue(int peer, int table, int64_t stripe, int j, const uint8_t* delta,
-                               size_t len) {
-  Batch batch;
-  batch.Add(table, stripe, j, delta, len);
-  return EnqueueBatch(peer, batch);
+void DeltaStreams::Batch::Add(int table, int64_t stripe, int j, const uint8_t* delta,
+                              size_t bytes) {
+  char header[kHeader];
+  const int32_t t32 = table, j32 = j;
+  std::memcpy(header, &t32, 4);
+  std::memcpy(header + 4, &j32, 4);
+  std::memcpy(header + 8, &stripe, 8);
+  packed.append(header, kHeader);
+  packed.append(reinterpret_cast<const char*>(delta), bytes);
+  len = bytes;
+  ++count;
 }
 
-uint64_t DeltaStreams::EnqueueBatch(int peer, const Batch& batch) {
+uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
   Stream& s = *streams_[peer];
   std::unique_lock<std::mutex> lock(s.mu);
   if (options_.window > 0) {
@@ -46,10 +52,15 @@ uint64_t DeltaStreams::EnqueueBatch(int peer, const Batch& batch) {
       return stopping_.load() || s.enqueued - s.acked < static_cast<uint64_t>(options_.window);
     });
   }
-  s.pending.insert(s.pending.end(), batch.entries.begin(), batch.entries.end());
-  s.pending_data.append(batch.data);
-  s.len = batch.len;
-  s.enqueued += batch.entries.size();
+  if (s.pending.count == 0) {
+    std::swap(s.pending.packed, batch.packed);
+  } else {
+    s.pending.packed.append(batch.packed);
+  }
+  s.pending.count += batch.count;
+  s.pending.len = batch.len;
+  ++s.pending_batches;
+  s.enqueued += batch.count;
   const uint64_t ticket = s.enqueued;
   lock.unlock();
   s.cv.notify_all();
@@ -104,45 +115,51 @@ void DeltaStreams::SenderLoop(int peer) {
     uint64_t last_ticket = 0;
     {
       std::unique_lock<std::mutex> lock(s.mu);
-      s.cv.wait(lock, [&] { return stopping_.load() || !s.pending.empty(); });
+      s.cv.wait(lock, [&] { return stopping_.load() || s.pending.count > 0; });
       if (stopping_.load()) return;
-      // Take what is pending (up to a batch) and coalesce deltas to the same parity row,
-      // packed back to back: a 16-byte header (table, j, stripe) then the delta.
-      size_t take = std::min(s.pending.size(), static_cast<size_t>(options_.max_batch_deltas));
-      const size_t len = s.len;
+      // Take what is pending (up to a batch). Deltas of one push name distinct rows and go
+      // as they are; deltas of several pushes are coalesced, one XOR per repeated parity row.
+      const size_t len = s.pending.len;
+      const size_t record = Batch::kHeader + len;
+      const size_t take =
+          std::min(s.pending.count, static_cast<size_t>(options_.max_batch_deltas));
       batch.Clear();
       batch.set_from_server(self_);
       batch.set_sender_instance(options_.instance);
       batch.set_seq(s.next_seq++);
       batch.set_delta_bytes(static_cast<int32_t>(len));
       std::string* packed = batch.mutable_packed();
-      packed->reserve(take * (16 + len));
-      absl::flat_hash_map<std::tuple<int, int64_t, int>, size_t> index;
-      for (size_t i = 0; i < take; ++i) {
-        const Batch::Entry& e = s.pending[i];
-        const char* delta = s.pending_data.data() + i * len;
-        auto [it, inserted] =
-            index.try_emplace(std::make_tuple(e.table, e.stripe, e.j), packed->size() + 16);
-        if (inserted) {
-          char header[16];
-          int32_t table = e.table, j = e.j;
-          int64_t stripe = e.stripe;
-          std::memcpy(header, &table, 4);
-          std::memcpy(header + 4, &j, 4);
-          std::memcpy(header + 8, &stripe, 8);
-          packed->append(header, 16);
-          packed->append(delta, len);
-        } else {
-          char* acc = packed->data() + it->second;
-          for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
+      if (take == s.pending.count && s.pending_batches == 1) {
+        std::swap(*packed, s.pending.packed);
+      } else {
+        packed->reserve(take * record);
+        absl::flat_hash_map<std::tuple<int32_t, int64_t, int32_t>, size_t> index;
+        const char* p = s.pending.packed.data();
+        for (size_t i = 0; i < take; ++i, p += record) {
+          int32_t table, j;
+          int64_t stripe;
+          std::memcpy(&table, p, 4);
+          std::memcpy(&j, p + 4, 4);
+          std::memcpy(&stripe, p + 8, 8);
+          auto [it, inserted] =
+              index.try_emplace(std::make_tuple(table, stripe, j), packed->size());
+          if (inserted) {
+            packed->append(p, record);
+          } else {
+            char* acc = packed->data() + it->second + Batch::kHeader;
+            const char* delta = p + Batch::kHeader;
+            for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
+          }
         }
       }
-      if (take == s.pending.size()) {
-        s.pending.clear();
-        s.pending_data.clear();
+      if (take == s.pending.count) {
+        s.pending.packed.clear();
+        s.pending.count = 0;
+        s.pending_batches = 0;
       } else {
-        s.pending.erase(s.pending.begin(), s.pending.begin() + take);
-        s.pending_data.erase(0, take * len);
+        s.pending.packed.erase(0, take * record);
+        s.pending.count -= take;
+        s.pending_batches = 2;  // what is left may still repeat rows
       }
       last_ticket = s.acked + take;
     }

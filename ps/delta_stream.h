@@ -21,7 +21,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-#include <string>
 
 #include "absl/status/statusor.h"
 
@@ -56,30 +55,21 @@ class DeltaStreams {
                std::function<void(v1::ParityDeltaBatch*)> header);
   ~DeltaStreams();  // stops the sender threads; unsent deltas are dropped
 
-  // Deltas headed for one parity server, gathered before they are queued in one go.
+  // Deltas headed for one parity server, gathered before they are queued in one go, already
+  // in the wire format: records of a 16-byte header (int32 table, int32 j, int64 stripe,
+  // little-endian) followed by the delta, all deltas of one length.
   struct Batch {
-    struct Entry {
-      int table;
-      int j;
-      int64_t stripe;
-    };
-    std::vector<Entry> entries;
-    std::string data;  // the deltas back to back, `len` bytes each
+    static constexpr size_t kHeader = 16;
+    std::string packed;
+    size_t count = 0;
     size_t len = 0;
-    void Add(int table, int64_t stripe, int j, const uint8_t* delta, size_t bytes) {
-      entries.push_back(Entry{table, j, stripe});
-      data.append(reinterpret_cast<const char*>(delta), bytes);
-      len = bytes;
-    }
+    void Add(int table, int64_t stripe, int j, const uint8_t* delta, size_t bytes);
   };
 
-  // Queues a delta for parity server `peer`; returns its ticket. Blocks for backpressure
-  // when options.window is set and the stream is that far behind.
-  uint64_t Enqueue(int peer, int table, int64_t stripe, int j, const uint8_t* delta,
-                   size_t len);
-  // Queues every delta of `batch` (all of one length) under one lock; returns the ticket of
-  // the last. Backpressure as for Enqueue.
-  uint64_t EnqueueBatch(int peer, const Batch& batch);
+  // Queues every delta of `batch` under one lock (taking its buffer when the stream has
+  // nothing pending); returns the ticket of the last. Blocks for backpressure when
+  // options.window is set and the stream is that far behind.
+  uint64_t EnqueueBatch(int peer, Batch&& batch);
   // Waits until `peer` acknowledged every delta up to `ticket`; DEADLINE_EXCEEDED after
   // `timeout`, CANCELLED when stopping.
   absl::Status WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout);
@@ -94,9 +84,8 @@ class DeltaStreams {
   struct Stream {
     std::mutex mu;
     std::condition_variable cv;
-    std::vector<Batch::Entry> pending;  // with their deltas back to back in pending_data
-    std::string pending_data;
-    size_t len = 0;
+    Batch pending;          // records not yet sent
+    int pending_batches = 0;  // EnqueueBatch calls in `pending`: with one, no row repeats
     uint64_t enqueued = 0;
     uint64_t acked = 0;
     uint64_t next_seq = 1;

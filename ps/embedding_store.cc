@@ -26,11 +26,18 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
   }
   if (dim < 1) return absl::InvalidArgumentError("embedding dim must be positive");
   std::unique_ptr<EmbeddingStore> store(new EmbeddingStore(placement, server, dim, optimizer));
+  size_t total_floats = 0;
+  for (int t = 0; t < placement.num_tables(); ++t) {
+    total_floats += static_cast<size_t>(placement.DataSlots(t)) * store->payload_floats_;
+  }
+  store->storage_ = HugeBuffer(total_floats * sizeof(float));
+  float* next = reinterpret_cast<float*>(store->storage_.data());
   store->tables_.resize(placement.num_tables());
   store->valid_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     int64_t slots = placement.DataSlots(t);
-    store->tables_[t].assign(static_cast<size_t>(slots) * store->payload_floats_, 0.0f);
+    store->tables_[t] = next;
+    next += static_cast<size_t>(slots) * store->payload_floats_;
     store->valid_[t].assign(static_cast<size_t>(slots), lost ? 0 : 1);
     for (int64_t slot = 0; slot < slots; ++slot) {
       int64_t row = placement.RowAtDataSlot(t, server, slot);
@@ -78,6 +85,9 @@ absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, flo
   std::vector<int64_t> slots;
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
+    if (i + kPrefetchAhead < slots.size()) {
+      __builtin_prefetch(Payload(table, slots[i + kPrefetchAhead]), 0, 3);
+    }
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
     if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
     std::memcpy(out + i * dim_, Payload(table, slots[i]), sizeof(float) * dim_);
@@ -93,6 +103,9 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
   const size_t bytes = sizeof(float) * payload_floats_;
   std::vector<uint8_t> delta(on_delta ? bytes : 0);
   for (size_t i = 0; i < slots.size(); ++i) {
+    if (i + kPrefetchAhead < slots.size()) {
+      PrefetchForWrite(Payload(table, slots[i + kPrefetchAhead]), bytes);
+    }
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
     if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
     float* payload = Payload(table, slots[i]);
@@ -205,9 +218,7 @@ void EmbeddingStore::InstallRow(int table, int64_t row, const float* payload) {
 }
 
 int64_t EmbeddingStore::bytes() const {
-  int64_t total = 0;
-  for (const auto& t : tables_) total += static_cast<int64_t>(t.size() * sizeof(float));
-  return total;
+  return static_cast<int64_t>(storage_.size());
 }
 
 }  // namespace ecps

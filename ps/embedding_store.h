@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "runtime/huge_buffer.h"
 #include "runtime/placement.h"
 #include "runtime/spec.h"
 
@@ -100,6 +101,8 @@ class EmbeddingStore {
 
  private:
   static constexpr int kLockStripes = 1024;
+  // Rows are prefetched this far ahead in Pull and Push: they are scattered over the store.
+  static constexpr size_t kPrefetchAhead = 8;
 
   EmbeddingStore(const Placement& placement, int server, int dim,
                  const SparseOptimizer& optimizer);
@@ -111,10 +114,10 @@ class EmbeddingStore {
     return locks_[(static_cast<uint64_t>(slot) * 31 + table) % kLockStripes];
   }
   float* Payload(int table, int64_t slot) {
-    return tables_[table].data() + slot * payload_floats_;
+    return tables_[table] + slot * payload_floats_;
   }
   const float* Payload(int table, int64_t slot) const {
-    return tables_[table].data() + slot * payload_floats_;
+    return tables_[table] + slot * payload_floats_;
   }
 
   const Placement placement_;
@@ -122,7 +125,8 @@ class EmbeddingStore {
   const int dim_;
   const SparseOptimizer optimizer_;
   const int payload_floats_;
-  std::vector<std::vector<float>> tables_;  // per table: DataSlots * payload_floats
+  HugeBuffer storage_;          // every table's rows, back to back
+  std::vector<float*> tables_;  // per table: DataSlots * payload_floats, inside storage_
   std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
   std::atomic<int64_t> invalid_rows_{0};
   int64_t data_rows_ = 0;

@@ -165,6 +165,16 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
   std::vector<uint64_t> tickets(streams != nullptr ? placement.servers() : 0, 0);
   // Deltas are gathered per parity server and queued once per push.
   std::vector<DeltaStreams::Batch> outgoing(streams != nullptr ? placement.servers() : 0);
+  if (streams != nullptr && r > 0) {
+    // Room for the push's deltas, spread over the parity servers: a guess with slack, so
+    // that the buffers rarely grow (and copy) while the rows are applied.
+    size_t rows = 0;
+    for (const v1::TableRows& t : request.tables()) rows += t.rows_size();
+    const size_t room = (DeltaStreams::Batch::kHeader +
+                         sizeof(float) * parts_.embeddings->payload_floats()) *
+                        rows * r * 2 / placement.servers();
+    for (DeltaStreams::Batch& b : outgoing) b.packed.reserve(room);
+  }
   absl::Status status;
   std::vector<float> grads;
   for (int i = 0; i < request.tables_size(); ++i) {
@@ -186,8 +196,8 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
     if (!status.ok()) break;  // rows already applied still send their deltas below
   }
   for (size_t peer = 0; peer < outgoing.size(); ++peer) {
-    if (!outgoing[peer].entries.empty()) {
-      tickets[peer] = streams->EnqueueBatch(static_cast<int>(peer), outgoing[peer]);
+    if (outgoing[peer].count > 0) {
+      tickets[peer] = streams->EnqueueBatch(static_cast<int>(peer), std::move(outgoing[peer]));
     }
   }
   if (!status.ok()) return status;
@@ -375,14 +385,8 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
         "parity batch ", batch.seq(), " from server ", batch.from_server(),
         " out of order: applied up to ", applied));
   }
-  const int k = parts_.embeddings->placement().k();
   const size_t bytes = parts_.parity->payload_bytes();
-  struct Delta {
-    int table;
-    int j;
-    int64_t stripe;
-    const uint8_t* data;
-  };
+  using Delta = ParityStore::DeltaRef;
   std::vector<Delta> deltas;
   deltas.reserve(batch.deltas_size());
   for (const v1::ParityDelta& d : batch.deltas()) {
@@ -413,19 +417,7 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
       deltas.push_back(d);
     }
   }
-  for (const Delta& d : deltas) {
-    auto q = parts_.parity->ParityIndex(d.table, d.stripe);
-    if (!q.ok()) return q.status();
-    if (d.j < 0 || d.j >= k) {
-      return absl::InvalidArgumentError(absl::StrCat("bad data position ", d.j,
-                                                     " in a parity delta for table ", d.table,
-                                                     " stripe ", d.stripe));
-    }
-  }
-  for (const Delta& d : deltas) {
-    absl::Status s = parts_.parity->Apply(d.table, d.stripe, d.j, d.data, bytes);
-    if (!s.ok()) return s;
-  }
+  if (absl::Status s = parts_.parity->ApplyBatch(deltas); !s.ok()) return s;
   {
     std::lock_guard<std::mutex> lock(seq_mu_);
     applied_seq_[batch.from_server()] = batch.seq();

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/optimizers.h"
+#include "runtime/huge_buffer.h"
 
 namespace ecps {
 
@@ -28,7 +29,13 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
   if (placement.r() < 1) return absl::InvalidArgumentError("placement has no parity");
   const size_t payload_bytes = sizeof(float) * (dim + SparseStateFloats(optimizer, dim));
   std::unique_ptr<ParityStore> store(new ParityStore(placement, server, payload_bytes, code));
+  size_t total_bytes = 0;
+  for (int t = 0; t < placement.num_tables(); ++t) {
+    total_bytes += static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes;
+  }
+  store->storage_ = HugeBuffer(total_bytes);
   store->tables_.resize(placement.num_tables());
+  uint8_t* next = store->storage_.data();
   std::vector<std::vector<uint8_t>> data;
   std::vector<std::vector<uint8_t>> parity(placement.r(), std::vector<uint8_t>(payload_bytes));
   std::vector<const uint8_t*> data_ptrs(placement.k());
@@ -36,7 +43,8 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
   for (int q = 0; q < placement.r(); ++q) parity_ptrs[q] = parity[q].data();
   store->valid_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
-    store->tables_[t].assign(static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes, 0);
+    store->tables_[t] = next;
+    next += static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes;
     store->valid_[t].assign(static_cast<size_t>(placement.ParitySlots(t)), lost ? 0 : 1);
     int q = 0;
     for (int64_t slot = 0; slot < placement.ParitySlots(t); ++slot) {
@@ -106,6 +114,37 @@ absl::Status ParityStore::Apply(int table, int64_t stripe, int j, const uint8_t*
   return code_->UpdateParity(*q, j, delta, Row(table, slot), len);
 }
 
+absl::Status ParityStore::ApplyBatch(absl::Span<const DeltaRef> deltas) {
+  std::vector<std::pair<int64_t, int>> where(deltas.size());  // (slot, q)
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    const DeltaRef& d = deltas[i];
+    auto q = ParityIndex(d.table, d.stripe);
+    if (!q.ok()) return q.status();
+    if (d.j < 0 || d.j >= placement_.k()) {
+      return absl::InvalidArgumentError("bad data position " + std::to_string(d.j) +
+                                        " in a parity delta for table " +
+                                        std::to_string(d.table) + " stripe " +
+                                        std::to_string(d.stripe));
+    }
+    where[i] = {placement_.ParityLocation(d.table, d.stripe, *q).slot, *q};
+  }
+  constexpr size_t kAhead = 8;
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    if (i + kAhead < deltas.size()) {
+      PrefetchForWrite(Row(deltas[i + kAhead].table, where[i + kAhead].first), payload_bytes_);
+    }
+    const DeltaRef& d = deltas[i];
+    const int64_t slot = where[i].first;
+    std::lock_guard<std::mutex> lock(LockFor(d.table, slot));
+    if (!valid_[d.table][slot]) continue;  // rebuilt later from current data
+    absl::Status s = code_->UpdateParity(where[i].second, d.j, d.data, Row(d.table, slot),
+                                         payload_bytes_);
+    if (!s.ok()) return s;
+  }
+  applied_.fetch_add(static_cast<int64_t>(deltas.size()), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
 absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out) const {
   auto q = ParityIndex(table, stripe);
   if (!q.ok()) return q.status();
@@ -150,9 +189,7 @@ absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* pa
 }
 
 int64_t ParityStore::bytes() const {
-  int64_t total = 0;
-  for (const auto& t : tables_) total += static_cast<int64_t>(t.size());
-  return total;
+  return static_cast<int64_t>(storage_.size());
 }
 
 }  // namespace ecps

@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "ps/row_code.h"
+#include "runtime/huge_buffer.h"
 #include "runtime/placement.h"
 #include "runtime/spec.h"
 
@@ -45,6 +47,17 @@ class ParityStore {
   // parity ^= c[q][j] * delta for the parity this server holds of (table, stripe). Checks as
   // ParityIndex, plus j in [0, k) and len == payload_bytes().
   absl::Status Apply(int table, int64_t stripe, int j, const uint8_t* delta, size_t len);
+  // One delta of payload_bytes() bytes for ApplyBatch.
+  struct DeltaRef {
+    int table;
+    int j;
+    int64_t stripe;
+    const uint8_t* data;
+  };
+  // Applies every delta in order, as Apply does one; validates them all first, so a batch
+  // with a bad delta changes nothing. Prefetches rows ahead: a batch's parity rows are
+  // scattered over the store and would each miss the cache otherwise.
+  absl::Status ApplyBatch(absl::Span<const DeltaRef> deltas);
   // Copies the parity row this server holds of (table, stripe).
   absl::Status Read(int table, int64_t stripe, uint8_t* out) const;
 
@@ -82,10 +95,10 @@ class ParityStore {
         code_(code),
         locks_(new std::mutex[kLockStripes]) {}
   uint8_t* Row(int table, int64_t slot) {
-    return tables_[table].data() + static_cast<size_t>(slot) * payload_bytes_;
+    return tables_[table] + static_cast<size_t>(slot) * payload_bytes_;
   }
   const uint8_t* Row(int table, int64_t slot) const {
-    return tables_[table].data() + static_cast<size_t>(slot) * payload_bytes_;
+    return tables_[table] + static_cast<size_t>(slot) * payload_bytes_;
   }
   std::mutex& LockFor(int table, int64_t slot) const {
     return locks_[(static_cast<uint64_t>(slot) * 31 + table) % kLockStripes];
@@ -95,7 +108,8 @@ class ParityStore {
   const int server_;
   const size_t payload_bytes_;
   const RowCode* code_;
-  std::vector<std::vector<uint8_t>> tables_;
+  HugeBuffer storage_;            // every table's parity rows, back to back
+  std::vector<uint8_t*> tables_;  // per table: ParitySlots * payload_bytes, inside storage_
   std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
   std::atomic<int64_t> invalid_rows_{0};
   int64_t parity_rows_ = 0;
