@@ -7,6 +7,7 @@
 #     SPEC     default deploy/examples/bench-small.yaml (its fault_tolerance section is replaced)
 #     SERVERS  default 6 (enough for k + r = 6)
 #     REPEATS  default 1: runs per configuration, interleaved; the median is reported
+#   ECPS_MODES="none ec41-async ..." limits the run to those configurations (none always runs).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 spec="${1:-$root/deploy/examples/bench-small.yaml}"
@@ -25,6 +26,15 @@ configs=("none|mode: none"
   "rep1-async|mode: replication, r: 1, ack: async"
   "rep2-after_parity|mode: replication, r: 2, ack: after_parity"
   "rep2-async|mode: replication, r: 2, ack: async")
+
+if [[ -n "${ECPS_MODES:-}" ]]; then
+  kept=()
+  for c in "${configs[@]}"; do
+    name="${c%%|*}"
+    if [[ "$name" == none || " $ECPS_MODES " == *" $name "* ]]; then kept+=("$c"); fi
+  done
+  configs=("${kept[@]}")
+fi
 
 # The spec without its fault_tolerance section and with the server count replaced.
 base="$work/base.yaml"

@@ -388,7 +388,7 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
   const size_t bytes = parts_.parity->payload_bytes();
   using Delta = ParityStore::DeltaRef;
   std::vector<Delta> deltas;
-  deltas.reserve(batch.deltas_size());
+  deltas.reserve(batch.deltas_size() + batch.packed().size() / (16 + bytes));
   for (const v1::ParityDelta& d : batch.deltas()) {
     if (d.delta().size() != bytes) {
       return absl::InvalidArgumentError(absl::StrCat("parity delta of ", d.delta().size(),

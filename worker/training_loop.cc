@@ -7,90 +7,154 @@
 
 namespace ecps {
 
-
-
 absl::Status TrainingLoop::Train() {
-    auto source = MakeDataSource(spec_.data, spec_.model, spec_.job.seed, worker_,
-                                 spec_.cluster.workers,
-                                 /*eval=*/false);
-    if (!source.ok()) return source.status();
-    source_ = std::move(*source);
-    if (start_position_ > 0) {
-      if (absl::Status s = source_->Seek(start_position_); !s.ok()) return s;
-    }
-    const int batch_size = spec_.data.batch_size;
-    const int ns = spec_.model.num_sparse, dim = spec_.model.embedding_dim;
-    const auto& infos = model_->tensors();
-    std::vector<std::vector<float>> dense, dense_grads(infos.size());
-    for (size_t i = 0; i < infos.size(); ++i) dense_grads[i].resize(infos[i].size);
-    std::vector<float> pooled, d_pooled;
-    std::vector<std::vector<float>> row_grads;
+  auto source = MakeDataSource(spec_.data, spec_.model, spec_.job.seed, worker_,
+                               spec_.cluster.workers,
+                               /*eval=*/false);
+  if (!source.ok()) return source.status();
+  source_ = std::move(*source);
+  if (start_position_ > 0) {
+    if (absl::Status s = source_->Seek(start_position_); !s.ok()) return s;
+  }
+  if (absl::Status s = spec_.job.synchronous ? TrainInLockstep() : TrainPipelined(); !s.ok()) {
+    return s;
+  }
+  if (source_->bad_lines() > 0) {
+    std::string examples;
+    for (const std::string& e : source_->bad_line_examples()) examples += "\n  " + e;
+    spdlog::warn("worker {}: skipped {} malformed input lines (data.max_bad_lines {}):{}",
+                 worker_, source_->bad_lines(), spec_.data.max_bad_lines, examples);
+  }
+  if (worker_ == 0) return Evaluate(spec_.job.steps);
+  return absl::OkStatus();
+}
 
-    auto prepare = [&](PreparedBatch* p) -> absl::Status {
-      auto more = source_->Next(batch_size, &p->batch);
-      if (!more.ok()) return more.status();
-      p->valid = *more && p->batch.size > 0;
-      p->end_position = source_->position();
-      if (!p->valid) return absl::OkStatus();
-      Dedupe(p->batch, ns, &p->ids);
-      return ps_->PullRows(p->ids, &p->rows);
-    };
+absl::Status TrainingLoop::Prepare(PreparedBatch* p) {
+  auto more = source_->Next(spec_.data.batch_size, &p->batch);
+  if (!more.ok()) return more.status();
+  p->valid = *more && p->batch.size > 0;
+  p->end_position = source_->position();
+  if (!p->valid) return absl::OkStatus();
+  Dedupe(p->batch, spec_.model.num_sparse, &p->ids);
+  return ps_->PullRows(p->ids, &p->rows);
+}
 
-    PreparedBatch current, next;
-    if (absl::Status s = prepare(&current); !s.ok()) return s;
-    int64_t samples = start_position_;
-    for (int64_t step = start_step_ + 1; step <= spec_.job.steps && current.valid; ++step) {
-      if (stop_->load()) return absl::CancelledError("worker interrupted");
-      // Prefetch the next batch's rows while this one computes (async mode).
-      std::future<absl::Status> prefetch;
-      bool last = step == spec_.job.steps;
-      if (!spec_.job.synchronous && !last) {
-        prefetch = std::async(std::launch::async, [&] { return prepare(&next); });
-      }
-      if (absl::Status s = ps_->PullDense(&dense); !s.ok()) return s;
-      const int b = current.batch.size;
-      pooled.resize(static_cast<size_t>(b) * ns * dim);
-      d_pooled.resize(pooled.size());
-      std::vector<const float*> rows_ptr, params;
-      for (const auto& r : current.rows) rows_ptr.push_back(r.data());
-      PoolEmbeddings(current.ids, rows_ptr, b, ns, dim, pooled.data());
-      for (const auto& t : dense) params.push_back(t.data());
-      std::vector<float*> grads;
-      for (auto& g : dense_grads) grads.push_back(g.data());
-      float loss = model_->ForwardBackward(b, current.batch.dense.data(), pooled.data(),
-                                           current.batch.labels.data(), params, d_pooled.data(),
-                                           grads);
-      AggregateRowGrads(current.ids, d_pooled.data(), b, ns, dim, &row_grads);
-      absl::Status pushed = ps_->Push(current.ids, row_grads, dense_grads);
-      if (prefetch.valid()) {
-        absl::Status s = prefetch.get();
-        if (!s.ok()) return s;
-      }
-      if (!pushed.ok()) return pushed;
-      samples += b;
-      // The position after the batch just trained, not after the one prefetched: a job that
-      // resumes from this report (a checkpoint, a replacement worker) trains the next batch.
-      board_->Step(step, samples, loss, current.end_position, source_->bad_lines());
-      if (spec_.job.synchronous && !last) {
-        if (absl::Status s = prepare(&next); !s.ok()) return s;
-      }
-      if (worker_ == 0 && spec_.job.eval_every > 0 && step % spec_.job.eval_every == 0 &&
-          !last) {
-        if (absl::Status s = Evaluate(step); !s.ok()) return s;
-      }
-      if (!last) std::swap(current, next);
+float TrainingLoop::Compute(const PreparedBatch& p, const std::vector<std::vector<float>>& dense,
+                            StepGrads* grads) {
+  const int ns = spec_.model.num_sparse, dim = spec_.model.embedding_dim;
+  const auto& infos = model_->tensors();
+  grads->dense.resize(infos.size());
+  for (size_t i = 0; i < infos.size(); ++i) grads->dense[i].resize(infos[i].size);
+  const int b = p.batch.size;
+  pooled_.resize(static_cast<size_t>(b) * ns * dim);
+  d_pooled_.resize(pooled_.size());
+  std::vector<const float*> rows_ptr, params;
+  for (const auto& r : p.rows) rows_ptr.push_back(r.data());
+  PoolEmbeddings(p.ids, rows_ptr, b, ns, dim, pooled_.data());
+  for (const auto& t : dense) params.push_back(t.data());
+  std::vector<float*> dense_grads;
+  for (auto& g : grads->dense) dense_grads.push_back(g.data());
+  float loss = model_->ForwardBackward(b, p.batch.dense.data(), pooled_.data(),
+                                       p.batch.labels.data(), params, d_pooled_.data(),
+                                       dense_grads);
+  AggregateRowGrads(p.ids, d_pooled_.data(), b, ns, dim, &grads->rows);
+  return loss;
+}
+
+absl::Status TrainingLoop::TrainInLockstep() {
+  PreparedBatch current;
+  std::vector<std::vector<float>> dense;
+  StepGrads grads;
+  int64_t samples = start_position_;
+  for (int64_t step = start_step_ + 1; step <= spec_.job.steps; ++step) {
+    if (stop_->load()) return absl::CancelledError("worker interrupted");
+    if (absl::Status s = Prepare(&current); !s.ok()) return s;
+    if (!current.valid) break;
+    if (absl::Status s = ps_->PullDense(&dense); !s.ok()) return s;
+    const float loss = Compute(current, dense, &grads);
+    if (absl::Status s = ps_->Push(current.ids, grads.rows, grads.dense); !s.ok()) return s;
+    samples += current.batch.size;
+    // The position after the batch just trained: a job that resumes from this report (a
+    // checkpoint, a replacement worker) trains the next batch.
+    board_->Step(step, samples, loss, current.end_position, source_->bad_lines());
+    if (worker_ == 0 && spec_.job.eval_every > 0 && step % spec_.job.eval_every == 0 &&
+        step < spec_.job.steps) {
+      if (absl::Status s = Evaluate(step); !s.ok()) return s;
     }
-    if (source_->bad_lines() > 0) {
-      std::string examples;
-      for (const std::string& e : source_->bad_line_examples()) examples += "\n  " + e;
-      spdlog::warn("worker {}: skipped {} malformed input lines (data.max_bad_lines {}):{}",
-                   worker_, source_->bad_lines(), spec_.data.max_bad_lines, examples);
-    }
-    if (worker_ == 0) {
-      if (absl::Status s = Evaluate(spec_.job.steps); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// Step i computes on the main thread while one background task pushes step i - 1 and then
+// pulls the dense tensors and the rows for step i + 1. Every step therefore trains on
+// parameters that miss exactly the previous step's update (staleness 1), and the server
+// round trips (including, with ack after_parity, the parity holders') hide behind the
+// computation. Batches rotate over three slots (pushed, computing, prefetched), gradients
+// and dense values over two. A step is reported (progress, reader position) only once its
+// push is acknowledged.
+absl::Status TrainingLoop::TrainPipelined() {
+  PreparedBatch batches[3];
+  std::vector<std::vector<float>> dense[2];
+  StepGrads grads[2];
+  float losses[2] = {0, 0};
+  int64_t samples = start_position_;
+  const int64_t first = start_step_ + 1;
+  if (first > spec_.job.steps) return absl::OkStatus();
+  if (absl::Status s = Prepare(&batches[0]); !s.ok()) return s;
+  if (absl::Status s = ps_->PullDense(&dense[0]); !s.ok()) return s;
+  // The task for step 0's time: prefetch step 1.
+  std::future<absl::Status> background = std::async(std::launch::async, [&]() -> absl::Status {
+    if (!batches[0].valid || first + 1 > spec_.job.steps) return absl::OkStatus();
+    if (absl::Status s = ps_->PullDense(&dense[1]); !s.ok()) return s;
+    return Prepare(&batches[1]);
+  });
+  int64_t pushed_step = -1;  // the step the background task pushes, -1: none
+  auto finish_background = [&]() -> absl::Status {
+    absl::Status s = background.get();
+    if (!s.ok()) return s;
+    if (pushed_step >= 0) {
+      const PreparedBatch& b = batches[(pushed_step - first) % 3];
+      samples += b.batch.size;
+      board_->Step(pushed_step, samples, losses[(pushed_step - first) % 2], b.end_position,
+                   source_->bad_lines());
+      pushed_step = -1;
     }
     return absl::OkStatus();
+  };
+  for (int64_t step = first; step <= spec_.job.steps; ++step) {
+    const int64_t i = step - first;
+    PreparedBatch& current = batches[i % 3];
+    if (!current.valid) break;
+    if (stop_->load()) {
+      background.wait();
+      return absl::CancelledError("worker interrupted");
+    }
+    losses[i % 2] = Compute(current, dense[i % 2], &grads[i % 2]);
+    if (absl::Status s = finish_background(); !s.ok()) return s;
+    // Push this step, then fetch what step i + 2 needs (its batch lands in the slot of
+    // step i - 1, whose push is done; its dense values in the slot this step used).
+    const bool fetch = step + 2 <= spec_.job.steps && batches[(i + 1) % 3].valid;
+    PreparedBatch& after_next = batches[(i + 2) % 3];
+    after_next.valid = false;
+    pushed_step = step;
+    background = std::async(std::launch::async, [&, i, fetch]() -> absl::Status {
+      if (absl::Status s = ps_->Push(batches[i % 3].ids, grads[i % 2].rows, grads[i % 2].dense);
+          !s.ok()) {
+        return s;
+      }
+      if (!fetch) return absl::OkStatus();
+      if (absl::Status s = ps_->PullDense(&dense[i % 2]); !s.ok()) return s;
+      return Prepare(&batches[(i + 2) % 3]);
+    });
+    if (worker_ == 0 && spec_.job.eval_every > 0 && step % spec_.job.eval_every == 0 &&
+        step < spec_.job.steps) {
+      if (absl::Status s = finish_background(); !s.ok()) return s;
+      background = std::async(std::launch::deferred, [] { return absl::OkStatus(); });
+      if (absl::Status s = Evaluate(step); !s.ok()) return s;
+    }
   }
+  return finish_background();
+}
 
 absl::Status TrainingLoop::Evaluate(int64_t step) {
     auto source = MakeDataSource(spec_.data, spec_.model, spec_.job.seed, 0, 1, /*eval=*/true);

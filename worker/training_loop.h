@@ -1,9 +1,11 @@
 // One worker's training loop against the parameter servers, apart from process concerns
 // (registration, heartbeats, signals live in worker_main.cc), so tests can drive it.
 //
-// Each step: read a batch, dedupe its ids, pull the rows (the next batch's rows are
-// prefetched while this one computes, unless job.synchronous), pull the dense tensors,
-// forward, backward, push row and dense gradients. Not thread-safe.
+// Each step: read a batch, dedupe its ids, pull its rows and the dense tensors, forward,
+// backward, push row and dense gradients. With job.synchronous these happen one after
+// another; otherwise a step's push and the pulls for the step after it run in the
+// background while the next step computes (every step then misses only the previous step's
+// update). Not thread-safe.
 #ifndef ECPS_WORKER_TRAINING_LOOP_H_
 #define ECPS_WORKER_TRAINING_LOOP_H_
 
@@ -117,6 +119,19 @@ class TrainingLoop {
   absl::Status Train();
 
  private:
+  struct StepGrads {
+    std::vector<std::vector<float>> rows;   // per table, the summed gradients of its ids
+    std::vector<std::vector<float>> dense;  // per dense tensor
+  };
+  // job.synchronous: read, pull, compute, push, one after another.
+  absl::Status TrainInLockstep();
+  // Otherwise: the push of a step and the pulls for the next overlap the computation.
+  absl::Status TrainPipelined();
+  // Reads the next batch, dedupes its ids and pulls their rows.
+  absl::Status Prepare(PreparedBatch* p);
+  // Forward and backward on `p` with dense parameters `dense`; returns the loss.
+  float Compute(const PreparedBatch& p, const std::vector<std::vector<float>>& dense,
+                StepGrads* grads);
   absl::Status Evaluate(int64_t step);
 
   const JobSpec& spec_;
@@ -126,6 +141,7 @@ class TrainingLoop {
   ProgressBoard* board_;
   const std::atomic<bool>* stop_;
   std::unique_ptr<DataSource> source_;
+  std::vector<float> pooled_, d_pooled_;  // scratch of Compute
   int64_t start_step_ = 0;
   int64_t start_position_ = 0;
 };
