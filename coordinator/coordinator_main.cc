@@ -16,9 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "coordinator/clock.h"
+#include "coordinator/coordinator_loop.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
 #include "proto/ecps.pb.h"
+#include "runtime/checkpoint.h"
 #include "runtime/checkpoint_job.h"
 #include "runtime/rpc.h"
 #include "runtime/scrub.h"
@@ -119,6 +121,12 @@ int RunCoordinator(const CoordinatorOptions& options) {
         return SaveCheckpointOnServers(addresses, token, map.epoch(), scrub_timeout_ms,
                                        checkpoint_root, layout, progress);
       });
+  // After each save, only the newest checkpoint.keep checkpoints stay (the one just written
+  // always does).
+  const int keep = spec.fault_tolerance.checkpoint.keep;
+  service->SetPruner([checkpoint_root, keep](const v1::CheckpointReport& saved) {
+    return PruneCheckpoints(checkpoint_root, keep, saved.step());
+  });
 
   // Mode checkpoint: a dead server is replaced (a spare, or a new process `ecps run` starts,
   // which loads the last checkpoint), then every server reloads it and every worker rewinds.
@@ -174,17 +182,15 @@ int RunCoordinator(const CoordinatorOptions& options) {
     tick = std::clamp(absl::Milliseconds(spec.cluster.heartbeat_timeout_ms) / 10,
                       absl::Milliseconds(1), absl::Milliseconds(100));
   }
+  // Failure detection and the long cluster operations (checkpoints, a rollback's reload, the
+  // final scrub) on threads of their own, so a slow save never delays detecting a death.
+  CoordinatorLoop loop(service.get(), tick);
   std::optional<absl::Time> ended_at;
   while (true) {
     if (const int sig = signals.Wait(tick); sig != 0) {
       spdlog::info("coordinator: {} received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
       break;
     }
-    service->Tick();
-    service->RunPendingRollback();
-    service->RunPeriodicCheckpoint();
-    service->RunPendingCheckpoint();
-    service->RunPendingScrub();
     const v1::JobPhase phase = service->phase();
     if (!ended_at && (phase == v1::JOB_FINISHED || phase == v1::JOB_FAILED)) {
       ended_at = absl::Now();
@@ -192,6 +198,7 @@ int RunCoordinator(const CoordinatorOptions& options) {
     if (ended_at && absl::Now() - *ended_at >= absl::Milliseconds(options.linger_ms)) break;
   }
 
+  loop.Stop();          // lets a save in progress finish: never leaves the servers frozen
   service->Shutdown();  // ends WatchClusterMap streams, so the server shutdown does not wait
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->server->Wait();

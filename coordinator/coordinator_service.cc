@@ -423,6 +423,9 @@ absl::Status CoordinatorService::Checkpoint(const v1::CheckpointRequest& request
     if (!membership_.AllServersActive()) {
       return absl::FailedPreconditionError("not every server is active: cannot checkpoint now");
     }
+    if (rollback_generation_ > 0 && !rollback_ready_) {
+      return absl::FailedPreconditionError("a rollback is in progress: cannot checkpoint now");
+    }
     checkpointer = checkpointer_;
     FillMapLocked(&map);
   }
@@ -434,6 +437,7 @@ absl::Status CoordinatorService::Checkpoint(const v1::CheckpointRequest& request
   if (report->done()) {
     spdlog::info("checkpoint of step {} saved to {} ({} bytes, {:.2f} s)", report->step(),
                  report->dir(), report->bytes(), report->seconds());
+    PruneAfterSave(*report);
     return absl::OkStatus();
   }
   spdlog::error("checkpoint failed: {}", report->error());
@@ -457,6 +461,8 @@ void CoordinatorService::RunPendingCheckpoint() {
   spdlog::info("every worker is done; saving the final checkpoint");
   v1::CheckpointReport report = checkpointer(map, [this] { return WorkerCut(); });
   report.set_final(true);
+  // Before the job moves on, so that the directory is in its final state when the job ends.
+  if (report.done()) PruneAfterSave(report);
   absl::MutexLock lock(&mu_);
   last_checkpoint_ = std::make_unique<v1::CheckpointReport>(report);
   final_checkpoint_pending_ = false;
@@ -472,6 +478,37 @@ void CoordinatorService::RunPendingCheckpoint() {
     FailJobLocked("final checkpoint failed: " + report.error());
   }
   PublishLocked();
+}
+
+void CoordinatorService::SetPruner(Pruner pruner) {
+  absl::MutexLock lock(&mu_);
+  pruner_ = std::move(pruner);
+}
+
+void CoordinatorService::PruneAfterSave(const v1::CheckpointReport& saved) {
+  Pruner pruner;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!pruner_) return;
+    // A replacement loads the newest checkpoint while it recovers, and a rollback's reload
+    // the newest once every server is active: leave every checkpoint alone until then.
+    if (rollback_generation_ > 0 && !rollback_ready_) {
+      spdlog::info("old checkpoints are kept for now: a rollback is in progress");
+      return;
+    }
+    if (!membership_.AllServersActive()) {
+      spdlog::info("old checkpoints are kept for now: not every server is active");
+      return;
+    }
+    pruner = pruner_;
+  }
+  absl::StatusOr<std::vector<std::string>> removed = pruner(saved);
+  if (!removed.ok()) {
+    spdlog::warn("old checkpoints not removed: {}", removed.status().ToString());
+  } else if (!removed->empty()) {
+    spdlog::info("removed {} old checkpoint {}: {}", removed->size(),
+                 removed->size() == 1 ? "directory" : "directories", absl::StrJoin(*removed, ", "));
+  }
 }
 
 void CoordinatorService::RunPeriodicCheckpoint() {
@@ -537,6 +574,11 @@ bool CoordinatorService::BeginRollback() {
 }
 
 void CoordinatorService::RunPendingRollback() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (rollback_generation_ == 0) return;  // never a rollback: no need to wait for a save
+  }
+  absl::MutexLock serial(&checkpoint_mu_);  // no save or prune while the servers reload
   Reloader reloader;
   v1::ClusterMap map;
   uint64_t generation = 0;
@@ -555,12 +597,13 @@ void CoordinatorService::RunPendingRollback() {
   }
   absl::StatusOr<v1::CheckpointReport> loaded = reloader(map);
   absl::MutexLock lock(&mu_);
+  // Another failure meanwhile (it may be why the reload failed): start over.
+  if (generation != rollback_generation_) return;
   if (!loaded.ok()) {
     FailJobLocked("rollback failed: " + loaded.status().ToString());
     PublishLocked();
     return;
   }
-  if (generation != rollback_generation_) return;  // another failure meanwhile: start over
   rollback_to_ = *loaded;
   rollback_ready_ = true;
   spdlog::info("job '{}': every server reloaded {} (step {}); workers resume", job_name_,

@@ -21,7 +21,9 @@
 // the epoch from the coordinator). A handler that returns an error changes nothing.
 //
 // Time comes only from the injected clock; the owner calls Tick() periodically (and tests
-// call it after advancing a FakeClock) to run failure detection and the startup timeout.
+// call it after advancing a FakeClock) to run failure detection and the startup timeout, and
+// the Run* methods (the long cluster operations) periodically on another thread, so that a
+// slow save never delays detection (coordinator_loop.h does both).
 // The gRPC glue (GrpcCoordinator) only adapts these methods.
 #ifndef ECPS_COORDINATOR_COORDINATOR_SERVICE_H_
 #define ECPS_COORDINATOR_COORDINATOR_SERVICE_H_
@@ -165,7 +167,7 @@ class CoordinatorService {
 
   // In modes with parity (erasure_code, replication), when every worker is done the job
   // waits in RUNNING for a final scrub instead of finishing; this runs it (outside the lock,
-  // from the coordinator's main loop) and then finishes the job, or fails it when the scrub
+  // from the coordinator's loop) and then finishes the job, or fails it when the scrub
   // found a mismatch. A no-op when no final scrub is pending.
   void RunPendingScrub();
 
@@ -181,20 +183,34 @@ class CoordinatorService {
   // a resumed job trains again. OK with the report (dir, step) when it was committed;
   // FAILED_PRECONDITION without a checkpointer, once the job ended, or while a server is not
   // active; ALREADY_EXISTS when a checkpoint of this step exists; ABORTED with the reason when
-  // the save failed (nothing is published).
+  // the save failed (nothing is published). Also FAILED_PRECONDITION while a rollback is in
+  // progress (the servers hold no consistent state until every one has reloaded).
   absl::Status Checkpoint(const v1::CheckpointRequest& request, v1::CheckpointReport* report);
+
+  // Deletes old checkpoints after a save that committed (runtime/checkpoint.h PruneCheckpoints
+  // with checkpoint.keep in production), given the save's report; returns the directories it
+  // removed. Called after every committed save (ecps checkpoint, periodic, final; the final one
+  // before the job moves on), never at the same time as another save or a rollback's reload,
+  // and not at all while a rollback is in progress or some server is not active (a replacement
+  // may be loading the newest checkpoint then; the next save prunes). An error is logged, not
+  // fatal. Without a pruner nothing is deleted.
+  using Pruner =
+      std::function<absl::StatusOr<std::vector<std::string>>(const v1::CheckpointReport& saved)>;
+  void SetPruner(Pruner pruner);
 
   // With a checkpointer and checkpoint.save_final, when every worker is done the job waits in
   // RUNNING for a final checkpoint (exact: every worker's final step and reader position);
-  // this saves it (outside the lock, from the main loop) and lets the job go on to the final
-  // scrub or FINISHED, or fails the job when the save failed. A checkpoint of that step that
-  // already exists (the same job run again into the same directory) is kept, with a warning.
+  // this saves it (outside the lock, from the coordinator's loop) and lets the job go on to the
+  // final scrub or FINISHED, or fails the job when the save failed. A checkpoint of that step
+  // that already exists (the same job run again into the same directory) is kept, with a
+  // warning.
   void RunPendingCheckpoint();
 
   // In fault_tolerance.mode checkpoint, with a checkpointer: while the job runs with every
   // server active, saves a checkpoint (as Checkpoint does) once the job's step advanced
   // checkpoint.interval_steps since the last one, or checkpoint.interval_seconds passed.
-  // Called from the main loop; a no-op in other modes. A failed save is logged, not fatal.
+  // Called from the coordinator's loop; a no-op in other modes. A failed save is logged, not
+  // fatal.
   void RunPeriodicCheckpoint();
 
   // Mode checkpoint, a server failure (what coordinator_main's ServerDeadHandler calls after
@@ -206,7 +222,9 @@ class CoordinatorService {
   using Reloader = std::function<absl::StatusOr<v1::CheckpointReport>(const v1::ClusterMap&)>;
   void SetReloader(Reloader reloader);
   bool BeginRollback();
-  // Called from the main loop; a no-op unless a rollback waits. A failed reload fails the job.
+  // Called from the coordinator's loop; a no-op unless a rollback waits. A failed reload fails
+  // the job, unless another server failed meanwhile (the rollback then starts over). Never
+  // runs at the same time as a save.
   void RunPendingRollback();
 
   v1::JobPhase phase() const;
@@ -242,6 +260,9 @@ class CoordinatorService {
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The workers' latest step (minimum) and reader positions.
   CheckpointProgress WorkerCut() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Runs the pruner after the save `saved` committed, when that is safe (see SetPruner).
+  void PruneAfterSave(const v1::CheckpointReport& saved)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string job_name_;
   const std::string token_;
@@ -278,7 +299,9 @@ class CoordinatorService {
   uint64_t rollback_generation_ ABSL_GUARDED_BY(mu_) = 0;
   bool rollback_ready_ ABSL_GUARDED_BY(mu_) = false;
   v1::CheckpointReport rollback_to_ ABSL_GUARDED_BY(mu_);
-  absl::Mutex checkpoint_mu_;  // one checkpoint at a time; taken before mu_, never inside it
+  Pruner pruner_ ABSL_GUARDED_BY(mu_);
+  // One save, prune or rollback reload at a time; taken before mu_, never inside it.
+  absl::Mutex checkpoint_mu_;
   FailureHistory history_ ABSL_GUARDED_BY(mu_);
   // Instances an admin asked to die (Kill): told so in every heartbeat response.
   absl::flat_hash_set<std::string> kill_requested_ ABSL_GUARDED_BY(mu_);

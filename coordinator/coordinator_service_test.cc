@@ -546,5 +546,129 @@ TEST_F(CoordinatorCheckpointTest, PeriodicCheckpointsInModeCheckpoint) {
   EXPECT_EQ(steps, (std::vector<int64_t>{5, 19, 30}));
 }
 
+// The pruner runs after every committed save (periodic, admin, final: before the job
+// finishes), with the save's report, and never after a failed one.
+TEST_F(CoordinatorCheckpointTest, PrunesAfterEveryCommittedSave) {
+  JobSpec spec = TestSpec(1, 1);
+  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.checkpoint.interval_steps = 10;
+  auto created = CoordinatorService::Create(spec, kToken, &clock_);
+  ASSERT_TRUE(created.ok()) << created.status();
+  service_ = std::move(created).value();
+  bool fail_next = false;
+  service_->SetCheckpointer(
+      [&fail_next](const v1::ClusterMap&, const std::function<CheckpointProgress()>& progress) {
+        v1::CheckpointReport report;
+        report.set_step(progress().step);
+        report.set_done(!fail_next);
+        if (fail_next) report.set_error("INTERNAL: disk full");
+        fail_next = false;
+        return report;
+      });
+  std::vector<int64_t> pruned;
+  std::vector<v1::JobPhase> phases;
+  service_->SetPruner([&](const v1::CheckpointReport& saved) {
+    pruned.push_back(saved.step());
+    phases.push_back(service_->phase());
+    return std::vector<std::string>{"/ckpt/step-000000001"};
+  });
+  Register(ServerRegistration(0, "s0"));
+  Beat(ServerHeartbeat(0, "s0"));
+  Register(WorkerRegistration(0, "w0"));
+  Beat(WorkerHeartbeat(0, "w0", 5));
+  service_->RunPeriodicCheckpoint();  // step 5: saved, pruned
+  Beat(WorkerHeartbeat(0, "w0", 15));
+  fail_next = true;
+  service_->RunPeriodicCheckpoint();  // step 15: failed, nothing pruned
+  Beat(WorkerHeartbeat(0, "w0", 17));
+  v1::CheckpointRequest request;
+  FillHeader(request.mutable_header(), kToken, 0, "cli");
+  v1::CheckpointReport report;
+  ASSERT_TRUE(service_->Checkpoint(request, &report).ok());  // step 17: saved, pruned
+  Beat(WorkerHeartbeat(0, "w0", 20, /*done=*/true));
+  service_->RunPendingCheckpoint();  // the final one, step 20
+  EXPECT_EQ(pruned, (std::vector<int64_t>{5, 17, 20}));
+  EXPECT_EQ(phases, (std::vector<v1::JobPhase>{v1::JOB_RUNNING, v1::JOB_RUNNING, v1::JOB_RUNNING}))
+      << "the final save prunes before the job finishes";
+  EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();
+}
+
+// Mode checkpoint, a server dies: until every server has reloaded, no checkpoint may be
+// deleted (the replacement loads the newest) and no admin checkpoint is taken (the servers
+// hold no consistent state).
+TEST_F(CoordinatorCheckpointTest, NothingIsPrunedOrSavedDuringARollback) {
+  JobSpec spec = TestSpec(2, 1);
+  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.checkpoint.interval_steps = 10;
+  auto created = CoordinatorService::Create(spec, kToken, &clock_);
+  ASSERT_TRUE(created.ok()) << created.status();
+  service_ = std::move(created).value();
+  CoordinatorService* svc = service_.get();
+  service_->SetServerDeadHandler([svc](int id) {  // what coordinator_main installs
+    if (!svc->BeginRollback()) return false;
+    svc->ReplaceServer(id);
+    return true;
+  });
+  service_->SetReloader([](const v1::ClusterMap&) -> absl::StatusOr<v1::CheckpointReport> {
+    v1::CheckpointReport report;
+    report.set_done(true);
+    report.set_dir("/ckpt/step-000000005");
+    report.set_step(5);
+    report.add_reader_positions(640);
+    return report;
+  });
+  // The first save: server 1 dies while it runs (its last heartbeat is 2 s old when the save
+  // ends), so the save commits but nothing is pruned.
+  int saves = 0;
+  service_->SetCheckpointer(
+      [&](const v1::ClusterMap&, const std::function<CheckpointProgress()>& progress) {
+        v1::CheckpointReport report;
+        report.set_step(progress().step);
+        report.set_done(true);
+        if (++saves == 1) {
+          clock_.Advance(absl::Seconds(2));
+          Beat(ServerHeartbeat(0, "s0"));
+          Beat(WorkerHeartbeat(0, "w0", 5));
+          service_->Tick();
+        }
+        return report;
+      });
+  int prunes = 0;
+  service_->SetPruner([&prunes](const v1::CheckpointReport&) {
+    ++prunes;
+    return std::vector<std::string>{};
+  });
+  Register(ServerRegistration(0, "s0"));
+  Register(ServerRegistration(1, "s1"));
+  Beat(ServerHeartbeat(0, "s0"));
+  Beat(ServerHeartbeat(1, "s1"));
+  Register(WorkerRegistration(0, "w0"));
+  Beat(WorkerHeartbeat(0, "w0", 5));
+  service_->RunPeriodicCheckpoint();
+  EXPECT_EQ(saves, 1);
+  EXPECT_EQ(prunes, 0) << "server 1 died during the save";
+  ASSERT_EQ(service_->phase(), v1::JOB_RECOVERING) << service_->error();
+
+  // The replacement is active, the worker has not paused yet: still no admin checkpoint.
+  Register(ServerRegistration(1, "s1-new"));
+  Beat(ServerHeartbeat(1, "s1-new"));
+  v1::CheckpointRequest request;
+  FillHeader(request.mutable_header(), kToken, 0, "cli");
+  v1::CheckpointReport report;
+  absl::Status refused = service_->Checkpoint(request, &report);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  EXPECT_NE(refused.message().find("rollback"), std::string::npos) << refused;
+  EXPECT_EQ(saves, 1);
+
+  // The worker pauses, every server reloads: saves and pruning go on.
+  v1::HeartbeatRequest paused = WorkerHeartbeat(0, "w0", 5);
+  paused.mutable_worker()->set_paused_generation(1);
+  Beat(paused);
+  service_->RunPendingRollback();
+  ASSERT_TRUE(service_->Checkpoint(request, &report).ok());
+  EXPECT_EQ(saves, 2);
+  EXPECT_EQ(prunes, 1);
+}
+
 }  // namespace
 }  // namespace ecps

@@ -59,7 +59,8 @@ const std::vector<SectionKeys>& Schema() {
       {"fault_tolerance",
        {"mode", "k", "r", "ack", "async_window", "dense_replicas", "codec_backend",
         "rebuild_rate_mb_s", "checkpoint"}},
-      {"fault_tolerance.checkpoint", {"dir", "interval_steps", "interval_seconds", "save_final"}},
+      {"fault_tolerance.checkpoint",
+       {"dir", "interval_steps", "interval_seconds", "save_final", "keep"}},
       {"faults[]", {"at_step", "action", "target", "duration_s"}},
       {"monitoring", {"progress", "metrics_interval_ms", "report_every_steps", "log_level"}},
   };
@@ -626,6 +627,7 @@ void SpecParser::IntList(const Entries& e, const std::string& path, const char* 
 
 constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr int64_t kMaxSteps = 1'000'000'000'000;
+constexpr int64_t kMaxCheckpointsKept = 1'000'000;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void SpecParser::ReadJob(const YAML::Node& n, JobSection* job) {
@@ -805,6 +807,7 @@ void SpecParser::ReadFaultTolerance(const YAML::Node& n, FaultToleranceSection* 
     Int(c, q, "interval_steps", 0, kMaxSteps, &f->checkpoint.interval_steps);
     Real(c, q, "interval_seconds", 0, false, kInf, false, &f->checkpoint.interval_seconds);
     Bool(c, q, "save_final", &f->checkpoint.save_final);
+    Int(c, q, "keep", 1, kMaxCheckpointsKept, &f->checkpoint.keep);
   }
 }
 
@@ -1284,6 +1287,7 @@ std::string SpecToYaml(const JobSpec& spec) {
   line(4, "interval_steps", absl::StrCat(f.checkpoint.interval_steps));
   line(4, "interval_seconds", FormatFloat(f.checkpoint.interval_seconds));
   line(4, "save_final", BoolText(f.checkpoint.save_final));
+  line(4, "keep", absl::StrCat(f.checkpoint.keep));
 
   if (spec.faults.empty()) {
     o += "faults: []\n";

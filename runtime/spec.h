@@ -91,6 +91,7 @@ struct CheckpointSection {
   int64_t interval_steps = 0;        // 0: not by steps
   double interval_seconds = 0;       // 0: not by time
   bool save_final = true;
+  int keep = 3;                      // committed checkpoints kept in dir (>= 1)
 };
 
 struct FaultToleranceSection {

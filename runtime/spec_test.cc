@@ -122,6 +122,7 @@ void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(fa.checkpoint.interval_steps, fb.checkpoint.interval_steps);
   EXPECT_EQ(Bits(fa.checkpoint.interval_seconds), Bits(fb.checkpoint.interval_seconds));
   EXPECT_EQ(fa.checkpoint.save_final, fb.checkpoint.save_final);
+  EXPECT_EQ(fa.checkpoint.keep, fb.checkpoint.keep);
 
   ASSERT_EQ(a.faults.size(), b.faults.size());
   for (size_t i = 0; i < a.faults.size(); ++i) {
@@ -204,6 +205,7 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->fault_tolerance.checkpoint.interval_steps, 0);
   EXPECT_EQ(spec->fault_tolerance.checkpoint.interval_seconds, 0);
   EXPECT_TRUE(spec->fault_tolerance.checkpoint.save_final);
+  EXPECT_EQ(spec->fault_tolerance.checkpoint.keep, 3);
 
   EXPECT_TRUE(spec->faults.empty());
   EXPECT_TRUE(spec->monitoring.progress);
@@ -298,6 +300,7 @@ fault_tolerance:
     interval_steps: 1000
     interval_seconds: 60.5
     save_final: false
+    keep: 5
 faults:
   - at_step: 100
     action: kill_server
@@ -385,6 +388,7 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   EXPECT_EQ(spec->fault_tolerance.checkpoint.interval_steps, 1000);
   EXPECT_EQ(spec->fault_tolerance.checkpoint.interval_seconds, 60.5);
   EXPECT_FALSE(spec->fault_tolerance.checkpoint.save_final);
+  EXPECT_EQ(spec->fault_tolerance.checkpoint.keep, 5);
 
   ASSERT_EQ(spec->faults.size(), 3u);
   EXPECT_EQ(spec->faults[0].at_step, 100);
@@ -702,6 +706,12 @@ const BadSpec kBadSpecs[] = {
      "bad.yaml:2: job.synchronous: expected true or false, got maybe"},
     {"seed_negative", "job:\n  seed: -1\n",
      "bad.yaml:2: job.seed: must be between 0 and 18446744073709551615, got -1"},
+    {"checkpoint_keep_zero", "fault_tolerance:\n  checkpoint:\n    keep: 0\n",
+     "bad.yaml:3: fault_tolerance.checkpoint.keep: must be between 1 and 1000000, got 0"},
+    {"checkpoint_keep_negative", "fault_tolerance:\n  checkpoint: {keep: -2}\n",
+     "bad.yaml:2: fault_tolerance.checkpoint.keep: must be between 1 and 1000000, got -2"},
+    {"checkpoint_keep_not_integer", "fault_tolerance:\n  checkpoint:\n    keep: all\n",
+     "bad.yaml:3: fault_tolerance.checkpoint.keep: expected an integer, got all"},
     {"resume_from_missing", "job:\n  resume_from: /nonexistent/ckpt\n",
      "bad.yaml:2: job.resume_from: no such checkpoint directory: /nonexistent/ckpt"},
     {"faults_not_list", "faults:\n  at_step: 5\n", "bad.yaml:1: faults: expected a list of faults"},
