@@ -170,6 +170,10 @@ void DeltaStreams::SenderLoop(int peer) {
       header_(&batch);
       auto ack = transport_->Send(peer, batch);
       if (ack.ok() && *ack >= batch.seq()) break;
+      if (!ack.ok() && options_.on_unreachable &&
+          (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
+        options_.on_unreachable(peer);
+      }
       if (!ack.ok() && backoff_ms >= options_.max_backoff_ms) {
         spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,
                      ack.status().ToString());

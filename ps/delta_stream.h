@@ -45,6 +45,9 @@ struct DeltaStreamOptions {
   int initial_backoff_ms = 5;        // resend backoff, doubled up to max_backoff_ms
   int max_backoff_ms = 500;
   std::string instance;              // this process's incarnation, stamped on every batch
+  // Called with the peer when a send fails as if the peer were down (UNAVAILABLE or
+  // DEADLINE_EXCEEDED): the coordinator hears of a dead parity server at once.
+  std::function<void(int peer)> on_unreachable;
 };
 
 class DeltaStreams {

@@ -52,6 +52,10 @@ class GrpcParameterServer final : public v1::ParameterServer::Service {
                            v1::ScrubParityResponse* resp) override {
     return ToGrpcStatus(core_->ScrubParity(*req, resp));
   }
+  grpc::Status HotRows(grpc::ServerContext*, const v1::HotRowsRequest* req,
+                       v1::HotRowsResponse* resp) override {
+    return ToGrpcStatus(core_->HotRows(*req, resp));
+  }
   grpc::Status ReadParity(grpc::ServerContext*, const v1::ReadParityRequest* req,
                           v1::ReadParityResponse* resp) override {
     return ToGrpcStatus(core_->ReadParity(*req, resp));

@@ -42,12 +42,13 @@ bool ParameterServerCore::rebuilt() const {
 template <typename Tables>
 absl::Status ParameterServerCore::EnsureRebuilt(const Tables& tables) const {
   if (parts_.rebuilder == nullptr || parts_.embeddings->all_valid()) return absl::OkStatus();
+  std::vector<int> table_ids;
+  std::vector<std::vector<int64_t>> rows;
   for (const v1::TableRows& t : tables) {
-    std::vector<int64_t> rows(t.rows().begin(), t.rows().end());
-    absl::Status s = parts_.rebuilder->EnsureRows(t.table(), rows, parts_.rebuild_wait_ms);
-    if (!s.ok()) return s;
+    table_ids.push_back(t.table());
+    rows.emplace_back(t.rows().begin(), t.rows().end());
   }
-  return absl::OkStatus();
+  return parts_.rebuilder->EnsureRows(table_ids, rows, parts_.rebuild_wait_ms);
 }
 
 void ParameterServerCore::Install(ServerParts parts) {
@@ -283,6 +284,9 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
                                      (absl::IsFailedPrecondition(s) &&
                                       s.message().find("stale epoch") != std::string::npos);
               if (!transient || std::chrono::steady_clock::now() > give_up) return s;
+              if (parts_.report_unreachable && !absl::IsFailedPrecondition(s)) {
+                parts_.report_unreachable(peer);
+              }
               std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }
           }
@@ -584,6 +588,25 @@ absl::Status ParameterServerCore::ReadParity(const v1::ReadParityRequest& reques
     absl::Status s = parts_.parity->Read(request.table(), request.stripes(i),
                                          reinterpret_cast<uint8_t*>(out->data()) + i * bytes);
     if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::HotRows(const v1::HotRowsRequest& request,
+                                          v1::HotRowsResponse* response) const {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
+  const int servers = parts_.embeddings->placement().servers();
+  if (request.server() < 0 || request.server() >= servers || request.max_rows() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("hot rows of server ", request.server(),
+                                                   " (max ", request.max_rows(),
+                                                   "): want a server in [0, ", servers,
+                                                   ") and max_rows >= 0"));
+  }
+  for (const ParityStore::Hot& h : parts_.parity->HotRows(request.server(), request.max_rows())) {
+    response->add_tables(h.table);
+    response->add_rows(h.row);
+    response->add_heat(h.heat);
   }
   return absl::OkStatus();
 }

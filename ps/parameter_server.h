@@ -56,6 +56,8 @@ class DenseChecksumsRequest;
 class DenseChecksumsResponse;
 class ReadParityRequest;
 class ReadParityResponse;
+class HotRowsRequest;
+class HotRowsResponse;
 class WriteParityRequest;
 class ReadDenseRequest;
 class ReadDenseResponse;
@@ -74,6 +76,8 @@ struct ServerParts {
   std::unique_ptr<PeerClient> peers;
   std::unique_ptr<DeltaStreams> streams;
   bool ack_after_parity = true;
+  // Told about a peer server that looks down (a failed RPC to it); may be empty.
+  std::function<void(int peer)> report_unreachable;
   int ack_timeout_ms = 30000;   // how long a push waits for parity acknowledgements
   // Set on a replacement server: rebuilds the lost rows; requests for rows not rebuilt yet
   // wait for an on-demand rebuild.
@@ -125,6 +129,8 @@ class ParameterServerCore {
   // rebuilding server does, while every server is frozen); a dense tensor with its state.
   absl::Status ReadParity(const v1::ReadParityRequest& request,
                           v1::ReadParityResponse* response) const;
+  // The hottest rows of a data server among the stripes this server holds parity of.
+  absl::Status HotRows(const v1::HotRowsRequest& request, v1::HotRowsResponse* response) const;
   absl::Status WriteParity(const v1::WriteParityRequest& request);
   absl::Status ReadDense(const v1::ReadDenseRequest& request,
                          v1::ReadDenseResponse* response) const;

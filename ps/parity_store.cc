@@ -1,5 +1,6 @@
 #include "ps/parity_store.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -42,7 +43,11 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
   std::vector<uint8_t*> parity_ptrs(placement.r());
   for (int q = 0; q < placement.r(); ++q) parity_ptrs[q] = parity[q].data();
   store->valid_.resize(placement.num_tables());
+  store->heat_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
+    const size_t counters = static_cast<size_t>(placement.ParitySlots(t)) * placement.k();
+    store->heat_[t].reset(new std::atomic<uint8_t>[counters]);
+    for (size_t c = 0; c < counters; ++c) store->heat_[t][c].store(0, std::memory_order_relaxed);
     store->tables_[t] = next;
     next += static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes;
     store->valid_[t].assign(static_cast<size_t>(placement.ParitySlots(t)), lost ? 0 : 1);
@@ -110,6 +115,7 @@ absl::Status ParityStore::Apply(int table, int64_t stripe, int j, const uint8_t*
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
   std::lock_guard<std::mutex> lock(LockFor(table, slot));
   if (!valid_[table][slot]) return absl::OkStatus();  // rebuilt later from current data
+  Heat(table, slot, j);
   applied_.fetch_add(1, std::memory_order_relaxed);
   return code_->UpdateParity(*q, j, delta, Row(table, slot), len);
 }
@@ -137,12 +143,39 @@ absl::Status ParityStore::ApplyBatch(absl::Span<const DeltaRef> deltas) {
     const int64_t slot = where[i].first;
     std::lock_guard<std::mutex> lock(LockFor(d.table, slot));
     if (!valid_[d.table][slot]) continue;  // rebuilt later from current data
+    Heat(d.table, slot, d.j);
     absl::Status s = code_->UpdateParity(where[i].second, d.j, d.data, Row(d.table, slot),
                                          payload_bytes_);
     if (!s.ok()) return s;
   }
   applied_.fetch_add(static_cast<int64_t>(deltas.size()), std::memory_order_relaxed);
   return absl::OkStatus();
+}
+
+std::vector<ParityStore::Hot> ParityStore::HotRows(int data_server, int max_rows) const {
+  std::vector<Hot> hot;
+  const int k = placement_.k();
+  int q = 0;
+  for (int t = 0; t < placement_.num_tables(); ++t) {
+    for (int64_t slot = 0; slot < placement_.ParitySlots(t); ++slot) {
+      const int64_t stripe = placement_.StripeAtParitySlot(t, server_, slot, &q);
+      if (stripe < 0) continue;
+      for (int j = 0; j < k; ++j) {
+        const uint8_t heat = heat_[t][slot * k + j].load(std::memory_order_relaxed);
+        const int64_t row = stripe * k + j;
+        if (heat == 0 || row >= placement_.rows(t)) continue;
+        if (placement_.ServerOf(t, stripe, j) != data_server) continue;
+        hot.push_back(Hot{t, row, heat});
+      }
+    }
+  }
+  auto hotter = [](const Hot& a, const Hot& b) { return a.heat > b.heat; };
+  if (hot.size() > static_cast<size_t>(max_rows)) {
+    std::nth_element(hot.begin(), hot.begin() + max_rows, hot.end(), hotter);
+    hot.resize(max_rows);
+  }
+  std::stable_sort(hot.begin(), hot.end(), hotter);
+  return hot;
 }
 
 absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out) const {
@@ -189,7 +222,11 @@ absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* pa
 }
 
 int64_t ParityStore::bytes() const {
-  return static_cast<int64_t>(storage_.size());
+  int64_t counters = 0;
+  for (int t = 0; t < placement_.num_tables(); ++t) {
+    counters += placement_.ParitySlots(t) * placement_.k();
+  }
+  return static_cast<int64_t>(storage_.size()) + counters;
 }
 
 }  // namespace ecps

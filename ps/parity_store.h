@@ -58,6 +58,15 @@ class ParityStore {
   // with a bad delta changes nothing. Prefetches rows ahead: a batch's parity rows are
   // scattered over the store and would each miss the cache otherwise.
   absl::Status ApplyBatch(absl::Span<const DeltaRef> deltas);
+  // Data rows of `data_server` whose deltas this store applied, hottest first (at most
+  // `max_rows`; rows never updated are left out). Heat counts applied deltas per data
+  // member of each parity row, saturating at 255.
+  struct Hot {
+    int table;
+    int64_t row;
+    uint32_t heat;
+  };
+  std::vector<Hot> HotRows(int data_server, int max_rows) const;
   // Copies the parity row this server holds of (table, stripe).
   absl::Status Read(int table, int64_t stripe, uint8_t* out) const;
 
@@ -94,6 +103,11 @@ class ParityStore {
         payload_bytes_(payload_bytes),
         code_(code),
         locks_(new std::mutex[kLockStripes]) {}
+  void Heat(int table, int64_t slot, int j) {
+    std::atomic<uint8_t>& h = heat_[table][slot * placement_.k() + j];
+    const uint8_t v = h.load(std::memory_order_relaxed);
+    if (v < 255) h.store(v + 1, std::memory_order_relaxed);  // under the slot's lock
+  }
   uint8_t* Row(int table, int64_t slot) {
     return tables_[table] + static_cast<size_t>(slot) * payload_bytes_;
   }
@@ -111,6 +125,8 @@ class ParityStore {
   HugeBuffer storage_;            // every table's parity rows, back to back
   std::vector<uint8_t*> tables_;  // per table: ParitySlots * payload_bytes, inside storage_
   std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
+  // Per table, per (slot, data member j) at slot * k + j: deltas applied, saturating.
+  std::vector<std::unique_ptr<std::atomic<uint8_t>[]>> heat_;
   std::atomic<int64_t> invalid_rows_{0};
   int64_t parity_rows_ = 0;
   mutable std::unique_ptr<std::mutex[]> locks_;

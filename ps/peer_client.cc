@@ -77,6 +77,13 @@ absl::Status PeerClient::ReadParity(int peer, const v1::ReadParityRequest& reque
   });
 }
 
+absl::Status PeerClient::HotRows(int peer, const v1::HotRowsRequest& request,
+                                 v1::HotRowsResponse* response) {
+  return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {
+    return stub->HotRows(ctx, request, response);
+  });
+}
+
 absl::Status PeerClient::WriteParity(int peer, const v1::WriteParityRequest& request) {
   v1::WriteParityResponse response;
   return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {

@@ -25,6 +25,8 @@ class PeerClient : public DeltaTransport {
   absl::Status ReadParity(int peer, const v1::ReadParityRequest& request,
                           v1::ReadParityResponse* response);
   absl::Status WriteParity(int peer, const v1::WriteParityRequest& request);
+  absl::Status HotRows(int peer, const v1::HotRowsRequest& request,
+                       v1::HotRowsResponse* response);
   absl::Status ReadDense(int peer, const v1::ReadDenseRequest& request,
                          v1::ReadDenseResponse* response);
   absl::Status Freeze(int peer, const v1::FreezeRequest& request);

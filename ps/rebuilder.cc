@@ -1,8 +1,10 @@
 #include "ps/rebuilder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "proto/ecps.pb.h"
 #include "runtime/rpc.h"
@@ -50,29 +52,43 @@ bool Rebuilder::ItemValid(const Item& item) const {
 }
 
 absl::Status Rebuilder::EnsureRows(int table, const std::vector<int64_t>& rows, int timeout_ms) {
+  return EnsureRows(std::vector<int>{table}, std::vector<std::vector<int64_t>>{rows}, timeout_ms);
+}
+
+absl::Status Rebuilder::EnsureRows(const std::vector<int>& tables,
+                                   const std::vector<std::vector<int64_t>>& rows,
+                                   int timeout_ms) {
   if (embeddings_->all_valid()) return absl::OkStatus();
-  std::vector<int64_t> missing;
-  embeddings_->MissingRows(table, rows, &missing);
+  std::vector<std::pair<int, int64_t>> missing;
+  std::vector<int64_t> table_missing;
+  for (size_t i = 0; i < tables.size() && i < rows.size(); ++i) {
+    table_missing.clear();
+    embeddings_->MissingRows(tables[i], rows[i], &table_missing);
+    for (int64_t row : table_missing) missing.push_back({tables[i], row});
+  }
   if (missing.empty()) return absl::OkStatus();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int64_t row : missing) on_demand_.push_back(Item{table, row / placement_.k()});
+    for (const auto& [table, row] : missing) {
+      on_demand_.push_back(Item{table, row / placement_.k()});
+    }
     on_demand_count_ += static_cast<int64_t>(missing.size());
   }
   cv_.notify_all();
   std::unique_lock<std::mutex> lock(mu_);
+  size_t checked = 0;  // rows before this one are valid (rows never become invalid again)
   bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
     if (stopping_ || !error_.ok()) return true;
-    for (int64_t row : missing) {
-      if (!embeddings_->IsValid(table, row)) return false;
+    for (; checked < missing.size(); ++checked) {
+      if (!embeddings_->IsValid(missing[checked].first, missing[checked].second)) return false;
     }
     return true;
   });
   if (!error_.ok()) return error_;
   if (!ok || stopping_) {
-    return absl::DeadlineExceededError("rows of table " + std::to_string(table) +
-                                       " not rebuilt within " + std::to_string(timeout_ms) +
-                                       " ms");
+    return absl::DeadlineExceededError(absl::StrCat(missing.size(), " rows of ", tables.size(),
+                                                    " tables not rebuilt within ", timeout_ms,
+                                                    " ms"));
   }
   return absl::OkStatus();
 }
@@ -105,10 +121,52 @@ absl::Status Rebuilder::error() const {
   return error_;
 }
 
+void Rebuilder::LoadHotRows() {
+  if (options_.hot_rows <= 0 || parity_ == nullptr) return;
+  const std::set<int> unusable = options_.unusable ? options_.unusable() : std::set<int>{};
+  const std::string sender = "server-" + std::to_string(options_.server);
+  absl::flat_hash_map<std::pair<int, int64_t>, uint32_t> heat;
+  for (int peer : options_.live_peers ? options_.live_peers() : std::vector<int>{}) {
+    if (unusable.count(peer) > 0) continue;
+    v1::HotRowsRequest req;
+    FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender);
+    req.set_server(options_.server);
+    req.set_max_rows(options_.hot_rows);
+    v1::HotRowsResponse resp;
+    // The order is only a hint: a holder that cannot answer leaves its rows to the sweep.
+    if (!peers_->HotRows(peer, req, &resp).ok()) continue;
+    for (int i = 0; i < resp.rows_size() && i < resp.tables_size() && i < resp.heat_size(); ++i) {
+      heat[{resp.tables(i), resp.rows(i)}] += resp.heat(i);
+    }
+  }
+  std::vector<std::pair<uint32_t, Item>> order;
+  order.reserve(heat.size());
+  for (const auto& [key, h] : heat) {
+    const int table = key.first;
+    const int64_t row = key.second;
+    if (table < 0 || table >= placement_.num_tables() || row < 0 ||
+        row >= placement_.rows(table) ||
+        placement_.DataLocation(table, row).server != options_.server) {
+      continue;
+    }
+    order.push_back({h, Item{table, row / placement_.k()}});
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && (a.second.table < b.second.table ||
+                                                        (a.second.table == b.second.table &&
+                                                         a.second.stripe < b.second.stripe)));
+  });
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [h, item] : order) hot_.push_back(item);
+  spdlog::info("server {}: rebuilding {} hot rows first", options_.server, hot_.size());
+}
+
 void Rebuilder::Loop() {
+  LoadHotRows();
   int failures = 0;
   while (true) {
     std::vector<Item> items;
+    size_t on_demand_items = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
@@ -117,9 +175,17 @@ void Rebuilder::Loop() {
         items.push_back(on_demand_.front());
         on_demand_.pop_front();
       }
+      on_demand_items = items.size();
       // Then the background sweep (when the rate limit allows): data slots of every table,
       // then parity slots.
       const bool background = std::chrono::steady_clock::now() >= background_allowed_at_;
+      // The rows updated most before the failure, hottest first.
+      while (background && static_cast<int>(items.size()) < options_.batch_stripes &&
+             !hot_.empty()) {
+        const Item item = hot_.front();
+        hot_.pop_front();
+        if (!ItemValid(item)) items.push_back(item);
+      }
       while (background && static_cast<int>(items.size()) < options_.batch_stripes &&
              cursor_table_ < placement_.num_tables()) {
         int t = static_cast<int>(cursor_table_);
@@ -178,14 +244,14 @@ void Rebuilder::Loop() {
     }
     failures = 0;
     cv_.notify_all();
-    if (options_.rate_limit_mb_s > 0 && !items.empty()) {
-      // The next background batch waits until this one's reads fit the rate limit; rows
-      // workers ask for are never held back.
-      double mb = items.size() * payload_bytes_ * placement_.k() / 1e6;
+    if (options_.rate_limit_mb_s > 0 && items.size() > on_demand_items) {
+      // The next background batch waits until the background reads so far fit the rate
+      // limit; rows workers ask for are never held back, and do not count.
+      double mb = (items.size() - on_demand_items) * payload_bytes_ * placement_.k() / 1e6;
       auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(mb / options_.rate_limit_mb_s));
       std::lock_guard<std::mutex> lock(mu_);
-      background_allowed_at_ = t0 + wait;
+      background_allowed_at_ = std::max(background_allowed_at_, t0) + wait;
     }
   }
   done_.store(true, std::memory_order_release);

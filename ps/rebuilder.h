@@ -1,6 +1,7 @@
 // The rebuild at a replacement server (DESIGN §5): every data and parity row the dead server
 // held is rebuilt from any k surviving members of its stripe, rows that workers ask for
-// first (on demand), the rest in the background in pipelined batches; dense tensors are
+// first (on demand), the rest in the background in pipelined batches, hottest first (the
+// parity holders count the updates of each data row they protect); dense tensors are
 // restored from another holder.
 //
 // Consistency: a batch is rebuilt while its stripes are frozen on every other live server
@@ -44,6 +45,9 @@ struct RebuildOptions {
   // Servers to freeze around a batch: every live server but this one.
   std::function<std::vector<int>()> live_peers;
   int batch_stripes = 4096;
+  // The background rebuild starts with the rows the parity holders saw updated most (at
+  // most this many from each holder, hottest first); 0: plain slot order.
+  int hot_rows = 65536;
   double rate_limit_mb_s = 0;  // background rebuild bandwidth cap; 0: none
 };
 
@@ -67,6 +71,10 @@ class Rebuilder {
   // Blocks until every row of `rows` (rows of `table` held here) is valid, rebuilding them
   // first. DEADLINE_EXCEEDED after `timeout_ms`.
   absl::Status EnsureRows(int table, const std::vector<int64_t>& rows, int timeout_ms);
+  // The same for rows of several tables at once (rows[i] of tables[i]): all missing rows are
+  // queued together, so one request's rows are rebuilt in one batch, not one per table.
+  absl::Status EnsureRows(const std::vector<int>& tables,
+                          const std::vector<std::vector<int64_t>>& rows, int timeout_ms);
   // Blocks until the dense tensors held here are restored.
   absl::Status EnsureDense(int timeout_ms);
   bool dense_ready() const { return dense_ready_.load(std::memory_order_acquire); }
@@ -81,6 +89,8 @@ class Rebuilder {
     int64_t stripe;
   };
   void Loop();
+  // Asks the live parity holders for this server's hottest rows and queues them (hot_).
+  void LoadHotRows();
   absl::Status RunBatch(const std::vector<Item>& items, bool restore_dense);
   absl::Status RestoreDense();
   // The member position this server holds of (table, stripe).
@@ -99,6 +109,7 @@ class Rebuilder {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> on_demand_;  // guarded by mu_
+  std::deque<Item> hot_;        // guarded by mu_: hottest first, swept before the slots
   int64_t on_demand_count_ = 0;  // guarded by mu_
   absl::Status error_;           // guarded by mu_
   bool stopping_ = false;        // guarded by mu_

@@ -179,8 +179,11 @@ int RunServer(const ServerOptions& options) {
       const bool from_checkpoint = recovering && spec.fault_tolerance.mode == "checkpoint";
       JobSpec build_spec = spec;
       if (from_checkpoint) build_spec.job.resume_from = spec.fault_tolerance.checkpoint.dir;
-      auto parts = BuildServerParts(build_spec, self, addresses, &core, instance, nullptr,
-                                    recovering && !from_checkpoint ? &hooks : nullptr);
+      auto parts = BuildServerParts(
+          build_spec, self, addresses, &core, instance, nullptr,
+          recovering && !from_checkpoint ? &hooks : nullptr, [&coordinator](int peer) {
+            coordinator.ReportServerUnreachable(peer, "RPCs from a peer server fail");
+          });
       if (!parts.ok()) {
         spdlog::error("server {}: {}", self, parts.status().ToString());
         exit_code.store(1);

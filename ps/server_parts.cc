@@ -28,7 +28,8 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
                                              const ParameterServerCore* core,
                                              const std::string& instance,
                                              DeltaTransport* transport,
-                                             const RecoveryHooks* recovery) {
+                                             const RecoveryHooks* recovery,
+                                             std::function<void(int peer)> report_unreachable) {
   const bool lost = recovery != nullptr;
   const FaultToleranceSection& ft = spec.fault_tolerance;
   int k = 1, r = 0;
@@ -117,6 +118,8 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
   DeltaStreamOptions options;
   if (ft.ack == "async") options.window = ft.async_window;
   options.instance = instance;
+  options.on_unreachable = report_unreachable;
+  parts.report_unreachable = report_unreachable;
   parts.ack_after_parity = ft.ack != "async";
   parts.ack_timeout_ms = spec.cluster.rpc_timeout_ms;
   parts.rebuild_wait_ms = std::max(spec.cluster.rpc_timeout_ms, 60000);

@@ -31,13 +31,13 @@ struct RecoveryHooks {
 // incarnation. `transport` overrides the peer client as the delta streams' network (tests
 // inject faults there); null uses the peer client. With `recovery` set the server is a
 // replacement: its rows start lost and a Rebuilder rebuilds them (call core->StartRebuild()
-// after Install).
-absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
-                                             const std::vector<std::string>& addresses,
-                                             const ParameterServerCore* core,
-                                             const std::string& instance,
-                                             DeltaTransport* transport = nullptr,
-                                             const RecoveryHooks* recovery = nullptr);
+// after Install). `report_unreachable`, when set, hears of every peer server an RPC to
+// which failed as if it were down.
+absl::StatusOr<ServerParts> BuildServerParts(
+    const JobSpec& spec, int server, const std::vector<std::string>& addresses,
+    const ParameterServerCore* core, const std::string& instance,
+    DeltaTransport* transport = nullptr, const RecoveryHooks* recovery = nullptr,
+    std::function<void(int peer)> report_unreachable = nullptr);
 
 }  // namespace ecps
 

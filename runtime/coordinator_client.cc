@@ -93,6 +93,19 @@ absl::Status CoordinatorClient::ReportFailure(v1::Role role, int id, const std::
   });
 }
 
+void CoordinatorClient::ReportServerUnreachable(int id, const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto now = std::chrono::steady_clock::now();
+    auto [it, inserted] = last_report_.try_emplace(id, now);
+    if (!inserted) {
+      if (now - it->second < std::chrono::seconds(1)) return;
+      it->second = now;
+    }
+  }
+  ReportFailure(v1::ROLE_SERVER, id, reason).IgnoreError();
+}
+
 absl::StatusOr<v1::StatusResponse> CoordinatorClient::Status() {
   v1::StatusRequest request;
   FillHeader(request.mutable_header(), token_, epoch(), sender_);

@@ -4,8 +4,10 @@
 #ifndef ECPS_RUNTIME_COORDINATOR_CLIENT_H_
 #define ECPS_RUNTIME_COORDINATOR_CLIENT_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,6 +34,9 @@ class CoordinatorClient {
                                                 int wait_ms = 30000);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
   absl::Status ReportFailure(v1::Role role, int id, const std::string& reason);
+  // Reports parameter server `id` unreachable, at most once a second per server (callers
+  // see every failed RPC); errors are ignored: heartbeats remain the backstop.
+  void ReportServerUnreachable(int id, const std::string& reason);
   absl::StatusOr<v1::StatusResponse> Status();
 
   // Starts a background stream that keeps the latest cluster map (reconnecting on errors).
@@ -58,6 +63,7 @@ class CoordinatorClient {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   v1::ClusterMap map_;
+  std::map<int, std::chrono::steady_clock::time_point> last_report_;  // guarded by mu_
   bool stopping_ = false;
   grpc::ClientContext* watch_context_ = nullptr;  // guarded by mu_
   std::thread watcher_;

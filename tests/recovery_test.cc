@@ -293,5 +293,68 @@ TEST(OnlineRebuild, EveryAcknowledgedUpdateSurvives) {
   ExpectClean(cluster.get());
 }
 
+// The parity holders count the updates of each data row they protect, so that a replacement
+// can rebuild the rows workers use most first (Rebuilder::LoadHotRows asks them).
+TEST(HotRows, ParityHolderListsADataServersRowsByUpdateCount) {
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
+  ASSERT_TRUE(placement.ok());
+  // Three rows of server 0 whose stripes' parity lives on one holder.
+  const int table = 1, data_server = 0;
+  int holder = -1;
+  std::vector<int64_t> rows;
+  for (int64_t row = 0; row < spec.model.table_rows[table] && rows.size() < 3; ++row) {
+    if (placement->DataLocation(table, row).server != data_server) continue;
+    const int h = placement->ServerOf(table, row / 2, 2);
+    if (holder < 0) holder = h;
+    if (h == holder) rows.push_back(row);
+  }
+  ASSERT_EQ(rows.size(), 3u);
+  const int times[3] = {2, 5, 1};
+  for (int i = 0; i < 3; ++i) {
+    for (int n = 0; n < times[i]; ++n) {
+      v1::PushRequest push;
+      FillHeader(push.mutable_header(), kToken, 1, "test");
+      v1::TableRows* t = push.add_tables();
+      t->set_table(table);
+      t->add_rows(rows[i]);
+      std::vector<float> grad(spec.model.embedding_dim, 0.25f);
+      push.add_grads(std::string(reinterpret_cast<const char*>(grad.data()),
+                                 grad.size() * sizeof(float)));
+      ASSERT_TRUE(cluster->core(data_server)->Push(push).ok());
+    }
+  }
+  v1::HotRowsRequest request;
+  FillHeader(request.mutable_header(), kToken, 1, "test");
+  request.set_server(data_server);
+  request.set_max_rows(10);
+  v1::HotRowsResponse hot;
+  ASSERT_TRUE(cluster->core(holder)->HotRows(request, &hot).ok());
+  ASSERT_EQ(hot.rows_size(), 3) << hot.DebugString();
+  EXPECT_EQ(hot.rows(0), rows[1]);
+  EXPECT_EQ(hot.rows(1), rows[0]);
+  EXPECT_EQ(hot.rows(2), rows[2]);
+  EXPECT_EQ(hot.heat(0), 5u);
+  EXPECT_EQ(hot.heat(1), 2u);
+  EXPECT_EQ(hot.heat(2), 1u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(hot.tables(i), table);
+
+  request.set_max_rows(1);
+  hot.Clear();
+  ASSERT_TRUE(cluster->core(holder)->HotRows(request, &hot).ok());
+  ASSERT_EQ(hot.rows_size(), 1);
+  EXPECT_EQ(hot.rows(0), rows[1]);
+
+  // Rows of a server nobody updated: none. A server out of range: refused.
+  request.set_server(holder == 1 ? 2 : 1);
+  hot.Clear();
+  ASSERT_TRUE(cluster->core(holder)->HotRows(request, &hot).ok());
+  EXPECT_EQ(hot.rows_size(), 0);
+  request.set_server(3);
+  EXPECT_TRUE(absl::IsInvalidArgument(cluster->core(holder)->HotRows(request, &hot)));
+}
+
 }  // namespace
 }  // namespace ecps

@@ -99,8 +99,16 @@ absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Reque
     }
     if (retry.empty()) return absl::OkStatus();
     pending = std::move(retry);
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    // Back off, but retry at once when a new cluster map arrives (a replacement took over).
+    const auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff_ms);
     backoff_ms = std::min(500, backoff_ms * 2);
+    while (std::chrono::steady_clock::now() < wake) {
+      if (fh.map_source && fh.map_source().epoch() > epoch_.load()) {
+        backoff_ms = 20;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     Refresh();
     for (int s : pending) requests[s].mutable_header()->set_epoch(epoch_.load());
   }

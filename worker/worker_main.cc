@@ -173,17 +173,8 @@ int RunWorker(const WorkerOptions& options) {
     // second at most, and retry against the latest map (a replacement, a new epoch).
     PsClient::FailureHandling handling;
     handling.map_source = [&coordinator] { return coordinator.map(); };
-    auto last_report = std::make_shared<std::vector<std::chrono::steady_clock::time_point>>(
-        spec.cluster.servers);
-    auto report_mu = std::make_shared<std::mutex>();
-    handling.on_unavailable = [&coordinator, last_report, report_mu](int server) {
-      {
-        std::lock_guard<std::mutex> lock(*report_mu);
-        auto now = std::chrono::steady_clock::now();
-        if (now - (*last_report)[server] < std::chrono::seconds(1)) return;
-        (*last_report)[server] = now;
-      }
-      coordinator.ReportFailure(v1::ROLE_SERVER, server, "RPCs to the server fail").IgnoreError();
+    handling.on_unavailable = [&coordinator](int server) {
+      coordinator.ReportServerUnreachable(server, "RPCs to the server fail");
     };
     handling.cancelled = [&halt] { return g_stop.load() || halt.load(); };
     (*ps)->SetFailureHandling(std::move(handling));
