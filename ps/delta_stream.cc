@@ -1,7 +1,7 @@
 #include "ps/delta_stream.h"
 
 #include <cstring>
-#include <tuple>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "proto/ecps.pb.h"
@@ -111,57 +111,66 @@ int64_t DeltaStreams::unacked() const {
 void DeltaStreams::SenderLoop(int peer) {
   Stream& s = *streams_[peer];
   v1::ParityDeltaBatch batch;
+  std::string taken;  // the records taken from the stream for the next batch
+  absl::flat_hash_map<std::pair<uint64_t, int64_t>, size_t> index;  // record -> offset
   while (true) {
     uint64_t last_ticket = 0;
+    size_t len = 0, take = 0;
+    bool coalesce = false;
     {
       std::unique_lock<std::mutex> lock(s.mu);
       s.cv.wait(lock, [&] { return stopping_.load() || s.pending.count > 0; });
       if (stopping_.load()) return;
-      // Take what is pending (up to a batch). Deltas of one push name distinct rows and go
-      // as they are; deltas of several pushes are coalesced, one XOR per repeated parity row.
-      const size_t len = s.pending.len;
-      const size_t record = Batch::kHeader + len;
-      const size_t take =
-          std::min(s.pending.count, static_cast<size_t>(options_.max_batch_deltas));
+      // Take what is pending (up to a batch) out of the stream, so that pushes can queue more
+      // while this batch is prepared and sent.
+      len = s.pending.len;
+      take = std::min(s.pending.count, static_cast<size_t>(options_.max_batch_deltas));
+      coalesce = s.pending_batches > 1;
+      if (take == s.pending.count) {
+        std::swap(taken, s.pending.packed);
+        s.pending.packed.clear();
+        s.pending.count = 0;
+        s.pending_batches = 0;
+      } else {
+        const size_t bytes = take * (Batch::kHeader + len);
+        taken.assign(s.pending.packed, 0, bytes);
+        s.pending.packed.erase(0, bytes);
+        s.pending.count -= take;
+        s.pending_batches = 2;  // what is left may still repeat rows
+      }
+      last_ticket = s.acked + take;
       batch.Clear();
       batch.set_from_server(self_);
       batch.set_sender_instance(options_.instance);
       batch.set_seq(s.next_seq++);
       batch.set_delta_bytes(static_cast<int32_t>(len));
-      std::string* packed = batch.mutable_packed();
-      if (take == s.pending.count && s.pending_batches == 1) {
-        std::swap(*packed, s.pending.packed);
-      } else {
-        packed->reserve(take * record);
-        absl::flat_hash_map<std::tuple<int32_t, int64_t, int32_t>, size_t> index;
-        const char* p = s.pending.packed.data();
-        for (size_t i = 0; i < take; ++i, p += record) {
-          int32_t table, j;
-          int64_t stripe;
-          std::memcpy(&table, p, 4);
-          std::memcpy(&j, p + 4, 4);
-          std::memcpy(&stripe, p + 8, 8);
-          auto [it, inserted] =
-              index.try_emplace(std::make_tuple(table, stripe, j), packed->size());
-          if (inserted) {
-            packed->append(p, record);
-          } else {
-            char* acc = packed->data() + it->second + Batch::kHeader;
-            const char* delta = p + Batch::kHeader;
-            for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
-          }
+    }
+    // Deltas of one push name distinct rows and go as they are; deltas of several pushes are
+    // coalesced, one XOR per repeated parity row.
+    std::string* packed = batch.mutable_packed();
+    if (!coalesce) {
+      std::swap(*packed, taken);
+    } else {
+      const size_t record = Batch::kHeader + len;
+      packed->clear();
+      packed->reserve(take * record);
+      index.clear();
+      index.reserve(take);
+      const char* p = taken.data();
+      for (size_t i = 0; i < take; ++i, p += record) {
+        uint64_t table_j;  // the header's table and j, as one word
+        int64_t stripe;
+        std::memcpy(&table_j, p, 8);
+        std::memcpy(&stripe, p + 8, 8);
+        auto [it, inserted] = index.try_emplace(std::make_pair(table_j, stripe), packed->size());
+        if (inserted) {
+          packed->append(p, record);
+        } else {
+          char* acc = packed->data() + it->second + Batch::kHeader;
+          const char* delta = p + Batch::kHeader;
+          for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
         }
       }
-      if (take == s.pending.count) {
-        s.pending.packed.clear();
-        s.pending.count = 0;
-        s.pending_batches = 0;
-      } else {
-        s.pending.packed.erase(0, take * record);
-        s.pending.count -= take;
-        s.pending_batches = 2;  // what is left may still repeat rows
-      }
-      last_ticket = s.acked + take;
     }
     int backoff_ms = options_.initial_backoff_ms;
     size_t bytes = batch.ByteSizeLong();

@@ -455,7 +455,16 @@ absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest
 }
 
 absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
-  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  // A release is accepted from an older epoch: whoever froze this server (a checkpoint, a
+  // scrub, a rebuild) may see the epoch move on while it works, and a release refused for
+  // that would leave the server frozen for good. Releasing changes no data.
+  if (!request.freeze() && request.header().token() == token_ && !fenced() && ready()) {
+    v1::FreezeRequest current = request;
+    current.mutable_header()->set_epoch(epoch());
+    if (absl::Status s = CheckRequest(current.header()); !s.ok()) return s;
+  } else if (absl::Status s = CheckRequest(request.header()); !s.ok()) {
+    return s;
+  }
   std::unique_lock<std::mutex> lock(freeze_mu_);
   auto release = [&]() {  // undoes this freeze; freeze_mu_ held
     if (request.stripes_size() == 0) {

@@ -356,5 +356,43 @@ TEST(HotRows, ParityHolderListsADataServersRowsByUpdateCount) {
   EXPECT_TRUE(absl::IsInvalidArgument(cluster->core(holder)->HotRows(request, &hot)));
 }
 
+// A checkpoint or scrub that froze the servers may see the epoch move on (a server died
+// meanwhile); its release must still be accepted, or the survivors stay frozen for good.
+TEST(Freeze, ReleaseFromAnOlderEpochIsAccepted) {
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  v1::FreezeRequest freeze;
+  FillHeader(freeze.mutable_header(), kToken, 1, "checkpoint");
+  freeze.set_freeze(true);
+  ASSERT_TRUE(cluster->core(0)->Freeze(freeze).ok());
+  cluster->core(0)->SetEpoch(3);  // a failure was detected while frozen
+
+  // A new freeze from the old epoch is still refused; the release goes through.
+  EXPECT_TRUE(absl::IsFailedPrecondition(cluster->core(0)->Freeze(freeze)));
+  v1::FreezeRequest release = freeze;
+  release.set_freeze(false);
+  ASSERT_TRUE(cluster->core(0)->Freeze(release).ok());
+  release.mutable_header()->set_token("wrong");
+  EXPECT_TRUE(absl::IsUnauthenticated(cluster->core(0)->Freeze(release)));
+
+  // Updates flow again (a frozen server would hold this push for 60 s, then refuse it).
+  auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
+  ASSERT_TRUE(placement.ok());
+  int64_t row = 0;
+  while (placement->DataLocation(0, row).server != 0) ++row;
+  v1::PushRequest push;
+  FillHeader(push.mutable_header(), kToken, 3, "test");
+  v1::TableRows* t = push.add_tables();
+  t->set_table(0);
+  t->add_rows(row);
+  std::vector<float> grad(spec.model.embedding_dim, 0.5f);
+  push.add_grads(std::string(reinterpret_cast<const char*>(grad.data()),
+                             grad.size() * sizeof(float)));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(cluster->core(0)->Push(push).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
 }  // namespace
 }  // namespace ecps
