@@ -121,6 +121,7 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i + kPrefetchAhead < slots.size()) {
       PrefetchForWrite(Payload(table, slots[i + kPrefetchAhead]), bytes);
+      __builtin_prefetch(&LockFor(table, slots[i + kPrefetchAhead]), 1, 3);
     }
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
     if (!valid_[table][slots[i]]) return Missing(table, rows[i]);

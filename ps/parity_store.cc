@@ -137,7 +137,12 @@ absl::Status ParityStore::ApplyBatch(absl::Span<const DeltaRef> deltas) {
   constexpr size_t kAhead = 8;
   for (size_t i = 0; i < deltas.size(); ++i) {
     if (i + kAhead < deltas.size()) {
-      PrefetchForWrite(Row(deltas[i + kAhead].table, where[i + kAhead].first), payload_bytes_);
+      // The row, its lock and its heat counter are each a cache line somewhere else.
+      const DeltaRef& ahead = deltas[i + kAhead];
+      const int64_t ahead_slot = where[i + kAhead].first;
+      PrefetchForWrite(Row(ahead.table, ahead_slot), payload_bytes_);
+      __builtin_prefetch(&LockFor(ahead.table, ahead_slot), 1, 3);
+      __builtin_prefetch(&heat_[ahead.table][ahead_slot * placement_.k() + ahead.j], 1, 3);
     }
     const DeltaRef& d = deltas[i];
     const int64_t slot = where[i].first;
