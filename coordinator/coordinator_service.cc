@@ -423,7 +423,7 @@ absl::Status CoordinatorService::Checkpoint(const v1::CheckpointRequest& request
     if (!membership_.AllServersActive()) {
       return absl::FailedPreconditionError("not every server is active: cannot checkpoint now");
     }
-    if (rollback_generation_ > 0 && !rollback_ready_) {
+    if (RollingBackLocked()) {
       return absl::FailedPreconditionError("a rollback is in progress: cannot checkpoint now");
     }
     checkpointer = checkpointer_;
@@ -492,7 +492,7 @@ void CoordinatorService::PruneAfterSave(const v1::CheckpointReport& saved) {
     if (!pruner_) return;
     // A replacement loads the newest checkpoint while it recovers, and a rollback's reload
     // the newest once every server is active: leave every checkpoint alone until then.
-    if (rollback_generation_ > 0 && !rollback_ready_) {
+    if (RollingBackLocked()) {
       spdlog::info("old checkpoints are kept for now: a rollback is in progress");
       return;
     }
@@ -519,7 +519,7 @@ void CoordinatorService::RunPeriodicCheckpoint() {
     absl::MutexLock lock(&mu_);
     if (!checkpointer_ || phase_ != v1::JOB_RUNNING || final_checkpoint_pending_ ||
         membership_.AllWorkersDone() || !membership_.AllServersActive() ||
-        (rollback_generation_ > 0 && !rollback_ready_)) {
+        RollingBackLocked()) {
       return;
     }
     step = progress_.Summarize(now).step;
@@ -664,6 +664,10 @@ void CoordinatorService::GetClusterMap(v1::ClusterMap* map) const {
 }
 
 bool CoordinatorService::Final() const { return IsFinal(phase_); }
+
+bool CoordinatorService::RollingBackLocked() const {
+  return rollback_generation_ > 0 && !rollback_ready_;
+}
 
 void CoordinatorService::SetPhaseLocked(v1::JobPhase phase) {
   if (phase == phase_) return;

@@ -245,6 +245,8 @@ class CoordinatorService {
   };
 
   bool Final() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rollback started and the servers have not all reloaded yet.
+  bool RollingBackLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPhaseLocked(v1::JobPhase phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdatePhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailJobLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -44,6 +44,15 @@ void DeltaStreams::Batch::Add(int table, int64_t stripe, int j, const uint8_t* d
   ++count;
 }
 
+void DeltaStreams::Batch::ReadHeader(const char* record, int* table, int* j, int64_t* stripe) {
+  int32_t t32, j32;
+  std::memcpy(&t32, record, 4);
+  std::memcpy(&j32, record + 4, 4);
+  std::memcpy(stripe, record + 8, 8);
+  *table = t32;
+  *j = j32;
+}
+
 uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
   Stream& s = *streams_[peer];
   std::unique_lock<std::mutex> lock(s.mu);

@@ -67,6 +67,8 @@ class DeltaStreams {
     size_t count = 0;
     size_t len = 0;
     void Add(int table, int64_t stripe, int j, const uint8_t* delta, size_t bytes);
+    // Reads the header of the record at `record`.
+    static void ReadHeader(const char* record, int* table, int* j, int64_t* stripe);
   };
 
   // Queues every delta of `batch` under one lock (taking its buffer when the stream has

@@ -42,18 +42,14 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
   }
   if (dim < 1) return absl::InvalidArgumentError("embedding dim must be positive");
   std::unique_ptr<EmbeddingStore> store(new EmbeddingStore(placement, server, dim, optimizer));
-  size_t total_floats = 0;
+  std::vector<size_t> table_bytes;
   for (int t = 0; t < placement.num_tables(); ++t) {
-    total_floats += static_cast<size_t>(placement.DataSlots(t)) * store->payload_floats_;
+    table_bytes.push_back(sizeof(float) * placement.DataSlots(t) * store->payload_floats_);
   }
-  store->storage_ = HugeBuffer(total_floats * sizeof(float));
-  float* next = reinterpret_cast<float*>(store->storage_.data());
-  store->tables_.resize(placement.num_tables());
+  store->storage_ = HugeBuffer::ForRegions(table_bytes, &store->tables_);
   store->valid_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     int64_t slots = placement.DataSlots(t);
-    store->tables_[t] = next;
-    next += static_cast<size_t>(slots) * store->payload_floats_;
     store->valid_[t].assign(static_cast<size_t>(slots), lost ? 0 : 1);
     for (int64_t slot = 0; slot < slots; ++slot) {
       int64_t row = placement.RowAtDataSlot(t, server, slot);

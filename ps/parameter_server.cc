@@ -95,14 +95,15 @@ void ParameterServerCore::EndUpdate(uint64_t generation) {
   freeze_cv_.notify_all();
 }
 
-absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header) const {
+absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header,
+                                               bool any_epoch) const {
   if (header.token() != token_) {
     return absl::UnauthenticatedError("wrong or missing job token");
   }
   if (fenced()) {
     return absl::FailedPreconditionError("this server was declared dead and replaced (fenced)");
   }
-  if (header.epoch() < epoch()) {
+  if (!any_epoch && header.epoch() < epoch()) {
     return absl::FailedPreconditionError("stale epoch " + std::to_string(header.epoch()) +
                                          " < " + std::to_string(epoch()) + " from " +
                                          header.sender());
@@ -392,7 +393,8 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
   const size_t bytes = parts_.parity->payload_bytes();
   using Delta = ParityStore::DeltaRef;
   std::vector<Delta> deltas;
-  deltas.reserve(batch.deltas_size() + batch.packed().size() / (16 + bytes));
+  const size_t record = DeltaStreams::Batch::kHeader + bytes;
+  deltas.reserve(batch.deltas_size() + batch.packed().size() / record);
   for (const v1::ParityDelta& d : batch.deltas()) {
     if (d.delta().size() != bytes) {
       return absl::InvalidArgumentError(absl::StrCat("parity delta of ", d.delta().size(),
@@ -402,7 +404,6 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
                            reinterpret_cast<const uint8_t*>(d.delta().data())});
   }
   if (!batch.packed().empty()) {
-    const size_t record = 16 + bytes;
     if (static_cast<size_t>(batch.delta_bytes()) != bytes || batch.packed().size() % record != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "packed parity deltas of ", batch.delta_bytes(), " bytes in ", batch.packed().size(),
@@ -411,13 +412,8 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
     const char* p = batch.packed().data();
     for (size_t off = 0; off < batch.packed().size(); off += record) {
       Delta d;
-      int32_t table, j;
-      std::memcpy(&table, p + off, 4);
-      std::memcpy(&j, p + off + 4, 4);
-      std::memcpy(&d.stripe, p + off + 8, 8);
-      d.table = table;
-      d.j = j;
-      d.data = reinterpret_cast<const uint8_t*>(p + off + 16);
+      DeltaStreams::Batch::ReadHeader(p + off, &d.table, &d.j, &d.stripe);
+      d.data = reinterpret_cast<const uint8_t*>(p + off + DeltaStreams::Batch::kHeader);
       deltas.push_back(d);
     }
   }
@@ -458,11 +454,8 @@ absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
   // A release is accepted from an older epoch: whoever froze this server (a checkpoint, a
   // scrub, a rebuild) may see the epoch move on while it works, and a release refused for
   // that would leave the server frozen for good. Releasing changes no data.
-  if (!request.freeze() && request.header().token() == token_ && !fenced() && ready()) {
-    v1::FreezeRequest current = request;
-    current.mutable_header()->set_epoch(epoch());
-    if (absl::Status s = CheckRequest(current.header()); !s.ok()) return s;
-  } else if (absl::Status s = CheckRequest(request.header()); !s.ok()) {
+  if (absl::Status s = CheckRequest(request.header(), /*any_epoch=*/!request.freeze());
+      !s.ok()) {
     return s;
   }
   std::unique_lock<std::mutex> lock(freeze_mu_);

@@ -165,7 +165,8 @@ class ParameterServerCore {
   absl::Status ReadParityRow(int table, int64_t stripe, std::vector<uint8_t>* out) const;
 
  private:
-  absl::Status CheckRequest(const v1::RequestHeader& header) const;
+  // Token, fencing, readiness and (unless `any_epoch`) the sender's epoch.
+  absl::Status CheckRequest(const v1::RequestHeader& header, bool any_epoch = false) const;
   // Waits while a freeze covers the update (every freeze for a dense update or a push when
   // `push` is null; for a push, whole-server freezes and freezes of stripes its rows are in),
   // then counts it in flight; EndUpdate undoes it.

@@ -30,13 +30,11 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
   if (placement.r() < 1) return absl::InvalidArgumentError("placement has no parity");
   const size_t payload_bytes = sizeof(float) * (dim + SparseStateFloats(optimizer, dim));
   std::unique_ptr<ParityStore> store(new ParityStore(placement, server, payload_bytes, code));
-  size_t total_bytes = 0;
+  std::vector<size_t> table_bytes;
   for (int t = 0; t < placement.num_tables(); ++t) {
-    total_bytes += static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes;
+    table_bytes.push_back(static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes);
   }
-  store->storage_ = HugeBuffer(total_bytes);
-  store->tables_.resize(placement.num_tables());
-  uint8_t* next = store->storage_.data();
+  store->storage_ = HugeBuffer::ForRegions(table_bytes, &store->tables_);
   std::vector<std::vector<uint8_t>> data;
   std::vector<std::vector<uint8_t>> parity(placement.r(), std::vector<uint8_t>(payload_bytes));
   std::vector<const uint8_t*> data_ptrs(placement.k());
@@ -46,10 +44,7 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
   store->heat_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     const size_t counters = static_cast<size_t>(placement.ParitySlots(t)) * placement.k();
-    store->heat_[t].reset(new std::atomic<uint8_t>[counters]);
-    for (size_t c = 0; c < counters; ++c) store->heat_[t][c].store(0, std::memory_order_relaxed);
-    store->tables_[t] = next;
-    next += static_cast<size_t>(placement.ParitySlots(t)) * payload_bytes;
+    store->heat_[t] = std::make_unique<std::atomic<uint8_t>[]>(counters);  // zeros
     store->valid_[t].assign(static_cast<size_t>(placement.ParitySlots(t)), lost ? 0 : 1);
     int q = 0;
     for (int64_t slot = 0; slot < placement.ParitySlots(t); ++slot) {
@@ -101,25 +96,6 @@ absl::StatusOr<int> ParityStore::ParityIndex(int table, int64_t stripe) const {
   return m - placement_.k();
 }
 
-absl::Status ParityStore::Apply(int table, int64_t stripe, int j, const uint8_t* delta,
-                                size_t len) {
-  auto q = ParityIndex(table, stripe);
-  if (!q.ok()) return q.status();
-  if (j < 0 || j >= placement_.k()) {
-    return absl::InvalidArgumentError("data position " + std::to_string(j) + " out of range");
-  }
-  if (len != payload_bytes_) {
-    return absl::InvalidArgumentError("delta has " + std::to_string(len) + " bytes, expected " +
-                                      std::to_string(payload_bytes_));
-  }
-  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
-  std::lock_guard<std::mutex> lock(LockFor(table, slot));
-  if (!valid_[table][slot]) return absl::OkStatus();  // rebuilt later from current data
-  Heat(table, slot, j);
-  applied_.fetch_add(1, std::memory_order_relaxed);
-  return code_->UpdateParity(*q, j, delta, Row(table, slot), len);
-}
-
 absl::Status ParityStore::ApplyBatch(absl::Span<const DeltaRef> deltas) {
   std::vector<std::pair<int64_t, int>> where(deltas.size());  // (slot, q)
   for (size_t i = 0; i < deltas.size(); ++i) {
@@ -153,7 +129,6 @@ absl::Status ParityStore::ApplyBatch(absl::Span<const DeltaRef> deltas) {
                                          payload_bytes_);
     if (!s.ok()) return s;
   }
-  applied_.fetch_add(static_cast<int64_t>(deltas.size()), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

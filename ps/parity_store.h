@@ -44,9 +44,6 @@ class ParityStore {
   // The parity index q this server holds of (table, stripe), or INVALID_ARGUMENT (bad table,
   // stripe out of range, or this server holds no parity of it).
   absl::StatusOr<int> ParityIndex(int table, int64_t stripe) const;
-  // parity ^= c[q][j] * delta for the parity this server holds of (table, stripe). Checks as
-  // ParityIndex, plus j in [0, k) and len == payload_bytes().
-  absl::Status Apply(int table, int64_t stripe, int j, const uint8_t* delta, size_t len);
   // One delta of payload_bytes() bytes for ApplyBatch.
   struct DeltaRef {
     int table;
@@ -54,8 +51,9 @@ class ParityStore {
     int64_t stripe;
     const uint8_t* data;
   };
-  // Applies every delta in order, as Apply does one; validates them all first, so a batch
-  // with a bad delta changes nothing. Prefetches rows ahead: a batch's parity rows are
+  // parity ^= c[q][j] * delta, for every delta in order, on the parity this server holds of
+  // (table, stripe). Checks each as ParityIndex does, plus j in [0, k), all before applying
+  // any, so a batch with a bad delta changes nothing. Prefetches rows ahead: a batch's parity rows are
   // scattered over the store and would each miss the cache otherwise.
   absl::Status ApplyBatch(absl::Span<const DeltaRef> deltas);
   // Data rows of `data_server` whose deltas this store applied, hottest first (at most
@@ -93,7 +91,6 @@ class ParityStore {
 
   int64_t parity_rows() const { return parity_rows_; }
   int64_t bytes() const;
-  int64_t deltas_applied() const { return applied_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr int kLockStripes = 1024;
@@ -130,7 +127,6 @@ class ParityStore {
   std::atomic<int64_t> invalid_rows_{0};
   int64_t parity_rows_ = 0;
   mutable std::unique_ptr<std::mutex[]> locks_;
-  std::atomic<int64_t> applied_{0};
 };
 
 // The initial payload of every member of a stripe (k data rows, zero rows past the table's

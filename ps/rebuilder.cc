@@ -51,10 +51,6 @@ bool Rebuilder::ItemValid(const Item& item) const {
   return parity_->IsValid(item.table, item.stripe);
 }
 
-absl::Status Rebuilder::EnsureRows(int table, const std::vector<int64_t>& rows, int timeout_ms) {
-  return EnsureRows(std::vector<int>{table}, std::vector<std::vector<int64_t>>{rows}, timeout_ms);
-}
-
 absl::Status Rebuilder::EnsureRows(const std::vector<int>& tables,
                                    const std::vector<std::vector<int64_t>>& rows,
                                    int timeout_ms) {
@@ -151,7 +147,7 @@ void Rebuilder::LoadHotRows() {
     }
     order.push_back({h, Item{table, row / placement_.k()}});
   }
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     return a.first > b.first || (a.first == b.first && (a.second.table < b.second.table ||
                                                         (a.second.table == b.second.table &&
                                                          a.second.stripe < b.second.stripe)));

@@ -68,11 +68,9 @@ class Rebuilder {
 
   // Starts the background rebuild thread.
   void Start();
-  // Blocks until every row of `rows` (rows of `table` held here) is valid, rebuilding them
-  // first. DEADLINE_EXCEEDED after `timeout_ms`.
-  absl::Status EnsureRows(int table, const std::vector<int64_t>& rows, int timeout_ms);
-  // The same for rows of several tables at once (rows[i] of tables[i]): all missing rows are
-  // queued together, so one request's rows are rebuilt in one batch, not one per table.
+  // Blocks until every row of `rows[i]` (rows of `tables[i]` held here) is valid, rebuilding
+  // them first; all missing rows are queued together, so one request's rows are rebuilt in
+  // one batch, not one per table. DEADLINE_EXCEEDED after `timeout_ms`.
   absl::Status EnsureRows(const std::vector<int>& tables,
                           const std::vector<std::vector<int64_t>>& rows, int timeout_ms);
   // Blocks until the dense tensors held here are restored.

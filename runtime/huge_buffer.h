@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace ecps {
 
@@ -15,6 +16,21 @@ class HugeBuffer {
   HugeBuffer() = default;
   // Aborts (std::bad_alloc) when the memory cannot be mapped, like a vector would.
   explicit HugeBuffer(size_t bytes);
+  // One buffer for regions of bytes[i] bytes back to back (a store's tables); `starts[i]`
+  // gets where region i begins.
+  template <typename T>
+  static HugeBuffer ForRegions(const std::vector<size_t>& bytes, std::vector<T*>* starts) {
+    size_t total = 0;
+    for (size_t b : bytes) total += b;
+    HugeBuffer buffer(total);
+    starts->clear();
+    uint8_t* next = buffer.data();
+    for (size_t b : bytes) {
+      starts->push_back(reinterpret_cast<T*>(next));
+      next += b;
+    }
+    return buffer;
+  }
   ~HugeBuffer();
   HugeBuffer(HugeBuffer&& other) noexcept;
   HugeBuffer& operator=(HugeBuffer&& other) noexcept;

@@ -29,6 +29,11 @@ absl::Status TrainingLoop::Train() {
   return absl::OkStatus();
 }
 
+bool TrainingLoop::EvaluatesAfter(int64_t step) const {
+  return worker_ == 0 && spec_.job.eval_every > 0 && step % spec_.job.eval_every == 0 &&
+         step < spec_.job.steps;  // the last step is evaluated by Train itself
+}
+
 absl::Status TrainingLoop::Prepare(PreparedBatch* p) {
   auto more = source_->Next(spec_.data.batch_size, &p->batch);
   if (!more.ok()) return more.status();
@@ -77,8 +82,7 @@ absl::Status TrainingLoop::TrainInLockstep() {
     // The position after the batch just trained: a job that resumes from this report (a
     // checkpoint, a replacement worker) trains the next batch.
     board_->Step(step, samples, loss, current.end_position, source_->bad_lines());
-    if (worker_ == 0 && spec_.job.eval_every > 0 && step % spec_.job.eval_every == 0 &&
-        step < spec_.job.steps) {
+    if (EvaluatesAfter(step)) {
       if (absl::Status s = Evaluate(step); !s.ok()) return s;
     }
   }
@@ -109,8 +113,8 @@ absl::Status TrainingLoop::TrainPipelined() {
     return Prepare(&batches[1]);
   });
   int64_t pushed_step = -1;  // the step the background task pushes, -1: none
-  auto finish_background = [&]() -> absl::Status {
-    absl::Status s = background.get();
+  auto finish_background = [&]() -> absl::Status {  // a no-op when nothing runs
+    absl::Status s = background.valid() ? background.get() : absl::OkStatus();
     if (!s.ok()) return s;
     if (pushed_step >= 0) {
       const PreparedBatch& b = batches[(pushed_step - first) % 3];
@@ -146,10 +150,8 @@ absl::Status TrainingLoop::TrainPipelined() {
       if (absl::Status s = ps_->PullDense(&dense[i % 2]); !s.ok()) return s;
       return Prepare(&batches[(i + 2) % 3]);
     });
-    if (worker_ == 0 && spec_.job.eval_every > 0 && step % spec_.job.eval_every == 0 &&
-        step < spec_.job.steps) {
+    if (EvaluatesAfter(step)) {
       if (absl::Status s = finish_background(); !s.ok()) return s;
-      background = std::async(std::launch::deferred, [] { return absl::OkStatus(); });
       if (absl::Status s = Evaluate(step); !s.ok()) return s;
     }
   }

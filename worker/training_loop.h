@@ -127,6 +127,8 @@ class TrainingLoop {
   absl::Status TrainInLockstep();
   // Otherwise: the push of a step and the pulls for the next overlap the computation.
   absl::Status TrainPipelined();
+  // Whether worker 0 evaluates after `step` (job.eval_every, not the last step).
+  bool EvaluatesAfter(int64_t step) const;
   // Reads the next batch, dedupes its ids and pulls their rows.
   absl::Status Prepare(PreparedBatch* p);
   // Forward and backward on `p` with dense parameters `dense`; returns the loss.
