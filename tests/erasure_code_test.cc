@@ -272,5 +272,36 @@ TEST(Replication, CopiesStayIdenticalThroughTraining) {
   ExpectClean(*cluster);
 }
 
+// A parity server that does not answer is reported (so the coordinator suspects it at
+// once), and what the stream carried still arrives, exactly once, when it answers again.
+class DownThenUpTransport : public DeltaTransport {
+ public:
+  absl::StatusOr<uint64_t> Send(int /*peer*/, const v1::ParityDeltaBatch& batch) override {
+    if (failures_left.fetch_sub(1) > 0) return absl::UnavailableError("connection refused");
+    return batch.seq();
+  }
+  std::atomic<int> failures_left{3};
+};
+
+TEST(DeltaStreams, ReportsAnUnreachableParityServer) {
+  DownThenUpTransport down;
+  std::mutex mu;
+  std::vector<int> reported;
+  DeltaStreamOptions options;
+  options.initial_backoff_ms = 1;
+  options.on_unreachable = [&](int peer) {
+    std::lock_guard<std::mutex> lock(mu);
+    reported.push_back(peer);
+  };
+  DeltaStreams streams(0, 3, &down, options, [](v1::ParityDeltaBatch*) {});
+  DeltaStreams::Batch batch;
+  const uint8_t delta[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  batch.Add(/*table=*/0, /*stripe=*/4, /*j=*/1, delta, sizeof(delta));
+  const uint64_t ticket = streams.EnqueueBatch(2, std::move(batch));
+  ASSERT_TRUE(streams.WaitAcked(2, ticket, std::chrono::seconds(30)).ok());
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(reported, std::vector<int>({2, 2, 2}));
+}
+
 }  // namespace
 }  // namespace ecps

@@ -394,5 +394,62 @@ TEST(Freeze, ReleaseFromAnOlderEpochIsAccepted) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
+// The replacement rebuilds the rows its parity holders saw updated most before the rest:
+// with the background throttled to one small batch, the one hot row (in the last table, so
+// last in slot order) is rebuilt while rows of the second table still wait.
+TEST(HotRows, ReplacementRebuildsTheHottestRowsFirst) {
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  spec.fault_tolerance.rebuild_rate_mb_s = 1e-5;  // 16-stripe batches, minutes apart
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
+  ASSERT_TRUE(placement.ok());
+  const int victim = 0;
+  auto first_row_of = [&](int table, bool last) {
+    int64_t found = -1;
+    for (int64_t slot = 0; slot < placement->DataSlots(table); ++slot) {
+      const int64_t row = placement->RowAtDataSlot(table, victim, slot);
+      if (row < 0) continue;
+      found = row;
+      if (!last) break;
+    }
+    return found;
+  };
+  const int hot_table = spec.model.num_sparse - 1, cold_table = 1;
+  const int64_t hot = first_row_of(hot_table, /*last=*/true);
+  const int64_t cold = first_row_of(cold_table, /*last=*/false);
+  ASSERT_GE(hot, 0);
+  ASSERT_GE(cold, 0);
+  for (int n = 0; n < 3; ++n) {
+    v1::PushRequest push;
+    FillHeader(push.mutable_header(), kToken, 1, "test");
+    v1::TableRows* t = push.add_tables();
+    t->set_table(hot_table);
+    t->add_rows(hot);
+    std::vector<float> grad(spec.model.embedding_dim, 0.25f);
+    push.add_grads(std::string(reinterpret_cast<const char*>(grad.data()),
+                               grad.size() * sizeof(float)));
+    ASSERT_TRUE(cluster->core(victim)->Push(push).ok());
+  }
+
+  ParameterServerCore* replacement = cluster->Replace(spec, kToken, victim);
+  ASSERT_NE(replacement, nullptr);
+  const uint64_t epoch = cluster->current_map().epoch();
+  auto read = [&](int table, int64_t row) {
+    v1::ReadRowsRequest request;  // reads what is there; never rebuilds on demand
+    FillHeader(request.mutable_header(), kToken, epoch, "test");
+    request.mutable_rows()->set_table(table);
+    request.mutable_rows()->add_rows(row);
+    v1::ReadRowsResponse response;
+    return replacement->ReadRows(request, &response);
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!read(hot_table, hot).ok() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(read(hot_table, hot).ok()) << "the hot row was not rebuilt first";
+  EXPECT_TRUE(absl::IsUnavailable(read(cold_table, cold)));
+}
+
 }  // namespace
 }  // namespace ecps
