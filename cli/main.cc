@@ -240,9 +240,11 @@ int Main(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // Every role receives and sends RPCs of hundreds of KiB. glibc would map, zero-fill and
-  // unmap fresh pages for each such buffer; kept in the heap they are reused.
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+  // unmap fresh pages for each such buffer; kept in the heap they are reused. (glibc refuses
+  // a threshold above half its 64 MiB per-thread heap, silently: 32 MiB is the most.)
+  if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 256 << 20) != 1) {
+    std::fprintf(stderr, "ecps: warning: could not tune malloc; large RPCs will be slower\n");
+  }
   // Debian's Abseil is built with the mutex deadlock detector on, which gRPC pays for on
   // every lock; ecps does not rely on it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -83,9 +83,14 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  // gRPC starts a thread whenever fewer than MIN_POLLERS wait for work and ends one whenever
+  // more than MAX_POLLERS do. With a narrow band, bursts of calls (a push waiting on parity
+  // acks while delta batches arrive) create and destroy threads all the time, each new stack
+  // faulting in fresh pages; a wide band keeps idle threads for the next burst.
+  const int pollers = std::max(1, threads);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, pollers);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
-                              std::max(1, threads));
+                              std::max(8, 4 * pollers));
   std::string listen = host + ":" + std::to_string(port);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &result.port);
   for (grpc::Service* service : services) builder.RegisterService(service);
