@@ -1,5 +1,6 @@
 #include "ps/delta_stream.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -56,12 +57,16 @@ void DeltaStreams::Batch::ReadHeader(const char* record, int* table, int* j, int
 uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
   Stream& s = *streams_[peer];
   std::unique_lock<std::mutex> lock(s.mu);
-  if (options_.window > 0) {
+  if (options_.window > 0 && s.enqueued - s.acked >= static_cast<uint64_t>(options_.window)) {
+    ++s.flush_waiters;
+    s.cv.notify_all();
     s.cv.wait(lock, [&] {
       return stopping_.load() || s.enqueued - s.acked < static_cast<uint64_t>(options_.window);
     });
+    --s.flush_waiters;
   }
   if (s.pending.count == 0) {
+    s.first_pending = std::chrono::steady_clock::now();
     std::swap(s.pending.packed, batch.packed);
   } else {
     s.pending.packed.append(batch.packed);
@@ -76,11 +81,13 @@ uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
   return ticket;
 }
 
-absl::Status DeltaStreams::WaitAcked(int peer, uint64_t ticket,
-                                     std::chrono::milliseconds timeout) {
+absl::Status DeltaStreams::WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout) {
   Stream& s = *streams_[peer];
   std::unique_lock<std::mutex> lock(s.mu);
+  ++s.flush_waiters;
+  s.cv.notify_all();
   bool ok = s.cv.wait_for(lock, timeout, [&] { return stopping_.load() || s.acked >= ticket; });
+  --s.flush_waiters;
   if (stopping_.load()) return absl::CancelledError("server stopping");
   if (!ok) {
     return absl::DeadlineExceededError("parity server " + std::to_string(peer) +
@@ -99,8 +106,8 @@ absl::Status DeltaStreams::Drain(std::chrono::milliseconds timeout) {
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (absl::Status st = WaitAcked(static_cast<int>(p), target,
-                                    std::max(left, std::chrono::milliseconds(0)));
+    if (absl::Status st =
+            WaitAcked(static_cast<int>(p), target, std::max(left, std::chrono::milliseconds(0)));
         !st.ok()) {
       return st;
     }
@@ -122,6 +129,10 @@ void DeltaStreams::SenderLoop(int peer) {
   v1::ParityDeltaBatch batch;
   std::string taken;  // the records taken from the stream for the next batch
   absl::flat_hash_map<std::pair<uint64_t, int64_t>, size_t> index;  // record -> offset
+  // With a linger, what is pending goes early once it fills most of the window.
+  const size_t flush_at = static_cast<size_t>(std::max(
+      1, std::min(options_.max_batch_deltas,
+                  options_.window > 0 ? options_.window * 3 / 4 : options_.max_batch_deltas)));
   while (true) {
     uint64_t last_ticket = 0;
     size_t len = 0, take = 0;
@@ -129,6 +140,11 @@ void DeltaStreams::SenderLoop(int peer) {
     {
       std::unique_lock<std::mutex> lock(s.mu);
       s.cv.wait(lock, [&] { return stopping_.load() || s.pending.count > 0; });
+      if (options_.linger_ms > 0) {
+        s.cv.wait_until(lock, s.first_pending + std::chrono::milliseconds(options_.linger_ms), [&] {
+          return stopping_.load() || s.flush_waiters > 0 || s.pending.count >= flush_at;
+        });
+      }
       if (stopping_.load()) return;
       // Take what is pending (up to a batch) out of the stream, so that pushes can queue more
       // while this batch is prepared and sent.

@@ -40,11 +40,16 @@ class DeltaTransport {
 };
 
 struct DeltaStreamOptions {
-  int max_batch_deltas = 8192;       // deltas per batch, after coalescing
-  int window = 0;                    // >0: Enqueue blocks while this many are unacknowledged
-  int initial_backoff_ms = 5;        // resend backoff, doubled up to max_backoff_ms
+  int max_batch_deltas = 8192;  // deltas per batch, after coalescing
+  int window = 0;               // >0: Enqueue blocks while this many are unacknowledged
+  // >0: the sender waits up to this long after the first pending delta before sending, so
+  // that the deltas of several pushes go as one coalesced batch (fewer, larger messages). It
+  // sends at once when someone waits for an acknowledgement (WaitAcked, Drain, an Enqueue
+  // held back by the window) or when three quarters of the window are pending.
+  int linger_ms = 0;
+  int initial_backoff_ms = 5;  // resend backoff, doubled up to max_backoff_ms
   int max_backoff_ms = 500;
-  std::string instance;              // this process's incarnation, stamped on every batch
+  std::string instance;  // this process's incarnation, stamped on every batch
   // Called with the peer when a send fails as if the peer were down (UNAVAILABLE or
   // DEADLINE_EXCEEDED): the coordinator hears of a dead parity server at once.
   std::function<void(int peer)> on_unreachable;
@@ -81,7 +86,7 @@ class DeltaStreams {
   // Waits until every stream has nothing unacknowledged.
   absl::Status Drain(std::chrono::milliseconds timeout);
 
-  int64_t unacked() const;       // deltas queued or in flight, all streams
+  int64_t unacked() const;  // deltas queued or in flight, all streams
   int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   int64_t batches_sent() const { return batches_sent_.load(std::memory_order_relaxed); }
 
@@ -89,8 +94,10 @@ class DeltaStreams {
   struct Stream {
     std::mutex mu;
     std::condition_variable cv;
-    Batch pending;          // records not yet sent
+    Batch pending;            // records not yet sent
     int pending_batches = 0;  // EnqueueBatch calls in `pending`: with one, no row repeats
+    std::chrono::steady_clock::time_point first_pending;  // when `pending` became non-empty
+    int flush_waiters = 0;  // threads waiting for acks: the sender must not linger
     uint64_t enqueued = 0;
     uint64_t acked = 0;
     uint64_t next_seq = 1;

@@ -116,7 +116,10 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
   parts.parity = std::move(*parity);
   parts.peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms);
   DeltaStreamOptions options;
-  if (ft.ack == "async") options.window = ft.async_window;
+  if (ft.ack == "async") {
+    options.window = ft.async_window;
+    options.linger_ms = ft.async_linger_ms;
+  }
   options.instance = instance;
   options.on_unreachable = report_unreachable;
   parts.report_unreachable = report_unreachable;

@@ -57,8 +57,8 @@ const std::vector<SectionKeys>& Schema() {
       {"data", {"source", "paths", "batch_size", "eval_fraction", "max_bad_lines", "synthetic"}},
       {"data.synthetic", {"num_samples", "zipf_s", "hidden_seed", "label_noise"}},
       {"fault_tolerance",
-       {"mode", "k", "r", "ack", "async_window", "dense_replicas", "codec_backend",
-        "rebuild_rate_mb_s", "checkpoint"}},
+       {"mode", "k", "r", "ack", "async_window", "async_linger_ms", "dense_replicas",
+        "codec_backend", "rebuild_rate_mb_s", "checkpoint"}},
       {"fault_tolerance.checkpoint",
        {"dir", "interval_steps", "interval_seconds", "save_final", "keep"}},
       {"faults[]", {"at_step", "action", "target", "duration_s"}},
@@ -796,6 +796,7 @@ void SpecParser::ReadFaultTolerance(const YAML::Node& n, FaultToleranceSection* 
   Int(e, p, "r", 1, 254, &f->r);
   Enum(e, p, "ack", Acks(), &f->ack);
   Int(e, p, "async_window", 1, 1'000'000, &f->async_window);
+  Int(e, p, "async_linger_ms", 0, 10'000, &f->async_linger_ms);
   Int(e, p, "dense_replicas", -1, 1023, &f->dense_replicas);
   Enum(e, p, "codec_backend", CodecBackends(), &f->codec_backend);
   Real(e, p, "rebuild_rate_mb_s", 0, false, kInf, false, &f->rebuild_rate_mb_s);
@@ -1279,6 +1280,7 @@ std::string SpecToYaml(const JobSpec& spec) {
   line(2, "r", absl::StrCat(f.r));
   line(2, "ack", YamlString(f.ack));
   line(2, "async_window", absl::StrCat(f.async_window));
+  line(2, "async_linger_ms", absl::StrCat(f.async_linger_ms));
   line(2, "dense_replicas", absl::StrCat(f.dense_replicas));
   line(2, "codec_backend", YamlString(f.codec_backend));
   line(2, "rebuild_rate_mb_s", FormatFloat(f.rebuild_rate_mb_s));

@@ -115,6 +115,7 @@ void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(fa.r, fb.r);
   EXPECT_EQ(fa.ack, fb.ack);
   EXPECT_EQ(fa.async_window, fb.async_window);
+  EXPECT_EQ(fa.async_linger_ms, fb.async_linger_ms);
   EXPECT_EQ(fa.dense_replicas, fb.dense_replicas);
   EXPECT_EQ(fa.codec_backend, fb.codec_backend);
   EXPECT_EQ(Bits(fa.rebuild_rate_mb_s), Bits(fb.rebuild_rate_mb_s));
@@ -198,6 +199,7 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->fault_tolerance.r, 1);
   EXPECT_EQ(spec->fault_tolerance.ack, "after_parity");
   EXPECT_EQ(spec->fault_tolerance.async_window, 4096);
+  EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 50);
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 0);  // mode none: no backups
   EXPECT_EQ(spec->fault_tolerance.codec_backend, "auto");
   EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 0);
@@ -292,6 +294,7 @@ fault_tolerance:
   r: 2
   ack: async
   async_window: 128
+  async_linger_ms: 7
   dense_replicas: -1
   codec_backend: isal
   rebuild_rate_mb_s: 250.5
@@ -381,6 +384,7 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   EXPECT_EQ(spec->fault_tolerance.r, 2);
   EXPECT_EQ(spec->fault_tolerance.ack, "async");
   EXPECT_EQ(spec->fault_tolerance.async_window, 128);
+  EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 7);
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 2);  // -1 resolved to r
   EXPECT_EQ(spec->fault_tolerance.codec_backend, "isal");
   EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 250.5);
@@ -478,6 +482,7 @@ TEST(SpecTest, SpecToYamlWritesEveryKey) {
                           "r:",
                           "ack:",
                           "async_window:",
+                          "async_linger_ms:",
                           "dense_replicas:",
                           "codec_backend:",
                           "rebuild_rate_mb_s:",

@@ -3,6 +3,8 @@
 // network that drops, delays and duplicates them, and with ack after_parity a push is
 // acknowledged only once its parity is updated.
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -301,6 +303,72 @@ TEST(DeltaStreams, ReportsAnUnreachableParityServer) {
   ASSERT_TRUE(streams.WaitAcked(2, ticket, std::chrono::seconds(30)).ok());
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(reported, std::vector<int>({2, 2, 2}));
+}
+
+// Records every batch it is handed and acknowledges it.
+class RecordingTransport : public DeltaTransport {
+ public:
+  absl::StatusOr<uint64_t> Send(int /*peer*/, const v1::ParityDeltaBatch& batch) override {
+    std::lock_guard<std::mutex> lock(mu);
+    batches.push_back(batch);
+    cv.notify_all();
+    return batch.seq();
+  }
+  // Waits until `n` batches arrived or `timeout` passed; returns how many arrived.
+  size_t WaitFor(size_t n, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, timeout, [&] { return batches.size() >= n; });
+    return batches.size();
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<v1::ParityDeltaBatch> batches;
+};
+
+DeltaStreams::Batch OneDelta(int64_t stripe, uint8_t value) {
+  DeltaStreams::Batch batch;
+  const uint8_t delta[8] = {value, value, value, value, value, value, value, value};
+  batch.Add(/*table=*/0, stripe, /*j=*/1, delta, sizeof(delta));
+  return batch;
+}
+
+TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
+  RecordingTransport transport;
+  DeltaStreamOptions options;
+  options.window = 1000;
+  options.linger_ms = 60'000;  // far longer than the test: only the waiter can send it
+  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x0f));
+  // Lingering: nothing goes out while no one waits and the window is far from full.
+  EXPECT_EQ(transport.WaitFor(1, std::chrono::milliseconds(300)), 0u);
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0xf1));
+  const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/9, 0x22));
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+  std::lock_guard<std::mutex> lock(transport.mu);
+  ASSERT_EQ(transport.batches.size(), 1u);
+  // Three pushes, two parity rows: stripe 5's deltas were XORed into one record.
+  const v1::ParityDeltaBatch& sent = transport.batches[0];
+  ASSERT_EQ(sent.packed().size(), 2 * (DeltaStreams::Batch::kHeader + 8));
+  int table = -1, j = -1;
+  int64_t stripe = -1;
+  DeltaStreams::Batch::ReadHeader(sent.packed().data(), &table, &j, &stripe);
+  EXPECT_EQ(stripe, 5);
+  EXPECT_EQ(static_cast<uint8_t>(sent.packed()[DeltaStreams::Batch::kHeader]), 0x0f ^ 0xf1);
+}
+
+TEST(DeltaStreams, LingerEndsWhenMostOfTheWindowIsPending) {
+  RecordingTransport transport;
+  DeltaStreamOptions options;
+  options.window = 4;  // sends once 3 deltas are pending
+  options.linger_ms = 60'000;
+  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  streams.EnqueueBatch(1, OneDelta(1, 1));
+  streams.EnqueueBatch(1, OneDelta(2, 2));
+  EXPECT_EQ(transport.WaitFor(1, std::chrono::milliseconds(300)), 0u);
+  streams.EnqueueBatch(1, OneDelta(3, 3));
+  EXPECT_EQ(transport.WaitFor(1, std::chrono::seconds(30)), 1u);
 }
 
 }  // namespace
