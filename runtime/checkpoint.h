@@ -165,13 +165,14 @@ class TableWriter {
   TableWriter& operator=(const TableWriter&) = delete;
 
   // Writes rows[i]'s payload, payloads[i * payload_floats .. +payload_floats), for i < n.
-  // Runs of consecutive row ids (rows[i + 1] == rows[i] + 1) go out in one pwrite. Every id
+  // The file is mapped: rows are copied into the page cache, with no system call per row
+  // (a server's rows are interleaved with the other servers' in the file). Every id
   // is checked first: INVALID_ARGUMENT (nothing written) when one is out of range. Each row
   // must be written exactly once over all writers of the table: the checksum counts it each
   // time, so a row written twice or never fails verification.
   absl::Status WriteRows(const int64_t* rows, const float* payloads, int64_t n);
 
-  // Makes the written rows durable (fdatasync) and closes the file. Call once, after the
+  // Makes the written rows durable (msync, fdatasync) and closes the file. Call once, after the
   // last WriteRows and before reporting the checksum to the committer.
   absl::Status Finish();
 
@@ -180,11 +181,12 @@ class TableWriter {
   int64_t rows_written() const { return rows_written_; }
 
  private:
-  TableWriter(std::string path, int fd, int64_t rows, int payload_floats)
-      : path_(std::move(path)), fd_(fd), rows_(rows), payload_floats_(payload_floats) {}
+  TableWriter(std::string path, int fd, char* map, int64_t rows, int payload_floats)
+      : path_(std::move(path)), fd_(fd), map_(map), rows_(rows), payload_floats_(payload_floats) {}
 
   const std::string path_;
   int fd_;
+  char* map_;  // the whole file, mapped shared; rows are copied in
   const int64_t rows_;
   const int payload_floats_;
   uint64_t checksum_ = 0;

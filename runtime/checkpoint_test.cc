@@ -374,7 +374,7 @@ TEST_F(CheckpointTest, WritersInSeparateProcessesWriteOneFileAtOnce) {
 
 TEST_F(CheckpointTest, ReshardingReaderReadsAnyRowsInAnyOrder) {
   // One table big enough that merged reads hit the span limit; written in consecutive
-  // batches (one pwrite each) by one writer.
+  // batches by one writer.
   CheckpointLayout l = SmallLayout(3);
   l.table_rows = {200000};
   l.dense_sizes = {};
