@@ -666,7 +666,16 @@ void CoordinatorService::GetClusterMap(v1::ClusterMap* map) const {
 bool CoordinatorService::Final() const { return IsFinal(phase_); }
 
 bool CoordinatorService::RollingBackLocked() const {
-  return rollback_generation_ > 0 && !rollback_ready_;
+  if (rollback_generation_ == 0) return false;
+  if (!rollback_ready_) return true;
+  // Reloaded, but a worker that has not rewound yet still reports its position from before
+  // the failure: a checkpoint now would record it with the checkpoint's rows.
+  for (int w = 0; w < membership_.num_workers(); ++w) {
+    const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
+    if (p == nullptr) return true;
+    if (!p->done() && p->resumed_generation() < rollback_generation_) return true;
+  }
+  return false;
 }
 
 void CoordinatorService::SetPhaseLocked(v1::JobPhase phase) {

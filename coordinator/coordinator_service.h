@@ -245,7 +245,8 @@ class CoordinatorService {
   };
 
   bool Final() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A rollback started and the servers have not all reloaded yet.
+  // A rollback started and the servers have not all reloaded yet, or they have and a worker
+  // has not rewound to the checkpoint yet (its reports are still from before the failure).
   bool RollingBackLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetPhaseLocked(v1::JobPhase phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdatePhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -593,9 +593,9 @@ TEST_F(CoordinatorCheckpointTest, PrunesAfterEveryCommittedSave) {
   EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();
 }
 
-// Mode checkpoint, a server dies: until every server has reloaded, no checkpoint may be
-// deleted (the replacement loads the newest) and no admin checkpoint is taken (the servers
-// hold no consistent state).
+// Mode checkpoint, a server dies: until every server has reloaded and every worker has
+// rewound, no checkpoint may be deleted (the replacement loads the newest) and none is taken
+// (the servers hold no consistent state, then the workers' reports are from before).
 TEST_F(CoordinatorCheckpointTest, NothingIsPrunedOrSavedDuringARollback) {
   JobSpec spec = TestSpec(2, 1);
   spec.fault_tolerance.mode = "checkpoint";
@@ -660,13 +660,28 @@ TEST_F(CoordinatorCheckpointTest, NothingIsPrunedOrSavedDuringARollback) {
   EXPECT_NE(refused.message().find("rollback"), std::string::npos) << refused;
   EXPECT_EQ(saves, 1);
 
-  // The worker pauses, every server reloads: saves and pruning go on.
-  v1::HeartbeatRequest paused = WorkerHeartbeat(0, "w0", 5);
+  // The worker pauses (after step 8), every server reloads step 5's checkpoint. The worker
+  // has not heard yet: its report still says step 8, so a save now would record step 8 and
+  // its reader position with step 5's rows. Refused until it has rewound.
+  v1::HeartbeatRequest paused = WorkerHeartbeat(0, "w0", 8);
   paused.mutable_worker()->set_paused_generation(1);
   Beat(paused);
   service_->RunPendingRollback();
+  refused = service_->Checkpoint(request, &report);
+  EXPECT_TRUE(absl::IsFailedPrecondition(refused)) << refused;
+  service_->RunPeriodicCheckpoint();
+  EXPECT_EQ(saves, 1);
+  EXPECT_EQ(prunes, 0);
+
+  // Rewound (step 5, its checkpoint position): saves and pruning go on, from step 5.
+  v1::HeartbeatRequest resumed = WorkerHeartbeat(0, "w0", 5);
+  resumed.mutable_worker()->set_paused_generation(1);
+  resumed.mutable_worker()->set_resumed_generation(1);
+  resumed.mutable_worker()->set_reader_position(640);
+  Beat(resumed);
   ASSERT_TRUE(service_->Checkpoint(request, &report).ok());
   EXPECT_EQ(saves, 2);
+  EXPECT_EQ(report.step(), 5);
   EXPECT_EQ(prunes, 1);
 }
 

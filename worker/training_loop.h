@@ -59,11 +59,17 @@ class ProgressBoard {
     std::lock_guard<std::mutex> lock(mu_);
     p_.set_paused_generation(generation);
   }
-  void Rewind(int64_t step, int64_t position) {
+  void Rewind(uint64_t generation, int64_t step, int64_t position) {
     std::lock_guard<std::mutex> lock(mu_);
     p_.set_step(step);
     p_.set_samples(position);
     p_.set_reader_position(position);
+    p_.set_resumed_generation(generation);
+  }
+  // A worker started after rollback `generation` was over: nothing of it to rewind.
+  void Resumed(uint64_t generation) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.set_resumed_generation(generation);
   }
   void Fail(const std::string& error) {
     std::lock_guard<std::mutex> lock(mu_);

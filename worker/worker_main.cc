@@ -126,6 +126,7 @@ int RunWorker(const WorkerOptions& options) {
           const uint64_t generation = resp->rollback().generation();
           if (first_response && resp->rollback().ready()) {
             rollback_handled.store(generation);  // over before this process trained
+            board.Resumed(generation);
           }
           if (generation > rollback_wanted.load()) rollback_wanted.store(generation);
           if (rollback_wanted.load() > rollback_handled.load()) halt.store(true);
@@ -213,7 +214,7 @@ int RunWorker(const WorkerOptions& options) {
       resume_loop = true;
       resume_position = std::max<int64_t>(target.reader_position(), 0);
       resume_step = own_step(target.step(), resume_position);
-      board.Rewind(resume_step, resume_position);
+      board.Rewind(generation, resume_step, resume_position);
       spdlog::warn("{}: rolled back to {}: resuming after step {} at reader position {}{}", sender,
                    target.dir(), resume_step, resume_position,
                    target.reader_position() < 0 ? " (worker count differs: from the start)" : "");
