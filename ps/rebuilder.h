@@ -44,7 +44,11 @@ struct RebuildOptions {
   std::function<std::set<int>()> unusable;
   // Servers to freeze around a batch: every live server but this one.
   std::function<std::vector<int>()> live_peers;
-  int batch_stripes = 4096;
+  // Stripes per batch. A batch freezes its stripes on every live server while they are read,
+  // and a push touching any of them waits, so pushes and batches take turns. Larger batches
+  // finish the rebuild sooner and lose less training time in all (bench-recovery: 16384
+  // lost 2.4-3.4 s, 4096 lost 3.8-5.5 s) at a lower throughput while they run.
+  int batch_stripes = 16384;
   // The background rebuild starts with the rows the parity holders saw updated most (at
   // most this many from each holder, hottest first); 0: plain slot order.
   int hot_rows = 65536;
