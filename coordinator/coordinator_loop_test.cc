@@ -16,7 +16,6 @@
 namespace ecps {
 namespace {
 
-using testing::kToken;
 using testing::ServerHeartbeat;
 using testing::ServerRegistration;
 using testing::TestSpec;
@@ -28,12 +27,6 @@ constexpr absl::Duration kDeadline = absl::Seconds(30);  // generous: a loaded t
 
 class CoordinatorLoopTest : public testing::CoordinatorServiceFixture {
  protected:
-  void Make(const JobSpec& spec) {
-    auto created = CoordinatorService::Create(spec, kToken, &clock_);
-    ASSERT_TRUE(created.ok()) << created.status();
-    service_ = std::move(created).value();
-  }
-
   // Registers servers s0.. (ACTIVE) and workers w0..; the job runs.
   void Start(int servers, int workers) {
     for (int i = 0; i < servers; ++i) Register(ServerRegistration(i, absl::StrCat("s", i)));
@@ -68,7 +61,7 @@ TEST_F(CoordinatorLoopTest, DetectsADeathWhileACheckpointIsBeingSaved) {
   JobSpec spec = TestSpec(2, 1);
   spec.fault_tolerance.mode = "checkpoint";
   spec.fault_tolerance.checkpoint.interval_steps = 10;
-  Make(spec);
+  ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   absl::Notification saving;   // the checkpointer was entered
   absl::Notification release;  // lets it return
   std::atomic<bool> saved{false};
@@ -122,7 +115,7 @@ TEST_F(CoordinatorLoopTest, RunsTheFinalCheckpointThenTheFinalScrub) {
   JobSpec spec = TestSpec(2, 1);
   spec.fault_tolerance.mode = "replication";
   spec.fault_tolerance.r = 1;
-  Make(spec);
+  ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   std::mutex mu;
   std::vector<std::string> done;  // guarded by mu
   service_->SetCheckpointer(

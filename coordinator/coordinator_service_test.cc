@@ -25,13 +25,8 @@ constexpr absl::Duration kTimeout = absl::Milliseconds(1500);  // TestSpec's hea
 class CoordinatorServiceTest : public testing::CoordinatorServiceFixture {
  protected:
   void Make(int servers, int workers, CoordinatorServiceOptions options = {}) {
-    auto created = CoordinatorService::Create(TestSpec(servers, workers), kToken, &clock_, options);
-    ASSERT_TRUE(created.ok()) << created.status();
-    service_ = std::move(created).value();
+    MakeService(TestSpec(servers, workers), options);
   }
-
-
-
 
   v1::NodeState StateOf(v1::Role role, int id) {
     const v1::StatusResponse status = Status();
@@ -59,7 +54,6 @@ class CoordinatorServiceTest : public testing::CoordinatorServiceFixture {
       if (absl::StrCat("w", i) != skip) Beat(WorkerHeartbeat(i, absl::StrCat("w", i), 5));
     }
   }
-
 };
 
 TEST_F(CoordinatorServiceTest, RejectsUnusableSpecs) {
@@ -503,9 +497,7 @@ TEST_F(CoordinatorCheckpointTest, AdminCheckpointNeedsTheTokenAndActiveServers) 
 TEST_F(CoordinatorCheckpointTest, WithoutSaveFinalTheJobFinishesAtOnce) {
   JobSpec spec = TestSpec(1, 1);
   spec.fault_tolerance.checkpoint.save_final = false;
-  auto created = CoordinatorService::Create(spec, kToken, &clock_);
-  ASSERT_TRUE(created.ok());
-  service_ = std::move(created).value();
+  ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   service_->SetCheckpointer(
       [this](const v1::ClusterMap&, const std::function<CheckpointProgress()>&) {
         ++calls_;
@@ -523,9 +515,7 @@ TEST_F(CoordinatorCheckpointTest, PeriodicCheckpointsInModeCheckpoint) {
   JobSpec spec = TestSpec(1, 1);
   spec.fault_tolerance.mode = "checkpoint";
   spec.fault_tolerance.checkpoint.interval_steps = 10;
-  auto created = CoordinatorService::Create(spec, kToken, &clock_);
-  ASSERT_TRUE(created.ok()) << created.status();
-  service_ = std::move(created).value();
+  ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   std::vector<int64_t> steps;
   service_->SetCheckpointer(
       [&steps](const v1::ClusterMap&, const std::function<CheckpointProgress()>& progress) {
@@ -552,9 +542,7 @@ TEST_F(CoordinatorCheckpointTest, PrunesAfterEveryCommittedSave) {
   JobSpec spec = TestSpec(1, 1);
   spec.fault_tolerance.mode = "checkpoint";
   spec.fault_tolerance.checkpoint.interval_steps = 10;
-  auto created = CoordinatorService::Create(spec, kToken, &clock_);
-  ASSERT_TRUE(created.ok()) << created.status();
-  service_ = std::move(created).value();
+  ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   bool fail_next = false;
   service_->SetCheckpointer(
       [&fail_next](const v1::ClusterMap&, const std::function<CheckpointProgress()>& progress) {
@@ -600,9 +588,7 @@ TEST_F(CoordinatorCheckpointTest, NothingIsPrunedOrSavedDuringARollback) {
   JobSpec spec = TestSpec(2, 1);
   spec.fault_tolerance.mode = "checkpoint";
   spec.fault_tolerance.checkpoint.interval_steps = 10;
-  auto created = CoordinatorService::Create(spec, kToken, &clock_);
-  ASSERT_TRUE(created.ok()) << created.status();
-  service_ = std::move(created).value();
+  ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   CoordinatorService* svc = service_.get();
   service_->SetServerDeadHandler([svc](int id) {  // what coordinator_main installs
     if (!svc->BeginRollback()) return false;

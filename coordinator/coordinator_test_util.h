@@ -105,6 +105,13 @@ inline v1::StatusRequest StatusQuery(const std::string& token = kToken) {
 // Tests create service_ themselves (each with its own spec and handlers).
 class CoordinatorServiceFixture : public ::testing::Test {
  protected:
+  // Replaces service_ with a coordinator of `spec` on the fake clock.
+  void MakeService(const JobSpec& spec, CoordinatorServiceOptions options = {}) {
+    auto created = CoordinatorService::Create(spec, kToken, &clock_, options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    service_ = std::move(created).value();
+  }
+
   v1::RegisterResponse Register(const v1::RegisterRequest& request) {
     v1::RegisterResponse response;
     absl::Status status = service_->Register(request, &response);
@@ -135,9 +142,7 @@ class CoordinatorServiceFixture : public ::testing::Test {
 class ServedCoordinatorFixture : public CoordinatorServiceFixture {
  protected:
   void SetUp() override {
-    auto created = CoordinatorService::Create(TestSpec(1, 1), kToken, &clock_);
-    ASSERT_TRUE(created.ok()) << created.status();
-    service_ = std::move(created).value();
+    ASSERT_NO_FATAL_FAILURE(MakeService(TestSpec(1, 1)));
     glue_ = std::make_unique<GrpcCoordinator>(service_.get());
     auto server = StartGrpcServer("127.0.0.1", 0, {glue_->grpc_service()});
     ASSERT_TRUE(server.ok()) << server.status();

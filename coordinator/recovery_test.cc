@@ -34,9 +34,7 @@ class RecoveryTest : public testing::CoordinatorServiceFixture {
     spec.cluster.spares = spares;
     spec.model.embedding_dim = 16;
     spec.optimizer.sparse.type = "adagrad";
-    auto created = CoordinatorService::Create(spec, kToken, &clock_);
-    ASSERT_TRUE(created.ok()) << created.status();
-    service_ = std::move(created).value();
+    ASSERT_NO_FATAL_FAILURE(MakeService(spec));
     CoordinatorService* svc = service_.get();
     service_->SetServerDeadHandler([svc](int id) {
       svc->ReplaceServer(id);
