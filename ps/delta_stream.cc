@@ -32,26 +32,37 @@ DeltaStreams::~DeltaStreams() {
   }
 }
 
-void DeltaStreams::Batch::Add(int table, int64_t stripe, int j, const uint8_t* delta,
-                              size_t bytes) {
+void DeltaStreams::Batch::Add(const Header& h, const uint8_t* delta, size_t bytes) {
   char header[kHeader];
-  const int32_t t32 = table, j32 = j;
+  const int32_t t32 = h.table, j32 = h.j;
   std::memcpy(header, &t32, 4);
   std::memcpy(header + 4, &j32, 4);
-  std::memcpy(header + 8, &stripe, 8);
+  std::memcpy(header + 8, &h.stripe, 8);
+  std::memcpy(header + 16, &h.from, 4);
+  std::memcpy(header + 20, &h.to, 4);
   packed.append(header, kHeader);
   packed.append(reinterpret_cast<const char*>(delta), bytes);
   len = bytes;
   ++count;
 }
 
-void DeltaStreams::Batch::ReadHeader(const char* record, int* table, int* j, int64_t* stripe) {
+DeltaStreams::Batch::Header DeltaStreams::Batch::ReadHeader(const char* record) {
+  Header h;
   int32_t t32, j32;
   std::memcpy(&t32, record, 4);
   std::memcpy(&j32, record + 4, 4);
-  std::memcpy(stripe, record + 8, 8);
-  *table = t32;
-  *j = j32;
+  std::memcpy(&h.stripe, record + 8, 8);
+  std::memcpy(&h.from, record + 16, 4);
+  std::memcpy(&h.to, record + 20, 4);
+  h.table = t32;
+  h.j = j32;
+  return h;
+}
+
+void DeltaStreams::StopCoalescing(int peer) {
+  if (peer < 0 || peer >= static_cast<int>(streams_.size())) return;
+  std::lock_guard<std::mutex> lock(streams_[peer]->mu);
+  streams_[peer]->exact = true;
 }
 
 uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
@@ -150,7 +161,7 @@ void DeltaStreams::SenderLoop(int peer) {
       // while this batch is prepared and sent.
       len = s.pending.len;
       take = std::min(s.pending.count, static_cast<size_t>(options_.max_batch_deltas));
-      coalesce = s.pending_batches > 1;
+      coalesce = s.pending_batches > 1 && !s.exact;
       if (take == s.pending.count) {
         std::swap(taken, s.pending.packed);
         s.pending.packed.clear();
@@ -191,7 +202,10 @@ void DeltaStreams::SenderLoop(int peer) {
         if (inserted) {
           packed->append(p, record);
         } else {
-          char* acc = packed->data() + it->second + Batch::kHeader;
+          // The merged delta ends at this one's version (it keeps the first one's start).
+          char* acc = packed->data() + it->second;
+          std::memcpy(acc + 20, p + 20, 4);
+          acc += Batch::kHeader;
           const char* delta = p + Batch::kHeader;
           for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
         }

@@ -4,7 +4,8 @@
 // Enqueue hands a delta to the stream of one parity server and returns its ticket (the
 // stream's count of deltas so far). A sender thread per stream takes everything pending,
 // coalesces deltas to the same parity row (same table, stripe and data position: XOR), and
-// sends it as one batch with the next sequence number; it resends the same batch (same
+// sends it as one batch with the next sequence number (a coalesced delta carries the row's
+// versions before the first and after the last update it contains); it resends the same batch (same
 // number) until the receiver acknowledges it, so a batch is applied exactly once however
 // often the network drops or repeats it. WaitAcked blocks until a ticket is acknowledged.
 // Thread-safe.
@@ -64,16 +65,23 @@ class DeltaStreams {
   ~DeltaStreams();  // stops the sender threads; unsent deltas are dropped
 
   // Deltas headed for one parity server, gathered before they are queued in one go, already
-  // in the wire format: records of a 16-byte header (int32 table, int32 j, int64 stripe,
-  // little-endian) followed by the delta, all deltas of one length.
+  // in the wire format: records of a 24-byte header (int32 table, int32 j, int64 stripe,
+  // uint32 from_version, uint32 to_version, little-endian) followed by the delta, all deltas
+  // of one length.
   struct Batch {
-    static constexpr size_t kHeader = 16;
+    static constexpr size_t kHeader = 24;
+    struct Header {
+      int table = 0;
+      int j = 0;
+      int64_t stripe = 0;
+      uint32_t from = 0;  // the data row's version before and after the delta
+      uint32_t to = 0;
+    };
     std::string packed;
     size_t count = 0;
     size_t len = 0;
-    void Add(int table, int64_t stripe, int j, const uint8_t* delta, size_t bytes);
-    // Reads the header of the record at `record`.
-    static void ReadHeader(const char* record, int* table, int* j, int64_t* stripe);
+    void Add(const Header& header, const uint8_t* delta, size_t bytes);
+    static Header ReadHeader(const char* record);
   };
 
   // Queues every delta of `batch` under one lock (taking its buffer when the stream has
@@ -85,6 +93,12 @@ class DeltaStreams {
   absl::Status WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout);
   // Waits until every stream has nothing unacknowledged.
   absl::Status Drain(std::chrono::milliseconds timeout);
+
+  // From now on the deltas to `peer` go one per update, never coalesced. A server calls it
+  // before it serves a rebuild read from `peer`: a replacement installs a parity row at the
+  // versions it read, and a coalesced delta that straddled that read (updates from before
+  // and after it, in one XOR) could be neither applied nor skipped.
+  void StopCoalescing(int peer);
 
   int64_t unacked() const;  // deltas queued or in flight, all streams
   int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
@@ -98,6 +112,7 @@ class DeltaStreams {
     int pending_batches = 0;  // EnqueueBatch calls in `pending`: with one, no row repeats
     std::chrono::steady_clock::time_point first_pending;  // when `pending` became non-empty
     int flush_waiters = 0;  // threads waiting for acks: the sender must not linger
+    bool exact = false;     // StopCoalescing was called
     uint64_t enqueued = 0;
     uint64_t acked = 0;
     uint64_t next_seq = 1;

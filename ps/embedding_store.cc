@@ -48,9 +48,11 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
   }
   store->storage_ = HugeBuffer::ForRegions(table_bytes, &store->tables_);
   store->valid_.resize(placement.num_tables());
+  store->versions_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     int64_t slots = placement.DataSlots(t);
     store->valid_[t].assign(static_cast<size_t>(slots), lost ? 0 : 1);
+    store->versions_[t].assign(static_cast<size_t>(slots), 0);
     for (int64_t slot = 0; slot < slots; ++slot) {
       int64_t row = placement.RowAtDataSlot(t, server, slot);
       if (row < 0) continue;  // padding slot of a partial block
@@ -129,14 +131,16 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
     std::memcpy(delta.data(), payload, bytes);
     ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
     XorInto(delta.data(), reinterpret_cast<const uint8_t*>(payload), bytes);
-    on_delta(rows[i], delta.data(), bytes);
+    uint32_t& version = versions_[table][slots[i]];
+    ++version;
+    on_delta(rows[i], version - 1, version, delta.data(), bytes);
   }
   pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 absl::Status EmbeddingStore::ReadPayloads(int table, absl::Span<const int64_t> rows,
-                                          float* out) const {
+                                          float* out, uint32_t* versions) const {
   std::vector<int64_t> slots;
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -144,6 +148,7 @@ absl::Status EmbeddingStore::ReadPayloads(int table, absl::Span<const int64_t> r
     if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
     std::memcpy(out + i * payload_floats_, Payload(table, slots[i]),
                 sizeof(float) * payload_floats_);
+    if (versions != nullptr) versions[i] = versions_[table][slots[i]];
   }
   return absl::OkStatus();
 }
@@ -220,17 +225,22 @@ bool EmbeddingStore::IsValid(int table, int64_t row) const {
   return valid_[table][slot] != 0;
 }
 
-void EmbeddingStore::InstallRow(int table, int64_t row, const float* payload) {
+bool EmbeddingStore::InstallRow(int table, int64_t row, const float* payload,
+                                uint32_t version) {
   int64_t slot = placement_.DataLocation(table, row).slot;
   std::lock_guard<std::mutex> lock(LockFor(table, slot));
-  if (valid_[table][slot]) return;
+  if (valid_[table][slot]) return false;
   std::memcpy(Payload(table, slot), payload, sizeof(float) * payload_floats_);
+  versions_[table][slot] = version;
   valid_[table][slot] = 1;
   invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
 }
 
 int64_t EmbeddingStore::bytes() const {
-  return static_cast<int64_t>(storage_.size());
+  int64_t versions = 0;
+  for (const auto& v : versions_) versions += static_cast<int64_t>(v.size() * sizeof(uint32_t));
+  return static_cast<int64_t>(storage_.size()) + versions;
 }
 
 }  // namespace ecps

@@ -54,8 +54,10 @@ class EmbeddingStore {
   // over the batch). Rows are applied in the given order. Errors as for Pull; on error
   // nothing is applied.
   // When `on_delta` is set it is called for each row, under the row's lock, with the row's
-  // change old XOR new over its payload bytes (what the parity holders apply).
-  using DeltaSink = std::function<void(int64_t row, const uint8_t* delta, size_t len)>;
+  // change old XOR new over its payload bytes (what the parity holders apply) and its version
+  // before and after (each update adds one).
+  using DeltaSink = std::function<void(int64_t row, uint32_t from, uint32_t to,
+                                       const uint8_t* delta, size_t len)>;
   absl::Status Push(int table, absl::Span<const int64_t> rows, const float* grads,
                     const DeltaSink& on_delta = nullptr);
 
@@ -66,8 +68,10 @@ class EmbeddingStore {
     return Resolve(table, rows, &slots);
   }
 
-  // Copies whole payloads (weights + optimizer state) of `rows` into out.
-  absl::Status ReadPayloads(int table, absl::Span<const int64_t> rows, float* out) const;
+  // Copies whole payloads (weights + optimizer state) of `rows` into out, and each row's
+  // version (its count of updates) into `versions` when not null.
+  absl::Status ReadPayloads(int table, absl::Span<const int64_t> rows, float* out,
+                            uint32_t* versions = nullptr) const;
 
   // Reads the rows held in local slots [slot_begin, slot_begin + n) of `table` (clipped to
   // DataSlots): appends each non-padding slot's row id to *rows and its payload to *payloads,
@@ -89,9 +93,10 @@ class EmbeddingStore {
   // Appends to `invalid` the rows of `rows` that are still missing (rows must be valid ids
   // of this server: call Validate first).
   void MissingRows(int table, absl::Span<const int64_t> rows, std::vector<int64_t>* invalid) const;
-  // Puts a rebuilt payload (payload_floats floats) in place and marks the row valid. A row
-  // that is already valid is left alone (it may have been updated since).
-  void InstallRow(int table, int64_t row, const float* payload);
+  // Puts a rebuilt payload (payload_floats floats) at `version` in place and marks the row
+  // valid; returns whether it did. A row that is already valid is left alone (it may have
+  // been updated since).
+  bool InstallRow(int table, int64_t row, const float* payload, uint32_t version);
   bool IsValid(int table, int64_t row) const;
 
   int64_t data_rows() const { return data_rows_; }
@@ -128,6 +133,7 @@ class EmbeddingStore {
   HugeBuffer storage_;          // every table's rows, back to back
   std::vector<float*> tables_;  // per table: DataSlots * payload_floats, inside storage_
   std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
+  std::vector<std::vector<uint32_t>> versions_;  // per table per slot; under the slot's lock
   std::atomic<int64_t> invalid_rows_{0};
   int64_t data_rows_ = 0;
   mutable std::unique_ptr<std::mutex[]> locks_;

@@ -186,11 +186,16 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
     EmbeddingStore::DeltaSink sink;
     if (streams != nullptr && r > 0) {
       const int table = t.table();
-      sink = [&, table](int64_t row, const uint8_t* delta, size_t len) {
-        int64_t stripe = row / k;
-        int j = static_cast<int>(row % k);
+      sink = [&, table](int64_t row, uint32_t from, uint32_t to, const uint8_t* delta,
+                        size_t len) {
+        DeltaStreams::Batch::Header h;
+        h.table = table;
+        h.stripe = row / k;
+        h.j = static_cast<int>(row % k);
+        h.from = from;
+        h.to = to;
         for (int q = 0; q < r; ++q) {
-          outgoing[placement.ServerOf(table, stripe, k + q)].Add(table, stripe, j, delta, len);
+          outgoing[placement.ServerOf(table, h.stripe, k + q)].Add(h, delta, len);
         }
       };
     }
@@ -301,13 +306,32 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
 absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
                                            v1::ReadRowsResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
-  const v1::TableRows& t = request.rows();
-  if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+  std::vector<const v1::TableRows*> tables;
+  if (request.has_rows()) tables.push_back(&request.rows());
+  for (const v1::TableRows& t : request.tables()) tables.push_back(&t);
+  size_t rows = 0;
+  for (const v1::TableRows* t : tables) {
+    if (absl::Status s = parts_.embeddings->Validate(t->table(), RowsOf(*t)); !s.ok()) return s;
+    rows += t->rows_size();
+  }
+  if (request.has_rebuilder() && parts_.streams != nullptr) {
+    // Before the read: no delta sent to the rebuilder after it may straddle it.
+    parts_.streams->StopCoalescing(request.rebuilder());
+  }
   const int pf = parts_.embeddings->payload_floats();
   std::string* bytes = response->mutable_payloads();
-  bytes->resize(sizeof(float) * pf * t.rows_size());
+  bytes->resize(sizeof(float) * pf * rows);
   response->set_payload_floats(pf);
-  return parts_.embeddings->ReadPayloads(t.table(), RowsOf(t), reinterpret_cast<float*>(bytes->data()));
+  response->mutable_versions()->Resize(static_cast<int>(rows), 0);
+  size_t done = 0;
+  for (const v1::TableRows* t : tables) {
+    absl::Status s = parts_.embeddings->ReadPayloads(
+        t->table(), RowsOf(*t), reinterpret_cast<float*>(bytes->data()) + done * pf,
+        response->mutable_versions()->mutable_data() + done);
+    if (!s.ok()) return s;
+    done += t->rows_size();
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParameterServerCore::Health(const v1::RequestHeader& header,
@@ -332,9 +356,11 @@ void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
     stats->set_rebuild_rows_total(p.rows_total);
     stats->set_on_demand_rebuilds(p.on_demand);
     stats->set_rebuild_rows_per_s(p.rows_per_s);
+    stats->set_frozen_rebuild_stripes(p.frozen_stripes);
   }
   if (parts_.parity != nullptr) {
     stats->set_parity_rows(parts_.parity->parity_rows());
+    stats->set_parity_version_gaps(parts_.parity->version_gaps());
     stats->set_bytes(stats->bytes() + parts_.parity->bytes());
   }
   if (parts_.streams != nullptr) {
@@ -401,7 +427,8 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
                                                      " bytes, expected ", bytes));
     }
     deltas.push_back(Delta{d.table(), d.j(), d.stripe(),
-                           reinterpret_cast<const uint8_t*>(d.delta().data())});
+                           reinterpret_cast<const uint8_t*>(d.delta().data()), d.from_version(),
+                           d.to_version()});
   }
   if (!batch.packed().empty()) {
     if (static_cast<size_t>(batch.delta_bytes()) != bytes || batch.packed().size() % record != 0) {
@@ -411,10 +438,10 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
     }
     const char* p = batch.packed().data();
     for (size_t off = 0; off < batch.packed().size(); off += record) {
-      Delta d;
-      DeltaStreams::Batch::ReadHeader(p + off, &d.table, &d.j, &d.stripe);
-      d.data = reinterpret_cast<const uint8_t*>(p + off + DeltaStreams::Batch::kHeader);
-      deltas.push_back(d);
+      const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(p + off);
+      deltas.push_back(Delta{h.table, h.j, h.stripe,
+                             reinterpret_cast<const uint8_t*>(p + off + DeltaStreams::Batch::kHeader),
+                             h.from, h.to});
     }
   }
   if (absl::Status s = parts_.parity->ApplyBatch(deltas); !s.ok()) return s;
@@ -580,16 +607,28 @@ absl::Status ParameterServerCore::ReadParity(const v1::ReadParityRequest& reques
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
   const size_t bytes = parts_.parity->payload_bytes();
-  for (int64_t stripe : request.stripes()) {
-    auto q = parts_.parity->ParityIndex(request.table(), stripe);
+  const int k = parts_.embeddings->placement().k();
+  // (table, stripe) pairs in answer order.
+  std::vector<std::pair<int, int64_t>> wanted;
+  for (int64_t stripe : request.stripes()) wanted.push_back({request.table(), stripe});
+  for (const v1::TableStripes& t : request.tables()) {
+    for (int64_t stripe : t.stripes()) wanted.push_back({t.table(), stripe});
+  }
+  for (const auto& [table, stripe] : wanted) {
+    auto q = parts_.parity->ParityIndex(table, stripe);
     if (!q.ok()) return q.status();
   }
   std::string* out = response->mutable_payloads();
-  out->resize(bytes * request.stripes_size());
-  for (int i = 0; i < request.stripes_size(); ++i) {
-    absl::Status s = parts_.parity->Read(request.table(), request.stripes(i),
-                                         reinterpret_cast<uint8_t*>(out->data()) + i * bytes);
+  out->resize(bytes * wanted.size());
+  response->mutable_versions()->Resize(static_cast<int>(wanted.size()) * k, 0);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    bool settled = false;
+    absl::Status s = parts_.parity->Read(wanted[i].first, wanted[i].second,
+                                         reinterpret_cast<uint8_t*>(out->data()) + i * bytes,
+                                         response->mutable_versions()->mutable_data() + i * k,
+                                         &settled);
     if (!s.ok()) return s;
+    response->add_settled(settled);
   }
   return absl::OkStatus();
 }
@@ -620,6 +659,13 @@ absl::Status ParameterServerCore::WriteParity(const v1::WriteParityRequest& requ
   if (request.payloads().size() != bytes * request.stripes_size()) {
     return absl::InvalidArgumentError("parity payloads have the wrong size");
   }
+  const int k = parts_.embeddings->placement().k();
+  if (request.versions_size() != k * request.stripes_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("parity write of ", request.stripes_size(),
+                                                   " stripes has ", request.versions_size(),
+                                                   " member versions, expected ",
+                                                   k * request.stripes_size()));
+  }
   for (int64_t stripe : request.stripes()) {
     auto q = parts_.parity->ParityIndex(request.table(), stripe);
     if (!q.ok()) return q.status();
@@ -627,7 +673,8 @@ absl::Status ParameterServerCore::WriteParity(const v1::WriteParityRequest& requ
   for (int i = 0; i < request.stripes_size(); ++i) {
     absl::Status s = parts_.parity->Overwrite(
         request.table(), request.stripes(i),
-        reinterpret_cast<const uint8_t*>(request.payloads().data()) + i * bytes);
+        reinterpret_cast<const uint8_t*>(request.payloads().data()) + i * bytes,
+        request.versions().data() + i * k);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();

@@ -41,10 +41,11 @@ absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
   std::vector<uint8_t*> parity_ptrs(placement.r());
   for (int q = 0; q < placement.r(); ++q) parity_ptrs[q] = parity[q].data();
   store->valid_.resize(placement.num_tables());
-  store->heat_.resize(placement.num_tables());
+  store->versions_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     const size_t counters = static_cast<size_t>(placement.ParitySlots(t)) * placement.k();
-    store->heat_[t] = std::make_unique<std::atomic<uint8_t>[]>(counters);  // zeros
+    store->versions_[t] = std::make_unique<MemberVersion[]>(counters);  // zeros
+    if (lost) store->installed_at_.push_back(std::make_unique<uint32_t[]>(counters));
     store->valid_[t].assign(static_cast<size_t>(placement.ParitySlots(t)), lost ? 0 : 1);
     int q = 0;
     for (int64_t slot = 0; slot < placement.ParitySlots(t); ++slot) {
@@ -113,18 +114,31 @@ absl::Status ParityStore::ApplyBatch(absl::Span<const DeltaRef> deltas) {
   constexpr size_t kAhead = 8;
   for (size_t i = 0; i < deltas.size(); ++i) {
     if (i + kAhead < deltas.size()) {
-      // The row, its lock and its heat counter are each a cache line somewhere else.
+      // The row, its lock and its versions are each a cache line somewhere else.
       const DeltaRef& ahead = deltas[i + kAhead];
       const int64_t ahead_slot = where[i + kAhead].first;
       PrefetchForWrite(Row(ahead.table, ahead_slot), payload_bytes_);
       __builtin_prefetch(&LockFor(ahead.table, ahead_slot), 1, 3);
-      __builtin_prefetch(&heat_[ahead.table][ahead_slot * placement_.k() + ahead.j], 1, 3);
+      __builtin_prefetch(Versions(ahead.table, ahead_slot) + ahead.j, 1, 3);
     }
     const DeltaRef& d = deltas[i];
     const int64_t slot = where[i].first;
     std::lock_guard<std::mutex> lock(LockFor(d.table, slot));
-    if (!valid_[d.table][slot]) continue;  // rebuilt later from current data
-    Heat(d.table, slot, d.j);
+    MemberVersion& v = Versions(d.table, slot)[d.j];
+    const uint32_t newest = v.newest.load(std::memory_order_relaxed);
+    if (!valid_[d.table][slot]) {
+      // Rebuilt later from current data; remember how new that data must be.
+      if (VersionAfter(d.to, newest)) v.newest.store(d.to, std::memory_order_relaxed);
+      continue;
+    }
+    if (!installed_at_.empty()) {
+      const uint32_t base = installed_at_[d.table][slot * placement_.k() + d.j];
+      if (!VersionAfter(d.to, base)) continue;  // the rebuilt row already contains it
+      if (VersionAfter(base, d.from)) version_gaps_.fetch_add(1, std::memory_order_relaxed);
+    }
+    v.count.store(v.count.load(std::memory_order_relaxed) + (d.to - d.from),
+                  std::memory_order_relaxed);
+    if (VersionAfter(d.to, newest)) v.newest.store(d.to, std::memory_order_relaxed);
     absl::Status s = code_->UpdateParity(where[i].second, d.j, d.data, Row(d.table, slot),
                                          payload_bytes_);
     if (!s.ok()) return s;
@@ -141,7 +155,7 @@ std::vector<ParityStore::Hot> ParityStore::HotRows(int data_server, int max_rows
       const int64_t stripe = placement_.StripeAtParitySlot(t, server_, slot, &q);
       if (stripe < 0) continue;
       for (int j = 0; j < k; ++j) {
-        const uint8_t heat = heat_[t][slot * k + j].load(std::memory_order_relaxed);
+        const uint32_t heat = Versions(t, slot)[j].count.load(std::memory_order_relaxed);
         const int64_t row = stripe * k + j;
         if (heat == 0 || row >= placement_.rows(t)) continue;
         if (placement_.ServerOf(t, stripe, j) != data_server) continue;
@@ -158,7 +172,8 @@ std::vector<ParityStore::Hot> ParityStore::HotRows(int data_server, int max_rows
   return hot;
 }
 
-absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out) const {
+absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out, uint32_t* versions,
+                               bool* settled) const {
   auto q = ParityIndex(table, stripe);
   if (!q.ok()) return q.status();
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
@@ -169,6 +184,15 @@ absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out) const {
                                   std::to_string(server_));
   }
   std::memcpy(out, Row(table, slot), payload_bytes_);
+  if (versions != nullptr) {
+    bool all = true;
+    for (int j = 0; j < placement_.k(); ++j) {
+      const MemberVersion& v = Versions(table, slot)[j];
+      versions[j] = v.count.load(std::memory_order_relaxed);
+      all &= versions[j] == v.newest.load(std::memory_order_relaxed);
+    }
+    if (settled != nullptr) *settled = all;
+  }
   return absl::OkStatus();
 }
 
@@ -180,31 +204,56 @@ bool ParityStore::IsValid(int table, int64_t stripe) const {
   return valid_[table][slot] != 0;
 }
 
-void ParityStore::InstallRow(int table, int64_t stripe, const uint8_t* payload) {
+ParityStore::Install ParityStore::InstallRow(int table, int64_t stripe, const uint8_t* payload,
+                                             const uint32_t* versions) {
   auto q = ParityIndex(table, stripe);
-  if (!q.ok()) return;
+  if (!q.ok()) return Install::kAlreadyValid;  // not a row of this server: nothing to do
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
   std::lock_guard<std::mutex> lock(LockFor(table, slot));
-  if (valid_[table][slot]) return;
+  if (valid_[table][slot]) return Install::kAlreadyValid;
+  MemberVersion* held = Versions(table, slot);
+  for (int j = 0; j < placement_.k(); ++j) {
+    if (VersionAfter(held[j].newest.load(std::memory_order_relaxed), versions[j])) {
+      return Install::kStale;
+    }
+  }
   std::memcpy(Row(table, slot), payload, payload_bytes_);
+  SetVersions(table, slot, versions);
   valid_[table][slot] = 1;
   invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
+  return Install::kInstalled;
 }
 
-absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* payload) {
+absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* payload,
+                                    const uint32_t* versions) {
   auto q = ParityIndex(table, stripe);
   if (!q.ok()) return q.status();
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
   std::lock_guard<std::mutex> lock(LockFor(table, slot));
   std::memcpy(Row(table, slot), payload, payload_bytes_);
-  valid_[table][slot] = 1;
+  SetVersions(table, slot, versions);
+  if (!valid_[table][slot]) {
+    valid_[table][slot] = 1;
+    invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
+  }
   return absl::OkStatus();
+}
+
+void ParityStore::SetVersions(int table, int64_t slot, const uint32_t* versions) {
+  MemberVersion* held = Versions(table, slot);
+  for (int j = 0; j < placement_.k(); ++j) {
+    held[j].count.store(versions[j], std::memory_order_relaxed);
+    held[j].newest.store(versions[j], std::memory_order_relaxed);
+    if (!installed_at_.empty()) installed_at_[table][slot * placement_.k() + j] = versions[j];
+  }
 }
 
 int64_t ParityStore::bytes() const {
   int64_t counters = 0;
   for (int t = 0; t < placement_.num_tables(); ++t) {
-    counters += placement_.ParitySlots(t) * placement_.k();
+    counters += placement_.ParitySlots(t) * placement_.k() *
+                static_cast<int64_t>(sizeof(MemberVersion) +
+                                     (installed_at_.empty() ? 0 : sizeof(uint32_t)));
   }
   return static_cast<int64_t>(storage_.size()) + counters;
 }

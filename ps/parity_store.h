@@ -5,6 +5,14 @@
 // At creation every parity row is encoded from the stripe's initial data rows, which any
 // server can compute (a row's initial payload depends only on seed, table and row), so no
 // stripe ever starts inconsistent. Deltas are applied under striped locks. Thread-safe.
+//
+// Versions: a data row's version counts its updates. Each parity row keeps, per data member
+// j, how many of member j's updates it contains and the newest version any of them reached.
+// Deltas of one member may arrive out of order (two pushes of one row, queued in the other
+// order), so the two differ while an update is missing; when they are equal the parity
+// contains exactly updates 1..version of the member. A rebuild reads data rows with their
+// versions and parity rows with theirs: when all agree, the read is consistent without
+// freezing anything (ps/rebuilder.h).
 #ifndef ECPS_PS_PARITY_STORE_H_
 #define ECPS_PS_PARITY_STORE_H_
 
@@ -24,11 +32,15 @@
 
 namespace ecps {
 
+// Whether row version `a` is newer than `b` (versions count updates and wrap at 2^32).
+inline bool VersionAfter(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) > 0; }
+
 class ParityStore {
  public:
   // With `lost` set (a replacement server) nothing is encoded: every parity row is invalid
   // until InstallRow; deltas for an invalid row are dropped (the rebuild re-encodes it from
-  // data that already includes them) and reads of it get UNAVAILABLE.
+  // data that already includes them; the row remembers the newest version each dropped delta
+  // reached, so an install from older data is refused) and reads of it get UNAVAILABLE.
   //
   // With `source` set (a job resuming from a checkpoint), each parity row is encoded from the
   // stripe's data rows as source(table, stripe, &data) gives them (k payloads as bytes, zero
@@ -44,29 +56,38 @@ class ParityStore {
   // The parity index q this server holds of (table, stripe), or INVALID_ARGUMENT (bad table,
   // stripe out of range, or this server holds no parity of it).
   absl::StatusOr<int> ParityIndex(int table, int64_t stripe) const;
-  // One delta of payload_bytes() bytes for ApplyBatch.
+  // One delta of payload_bytes() bytes for ApplyBatch: data member j's change from version
+  // `from` to version `to`.
   struct DeltaRef {
     int table;
     int j;
     int64_t stripe;
     const uint8_t* data;
+    uint32_t from = 0;
+    uint32_t to = 0;
   };
   // parity ^= c[q][j] * delta, for every delta in order, on the parity this server holds of
-  // (table, stripe). Checks each as ParityIndex does, plus j in [0, k), all before applying
+  // (table, stripe), counting its updates of member j. On a row that a rebuild installed, a
+  // delta the row already contains (`to` not after the version it was installed at) is
+  // skipped; one that straddles it is applied but counted in version_gaps() (no correct
+  // sender produces one: see DeltaStreams::StopCoalescing). Checks each as ParityIndex does, plus j in [0, k), all before applying
   // any, so a batch with a bad delta changes nothing. Prefetches rows ahead: a batch's parity rows are
   // scattered over the store and would each miss the cache otherwise.
   absl::Status ApplyBatch(absl::Span<const DeltaRef> deltas);
   // Data rows of `data_server` whose deltas this store applied, hottest first (at most
-  // `max_rows`; rows never updated are left out). Heat counts applied deltas per data
-  // member of each parity row, saturating at 255.
+  // `max_rows`; rows never updated are left out). A row's heat is its version here: the
+  // updates of it this store applied.
   struct Hot {
     int table;
     int64_t row;
     uint32_t heat;
   };
   std::vector<Hot> HotRows(int data_server, int max_rows) const;
-  // Copies the parity row this server holds of (table, stripe).
-  absl::Status Read(int table, int64_t stripe, uint8_t* out) const;
+  // Copies the parity row this server holds of (table, stripe); with `versions` (k) set, also
+  // the member versions it contains, and into *settled whether it is missing no update older
+  // than one it has (else those versions say nothing exact).
+  absl::Status Read(int table, int64_t stripe, uint8_t* out, uint32_t* versions = nullptr,
+                    bool* settled = nullptr) const;
 
   // Every (table, stripe) this server holds parity of, for scrubbing: calls fn(table, stripe).
   template <typename Fn>
@@ -83,11 +104,17 @@ class ParityStore {
   bool all_valid() const { return invalid_rows_.load(std::memory_order_acquire) == 0; }
   int64_t invalid_rows() const { return invalid_rows_.load(std::memory_order_acquire); }
   bool IsValid(int table, int64_t stripe) const;
-  // Puts a rebuilt parity row in place (a valid row is left alone).
-  void InstallRow(int table, int64_t stripe, const uint8_t* payload);
-  // Overwrites a valid parity row (a rebuilding server making every parity of a stripe agree
-  // with its data, while the cluster is frozen).
-  absl::Status Overwrite(int table, int64_t stripe, const uint8_t* payload);
+  // Puts a parity row rebuilt from data members at `versions` (k) in place. kStale, and no
+  // change, when a delta newer than one of those versions was dropped meanwhile (the data
+  // read was already stale: read again). A valid row is left alone.
+  enum class Install { kInstalled, kAlreadyValid, kStale };
+  Install InstallRow(int table, int64_t stripe, const uint8_t* payload, const uint32_t* versions);
+  // Overwrites a valid parity row and its versions (a rebuilding server making every parity
+  // of a stripe agree with its data, while the cluster is frozen).
+  absl::Status Overwrite(int table, int64_t stripe, const uint8_t* payload,
+                         const uint32_t* versions);
+  // Deltas that straddled the version their row was installed at.
+  int64_t version_gaps() const { return version_gaps_.load(std::memory_order_relaxed); }
 
   int64_t parity_rows() const { return parity_rows_; }
   int64_t bytes() const;
@@ -100,10 +127,17 @@ class ParityStore {
         payload_bytes_(payload_bytes),
         code_(code),
         locks_(new std::mutex[kLockStripes]) {}
-  void Heat(int table, int64_t slot, int j) {
-    std::atomic<uint8_t>& h = heat_[table][slot * placement_.k() + j];
-    const uint8_t v = h.load(std::memory_order_relaxed);
-    if (v < 255) h.store(v + 1, std::memory_order_relaxed);  // under the slot's lock
+  // What a parity row knows of one data member; written under the slot's lock, atomic so
+  // that HotRows can scan them without it.
+  struct MemberVersion {
+    std::atomic<uint32_t> count{0};   // updates of the member applied
+    std::atomic<uint32_t> newest{0};  // the newest version they reached (a dropped one, for
+                                      // an invalid row)
+  };
+  // Both versions of every member := versions[j] (under the slot's lock).
+  void SetVersions(int table, int64_t slot, const uint32_t* versions);
+  MemberVersion* Versions(int table, int64_t slot) const {
+    return &versions_[table][static_cast<size_t>(slot) * placement_.k()];
   }
   uint8_t* Row(int table, int64_t slot) {
     return tables_[table] + static_cast<size_t>(slot) * payload_bytes_;
@@ -122,8 +156,12 @@ class ParityStore {
   HugeBuffer storage_;            // every table's parity rows, back to back
   std::vector<uint8_t*> tables_;  // per table: ParitySlots * payload_bytes, inside storage_
   std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
-  // Per table, per (slot, data member j) at slot * k + j: deltas applied, saturating.
-  std::vector<std::unique_ptr<std::atomic<uint8_t>[]>> heat_;
+  // Per table, per (slot, data member j) at slot * k + j: what the row holds of the member.
+  std::vector<std::unique_ptr<MemberVersion[]>> versions_;
+  // Only in a replacement's store (`lost`): per (slot, j), the version each member had when
+  // the rebuild installed the row; deltas up to it are already in the row. Under the lock.
+  std::vector<std::unique_ptr<uint32_t[]>> installed_at_;
+  std::atomic<int64_t> version_gaps_{0};
   std::atomic<int64_t> invalid_rows_{0};
   int64_t parity_rows_ = 0;
   mutable std::unique_ptr<std::mutex[]> locks_;

@@ -32,11 +32,13 @@ Rebuilder::~Rebuilder() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (on_demand_thread_.joinable()) on_demand_thread_.join();
 }
 
 void Rebuilder::Start() {
   started_ = std::chrono::steady_clock::now();
   thread_ = std::thread([this] { Loop(); });
+  on_demand_thread_ = std::thread([this] { OnDemandLoop(); });
 }
 
 int Rebuilder::MyMember(int table, int64_t stripe) const {
@@ -105,6 +107,7 @@ RebuildProgress Rebuilder::progress() const {
   p.rows_total = rows_total_;
   p.dense_ready = dense_ready();
   p.done = done();
+  p.frozen_stripes = frozen_stripes_.load(std::memory_order_relaxed);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   p.rows_per_s = secs > 0 ? p.rows_done / secs : 0;
   std::lock_guard<std::mutex> lock(mu_);
@@ -157,25 +160,59 @@ void Rebuilder::LoadHotRows() {
   spdlog::info("server {}: rebuilding {} hot rows first", options_.server, hot_.size());
 }
 
+bool Rebuilder::Backoff(int* failures, const absl::Status& status) {
+  ++*failures;
+  if (*failures == 1 || *failures % 20 == 0) {
+    spdlog::warn("server {}: rebuild batch failed ({} in a row): {}", options_.server, *failures,
+                 status.ToString());
+  }
+  // Keep trying: a member that is unreachable now (a peer being replaced too, a transient
+  // partition) may come back; requests waiting for rows time out on their own.
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(50 * std::min(*failures, 20)),
+               [&] { return stopping_; });
+  return !stopping_;
+}
+
+void Rebuilder::OnDemandLoop() {
+  int failures = 0;
+  while (true) {
+    std::vector<Item> items;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || done() || !on_demand_.empty(); });
+      if (stopping_ || done()) return;
+      while (!on_demand_.empty() && static_cast<int>(items.size()) < options_.batch_stripes) {
+        items.push_back(on_demand_.front());
+        on_demand_.pop_front();
+      }
+    }
+    absl::Status s = RunBatch(items, /*restore_dense=*/false);
+    if (!s.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        on_demand_.insert(on_demand_.begin(), items.begin(), items.end());
+      }
+      if (!Backoff(&failures, s)) return;
+      continue;
+    }
+    failures = 0;
+    cv_.notify_all();
+  }
+}
+
 void Rebuilder::Loop() {
   LoadHotRows();
   int failures = 0;
   while (true) {
     std::vector<Item> items;
-    size_t on_demand_items = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
-      // Rows workers asked for come first.
-      while (!on_demand_.empty() && static_cast<int>(items.size()) < options_.batch_stripes) {
-        items.push_back(on_demand_.front());
-        on_demand_.pop_front();
-      }
-      on_demand_items = items.size();
-      // Then the background sweep (when the rate limit allows): data slots of every table,
-      // then parity slots.
+      // The background sweep (when the rate limit allows): the rows updated most before the
+      // failure, hottest first; then data slots of every table, then parity slots. Rows
+      // workers ask for are rebuilt by OnDemandLoop meanwhile.
       const bool background = std::chrono::steady_clock::now() >= background_allowed_at_;
-      // The rows updated most before the failure, hottest first.
       while (background && static_cast<int>(items.size()) < options_.batch_stripes &&
              !hot_.empty()) {
         const Item item = hot_.front();
@@ -210,10 +247,9 @@ void Rebuilder::Loop() {
     bool rows_left = !embeddings_->all_valid() || (parity_ != nullptr && !parity_->all_valid());
     if (items.empty() && !rows_left && dense_ready()) break;
     if (items.empty() && std::chrono::steady_clock::now() < background_allowed_at_) {
-      // Rate-limited: wait for the budget, or for a worker asking for a row.
+      // Rate-limited: wait for the budget.
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, background_allowed_at_,
-                     [&] { return stopping_ || !on_demand_.empty(); });
+      cv_.wait_until(lock, background_allowed_at_, [&] { return stopping_; });
       continue;
     }
     if (items.empty() && rows_left) {
@@ -226,35 +262,31 @@ void Rebuilder::Loop() {
     auto t0 = std::chrono::steady_clock::now();
     absl::Status s = RunBatch(items, !dense_ready());
     if (!s.ok()) {
-      ++failures;
-      if (failures == 1 || failures % 20 == 0) {
-        spdlog::warn("server {}: rebuild batch failed ({} in a row): {}", options_.server,
-                     failures, s.ToString());
-      }
-      // Keep trying: a member that is unreachable now (a peer being replaced too, a
-      // transient partition) may come back; requests waiting for rows time out on their own.
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50 * std::min(failures, 20)),
-                   [&] { return stopping_; });
+      if (!Backoff(&failures, s)) return;
       continue;
     }
     failures = 0;
     cv_.notify_all();
-    if (options_.rate_limit_mb_s > 0 && items.size() > on_demand_items) {
+    if (options_.rate_limit_mb_s > 0 && !items.empty()) {
       // The next background batch waits until the background reads so far fit the rate
       // limit; rows workers ask for are never held back, and do not count.
-      double mb = (items.size() - on_demand_items) * payload_bytes_ * placement_.k() / 1e6;
+      double mb = items.size() * payload_bytes_ * placement_.k() / 1e6;
       auto wait = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(mb / options_.rate_limit_mb_s));
       std::lock_guard<std::mutex> lock(mu_);
       background_allowed_at_ = std::max(background_allowed_at_, t0) + wait;
     }
   }
-  done_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.store(true, std::memory_order_release);
+  }
   cv_.notify_all();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  spdlog::info("server {}: rebuild complete: {} rows ({} on demand) in {:.2f} s", options_.server,
-               rows_done_.load(), progress().on_demand, secs);
+  spdlog::info("server {}: rebuild complete: {} rows ({} on demand, {} stripes under a freeze) "
+               "in {:.2f} s",
+               options_.server, rows_done_.load(), progress().on_demand,
+               frozen_stripes_.load(), secs);
 }
 
 absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_dense) {
@@ -266,16 +298,34 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
       if (seen.insert({item.table, item.stripe}).second && !ItemValid(item)) items.push_back(item);
     }
   }
-  if (items.empty() && !restore_dense) return absl::OkStatus();
-  const int k = placement_.k(), n = placement_.n();
-  const size_t bytes = payload_bytes_;
-  const std::set<int> unusable = options_.unusable();
+  // The dense restore needs every update paused, briefly: the tensors are copied under a
+  // freeze of everything; the rows need none.
+  if (restore_dense) {
+    if (absl::Status s = RunFrozen({}, /*restore_dense=*/true); !s.ok()) return s;
+  }
+  // Rows whose members disagree were caught mid-update (a delta on its way): read them again
+  // a little later (a delta takes about a millisecond, or async_linger_ms with ack async),
+  // and under a freeze of their stripes if they keep changing.
+  constexpr int kLockFreeReads = 3;
+  for (int attempt = 0; attempt < kLockFreeReads && !items.empty(); ++attempt) {
+    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(attempt == 1 ? 2 : 20));
+    Members members;
+    ReadMembers(items, &members);
+    std::vector<Item> retry;
+    if (absl::Status s = Install(items, members, /*frozen=*/false, &retry); !s.ok()) return s;
+    items.swap(retry);
+  }
+  if (items.empty()) return absl::OkStatus();
+  frozen_stripes_.fetch_add(static_cast<int64_t>(items.size()), std::memory_order_relaxed);
+  return RunFrozen(items, /*restore_dense=*/false);
+}
+
+absl::Status Rebuilder::RunFrozen(const std::vector<Item>& items, bool restore_dense) {
   const std::vector<int> peers = options_.live_peers();
   const uint64_t epoch = options_.epoch();
   const std::string sender = "server-" + std::to_string(options_.server);
-
-  // Freeze only the stripes of this batch (updates of other rows go on), except around the
-  // dense restore, which needs every update paused.
+  // Freeze only the stripes of these items (updates of other rows go on), except around the
+  // dense restore.
   v1::FreezeRequest freeze;
   freeze.set_freeze_id((static_cast<uint64_t>(options_.server) << 48) | ++freeze_count_);
   if (!restore_dense) {
@@ -314,84 +364,160 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
     freeze_all(false).IgnoreError();
     return frozen;
   }
+  absl::Status result;
+  if (!items.empty()) {
+    Members members;
+    ReadMembers(items, &members);
+    result = Install(items, members, /*frozen=*/true, nullptr);
+  }
+  if (result.ok() && restore_dense) result = RestoreDense();
+  absl::Status resumed = freeze_all(false);
+  if (!result.ok()) return result;
+  return resumed;
+}
 
-  // members[i * n + m]: member m of item i; have[...]: whether it is known.
-  std::vector<uint8_t> members(items.size() * n * bytes, 0);
-  std::vector<uint8_t> have(items.size() * n, 0);
+void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const {
+  const int k = placement_.k(), n = placement_.n();
+  const size_t bytes = payload_bytes_;
+  const std::set<int> unusable = options_.unusable();
+  const uint64_t epoch = options_.epoch();
+  const std::string sender = "server-" + std::to_string(options_.server);
+  out->payloads.assign(items.size() * n * bytes, 0);
+  out->have.assign(items.size() * n, 0);
+  out->settled.assign(items.size() * n, 1);
+  out->versions.assign(items.size() * n * k, 0);
+  // One request per (server, data or parity) with every table of the batch, all at once.
   struct Want {
-    std::vector<int64_t> ids;  // rows (data) or stripes (parity)
-    std::vector<size_t> slots;  // index into members / have
+    std::vector<int64_t> ids;   // rows (data) or stripes (parity) of one table
+    std::vector<size_t> slots;                 // index into have (i * n + m)
   };
-  std::map<std::tuple<int, int, bool>, Want> wants;  // (server, table, parity)
+  std::map<std::pair<int, bool>, std::map<int, Want>> wants;  // (server, parity) -> table
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& item = items[i];
     const int mine = MyMember(item.table, item.stripe);
     for (int m = 0; m < n; ++m) {
       if (m == mine) continue;
       if (m < k && item.stripe * k + m >= placement_.rows(item.table)) {
-        have[i * n + m] = 1;  // padding member past the table's end: zero
+        out->have[i * n + m] = 1;  // padding member past the table's end: zero, never updated
         continue;
       }
       int server = placement_.ServerOf(item.table, item.stripe, m);
       if (unusable.count(server) > 0 || server == options_.server) continue;
-      Want& w = wants[{server, item.table, m >= k}];
+      Want& w = wants[{server, m >= k}][item.table];
       w.ids.push_back(m < k ? item.stripe * k + m : item.stripe);
       w.slots.push_back(i * n + m);
     }
   }
-  // One reader thread per server; a server that cannot answer leaves its members unknown.
-  std::map<int, std::vector<const std::pair<const std::tuple<int, int, bool>, Want>*>> by_server;
-  for (const auto& entry : wants) by_server[std::get<0>(entry.first)].push_back(&entry);
+  // A server that cannot answer leaves its members unknown.
   std::vector<std::thread> readers;
-  for (const auto& [server, list] : by_server) {
-    readers.emplace_back([&, server = server, list = list] {
-      for (const auto* entry : list) {
-        const int table = std::get<1>(entry->first);
-        const bool parity = std::get<2>(entry->first);
-        const Want& w = entry->second;
-        std::string payloads;
-        absl::Status s;
-        if (!parity) {
-          v1::ReadRowsRequest req;
-          FillHeader(req.mutable_header(), options_.token, epoch, sender);
-          req.mutable_rows()->set_table(table);
-          for (int64_t id : w.ids) req.mutable_rows()->add_rows(id);
-          v1::ReadRowsResponse resp;
-          s = peers_->ReadRows(server, req, &resp);
-          payloads = std::move(*resp.mutable_payloads());
-        } else {
-          v1::ReadParityRequest req;
-          FillHeader(req.mutable_header(), options_.token, epoch, sender);
-          req.set_table(table);
-          for (int64_t id : w.ids) req.add_stripes(id);
-          v1::ReadParityResponse resp;
-          s = peers_->ReadParity(server, req, &resp);
-          payloads = std::move(*resp.mutable_payloads());
+  for (const auto& [key, by_table] : wants) {
+    readers.emplace_back([&, server = key.first, parity = key.second, by_table = &by_table] {
+      std::string payloads;
+      google::protobuf::RepeatedField<uint32_t> versions;
+      google::protobuf::RepeatedField<bool> settled;
+      size_t count = 0;
+      absl::Status s;
+      if (!parity) {
+        v1::ReadRowsRequest req;
+        FillHeader(req.mutable_header(), options_.token, epoch, sender);
+        for (const auto& [table, w] : *by_table) {
+          v1::TableRows* t = req.add_tables();
+          t->set_table(table);
+          for (int64_t id : w.ids) t->add_rows(id);
+          count += w.ids.size();
         }
-        if (!s.ok() || payloads.size() != w.ids.size() * bytes) continue;
-        for (size_t e = 0; e < w.slots.size(); ++e) {
-          std::memcpy(members.data() + w.slots[e] * bytes, payloads.data() + e * bytes, bytes);
-          have[w.slots[e]] = 1;
+        req.set_rebuilder(options_.server);
+        v1::ReadRowsResponse resp;
+        s = peers_->ReadRows(server, req, &resp);
+        payloads = std::move(*resp.mutable_payloads());
+        versions.Swap(resp.mutable_versions());
+      } else {
+        v1::ReadParityRequest req;
+        FillHeader(req.mutable_header(), options_.token, epoch, sender);
+        for (const auto& [table, w] : *by_table) {
+          v1::TableStripes* t = req.add_tables();
+          t->set_table(table);
+          for (int64_t id : w.ids) t->add_stripes(id);
+          count += w.ids.size();
+        }
+        v1::ReadParityResponse resp;
+        s = peers_->ReadParity(server, req, &resp);
+        payloads = std::move(*resp.mutable_payloads());
+        versions.Swap(resp.mutable_versions());
+        settled.Swap(resp.mutable_settled());
+      }
+      const size_t per = parity ? k : 1;
+      if (!s.ok() || payloads.size() != count * bytes ||
+          static_cast<size_t>(versions.size()) != count * per ||
+          (parity && static_cast<size_t>(settled.size()) != count)) {
+        return;
+      }
+      size_t e = 0;
+      for (const auto& [table, w] : *by_table) {
+        for (const size_t slot : w.slots) {
+          std::memcpy(out->payloads.data() + slot * bytes, payloads.data() + e * bytes, bytes);
+          out->have[slot] = 1;
+          if (parity) {
+            std::copy_n(versions.data() + e * k, k, out->versions.data() + slot * k);
+            out->settled[slot] = settled[static_cast<int>(e)] ? 1 : 0;
+          } else {
+            out->versions[slot * k + slot % n] = versions[static_cast<int>(e)];
+          }
+          ++e;
         }
       }
     });
   }
   for (auto& t : readers) t.join();
+}
 
+absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& mem, bool frozen,
+                                std::vector<Item>* retry) {
+  const int k = placement_.k(), n = placement_.n(), r = placement_.r();
+  const size_t bytes = payload_bytes_;
+  const uint64_t epoch = options_.epoch();
+  const std::string sender = "server-" + std::to_string(options_.server);
   absl::Status result;
   std::vector<uint8_t> out(bytes);
-  std::vector<std::vector<uint8_t>> parity(placement_.r(), std::vector<uint8_t>(bytes));
+  std::vector<uint32_t> agreed(k);
+  std::vector<std::vector<uint8_t>> parity(r, std::vector<uint8_t>(bytes));
   std::map<std::pair<int, int>, v1::WriteParityRequest> fixes;  // (server, table)
+  std::vector<float> payload(bytes / sizeof(float));
   int64_t installed = 0;
   for (size_t i = 0; i < items.size() && result.ok(); ++i) {
     const Item& item = items[i];
     const int mine = MyMember(item.table, item.stripe);
+    const uint8_t* have = mem.have.data() + i * n;
+    auto member = [&](int m) { return mem.payloads.data() + (i * n + m) * bytes; };
+    auto says = [&](int m, int j) { return mem.versions[(i * n + m) * k + j]; };
+    // Member j's version: what the first member that knows it says (itself, or a parity);
+    // the read is consistent when every member that knows it says the same.
+    bool consistent = true;
+    for (int j = 0; j < k; ++j) {
+      bool known = j != mine && have[j] != 0;
+      if (known) agreed[j] = says(j, j);
+      for (int m = k; m < n; ++m) {
+        if (m == mine || !have[m]) continue;
+        consistent &= mem.settled[i * n + m] != 0;
+        if (!known) {
+          agreed[j] = says(m, j);
+          known = true;
+        } else if (says(m, j) != agreed[j]) {
+          consistent = false;
+        }
+      }
+      if (!known) agreed[j] = 0;
+    }
+    if (!consistent && !frozen) {
+      retry->push_back(item);
+      continue;
+    }
     std::vector<int> ids;
     std::vector<const uint8_t*> ptrs;
     for (int m = 0; m < n; ++m) {
-      if (have[i * n + m]) {
+      if (have[m]) {
         ids.push_back(m);
-        ptrs.push_back(members.data() + (i * n + m) * bytes);
+        ptrs.push_back(member(m));
       }
     }
     if (static_cast<int>(ids.size()) < k) {
@@ -405,24 +531,41 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
     result = code_->Decode(ids, ptrs, absl::MakeConstSpan(&wanted, 1),
                            absl::MakeSpan(&out_ptr, 1), bytes);
     if (!result.ok()) break;
-    std::memcpy(members.data() + (i * n + mine) * bytes, out.data(), bytes);
-    have[i * n + mine] = 1;
-    if (mine < k) {
+    if (mine >= k) {
+      const ParityStore::Install done = parity_->InstallRow(item.table, item.stripe, out.data(),
+                                                             agreed.data());
+      if (done == ParityStore::Install::kStale) {
+        // A delta newer than the data read arrived (and was dropped) before the install.
+        if (frozen) {
+          result = absl::InternalError(absl::StrCat("parity of stripe ", item.stripe,
+                                                    " of table ", item.table,
+                                                    " saw a newer delta while frozen"));
+          break;
+        }
+        retry->push_back(item);
+        continue;
+      }
+      installed += done == ParityStore::Install::kInstalled ? 1 : 0;
+      continue;
+    }
+    if (frozen && r > 1) {
       // Make the survivors' parity rows of this stripe agree with its data.
       bool all_data = true;
       std::vector<const uint8_t*> data(k);
       for (int j = 0; j < k; ++j) {
-        all_data &= have[i * n + j] != 0;
-        data[j] = members.data() + (i * n + j) * bytes;
+        all_data &= j == mine || have[j] != 0;
+        data[j] = j == mine ? out.data() : member(j);
       }
-      if (all_data && placement_.r() > 1) {
+      if (all_data) {
         std::vector<uint8_t*> pp;
         for (auto& p : parity) pp.push_back(p.data());
         result = code_->Encode(data, pp, bytes);
         if (!result.ok()) break;
-        for (int q = 0; q < placement_.r(); ++q) {
-          if (!have[i * n + k + q]) continue;
-          if (std::memcmp(parity[q].data(), members.data() + (i * n + k + q) * bytes, bytes) == 0) {
+        for (int q = 0; q < r; ++q) {
+          bool same_versions = true;
+          for (int j = 0; j < k; ++j) same_versions &= says(k + q, j) == agreed[j];
+          if (!have[k + q] ||
+              (same_versions && std::memcmp(parity[q].data(), member(k + q), bytes) == 0)) {
             continue;
           }
           int server = placement_.ServerOf(item.table, item.stripe, k + q);
@@ -430,15 +573,14 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
           fix.set_table(item.table);
           fix.add_stripes(item.stripe);
           fix.mutable_payloads()->append(reinterpret_cast<const char*>(parity[q].data()), bytes);
+          for (int j = 0; j < k; ++j) fix.add_versions(agreed[j]);
         }
       }
-      std::vector<float> payload(bytes / sizeof(float));
-      std::memcpy(payload.data(), out.data(), bytes);
-      embeddings_->InstallRow(item.table, item.stripe * k + mine, payload.data());
-    } else {
-      parity_->InstallRow(item.table, item.stripe, out.data());
     }
-    ++installed;
+    std::memcpy(payload.data(), out.data(), bytes);
+    if (embeddings_->InstallRow(item.table, item.stripe * k + mine, payload.data(), agreed[mine])) {
+      ++installed;
+    }
   }
   for (auto& [key, fix] : fixes) {
     if (!result.ok()) break;
@@ -449,11 +591,8 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
                    options_.server, fix.stripes_size(), key.second, key.first);
     }
   }
-  if (result.ok() && restore_dense) result = RestoreDense();
-  absl::Status resumed = freeze_all(false);
   rows_done_.fetch_add(installed, std::memory_order_relaxed);
-  if (!result.ok()) return result;
-  return resumed;
+  return result;
 }
 
 absl::Status Rebuilder::RestoreDense() {

@@ -1,19 +1,23 @@
 // The rebuild at a replacement server (DESIGN §5): every data and parity row the dead server
 // held is rebuilt from any k surviving members of its stripe, rows that workers ask for
-// first (on demand), the rest in the background in pipelined batches, hottest first (the
-// parity holders count the updates of each data row they protect); dense tensors are
-// restored from another holder.
+// first (on demand, on a thread of their own), the rest in the background in pipelined
+// batches, hottest first (the parity holders know how often each data row they protect was
+// updated); dense tensors are restored from another holder.
 //
-// Consistency: a batch is rebuilt while its stripes are frozen on every other live server
-// (new updates of rows in those stripes wait, updates in flight finish, parity delta streams
-// drain; updates of other rows go on), so the survivors' data and parity rows it reads
-// reflect exactly the same updates; the rebuilt rows are installed
-// before the servers resume. A delta that reaches this server for a parity row not yet
-// rebuilt is dropped: the row is later encoded from data that already includes it. When the
-// lost member was a data row and r >= 2, the survivors' parity rows of the stripe are
-// re-encoded from the rebuilt data and any that disagree (a delta the dead server sent to one
-// parity holder but not another) are overwritten, so every stripe leaves the rebuild
-// consistent. Thread-safe.
+// Consistency without stopping training: every data row carries a version (its count of
+// updates) and every parity row the versions of the data members it contains. A batch reads
+// the surviving members of its stripes with their versions while updates go on; a stripe
+// whose members all agree on every member's version is a consistent snapshot (the parity
+// encodes exactly those data rows) and is decoded and installed at once. A stripe caught
+// mid-update (a delta still on its way) is read again while its stripes are frozen on every
+// other live server (new updates of its rows wait, updates in flight finish, parity delta
+// streams drain). A parity row installed here remembers the data versions it was encoded
+// from: deltas it already contains are skipped, and one that was dropped because it arrived
+// before the install makes the install fail and the stripe is read again. When the lost
+// member was a data row and r >= 2, the frozen path also re-encodes the survivors' parity
+// rows from the rebuilt data and overwrites any that disagree (a delta the dead server sent
+// to one parity holder but not another), so every stripe leaves the rebuild consistent.
+// Thread-safe.
 #ifndef ECPS_PS_REBUILDER_H_
 #define ECPS_PS_REBUILDER_H_
 
@@ -44,10 +48,7 @@ struct RebuildOptions {
   std::function<std::set<int>()> unusable;
   // Servers to freeze around a batch: every live server but this one.
   std::function<std::vector<int>()> live_peers;
-  // Stripes per batch. A batch freezes its stripes on every live server while they are read,
-  // and a push touching any of them waits, so pushes and batches take turns. Larger batches
-  // finish the rebuild sooner and lose less training time in all (bench-recovery: 16384
-  // lost 2.4-3.4 s, 4096 lost 3.8-5.5 s) at a lower throughput while they run.
+  // Stripes per background batch (and at most per on-demand batch).
   int batch_stripes = 16384;
   // The background rebuild starts with the rows the parity holders saw updated most (at
   // most this many from each holder, hottest first); 0: plain slot order.
@@ -59,6 +60,7 @@ struct RebuildProgress {
   int64_t rows_done = 0;
   int64_t rows_total = 0;
   int64_t on_demand = 0;
+  int64_t frozen_stripes = 0;  // stripes read again under a freeze (caught mid-update)
   double rows_per_s = 0;
   bool dense_ready = false;
   bool done = false;
@@ -90,10 +92,33 @@ class Rebuilder {
     int table;
     int64_t stripe;
   };
-  void Loop();
+  // What one read of a batch's stripes gathered: for item i and member m (of n), its
+  // payload, whether it is known, and what it says of data member j's version at
+  // versions[(i * n + m) * k + j] (a data member knows only its own, a parity member all k;
+  // a parity member with an update still on its way is not `settled`).
+  struct Members {
+    std::vector<uint8_t> payloads;
+    std::vector<uint8_t> have;
+    std::vector<uint8_t> settled;
+    std::vector<uint32_t> versions;
+  };
+  void Loop();           // the background sweep
+  void OnDemandLoop();   // the rows workers wait for
+  // After a failed batch: logs now and then and waits a little (false when stopping).
+  bool Backoff(int* failures, const absl::Status& status);
   // Asks the live parity holders for this server's hottest rows and queues them (hot_).
   void LoadHotRows();
   absl::Status RunBatch(const std::vector<Item>& items, bool restore_dense);
+  // Reads the batch under a freeze of its stripes (of everything, with restore_dense).
+  absl::Status RunFrozen(const std::vector<Item>& items, bool restore_dense);
+  // Reads every surviving member of the items' stripes (telling the data servers that this
+  // is a rebuild read).
+  void ReadMembers(const std::vector<Item>& items, Members* out) const;
+  // Decodes and installs every item whose members agree on the versions (every item, when
+  // frozen); appends the others to `retry`. Frozen, it also writes back parity rows that
+  // disagree with the rebuilt data.
+  absl::Status Install(const std::vector<Item>& items, const Members& members, bool frozen,
+                       std::vector<Item>* retry);
   absl::Status RestoreDense();
   // The member position this server holds of (table, stripe).
   int MyMember(int table, int64_t stripe) const;
@@ -123,9 +148,11 @@ class Rebuilder {
   std::atomic<int64_t> rows_done_{0};
   int64_t rows_total_ = 0;
   std::atomic<bool> dense_ready_{false};
-  uint64_t freeze_count_ = 0;  // only the rebuild thread uses it
+  std::atomic<uint64_t> freeze_count_{0};
+  std::atomic<int64_t> frozen_stripes_{0};
   std::atomic<bool> done_{false};
   std::thread thread_;
+  std::thread on_demand_thread_;
 };
 
 }  // namespace ecps

@@ -298,7 +298,11 @@ TEST(DeltaStreams, ReportsAnUnreachableParityServer) {
   DeltaStreams streams(0, 3, &down, options, [](v1::ParityDeltaBatch*) {});
   DeltaStreams::Batch batch;
   const uint8_t delta[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-  batch.Add(/*table=*/0, /*stripe=*/4, /*j=*/1, delta, sizeof(delta));
+  DeltaStreams::Batch::Header h;
+  h.stripe = 4;
+  h.j = 1;
+  h.to = 1;
+  batch.Add(h, delta, sizeof(delta));
   const uint64_t ticket = streams.EnqueueBatch(2, std::move(batch));
   ASSERT_TRUE(streams.WaitAcked(2, ticket, std::chrono::seconds(30)).ok());
   std::lock_guard<std::mutex> lock(mu);
@@ -325,10 +329,17 @@ class RecordingTransport : public DeltaTransport {
   std::vector<v1::ParityDeltaBatch> batches;
 };
 
-DeltaStreams::Batch OneDelta(int64_t stripe, uint8_t value) {
+// A delta of data member 1 of `stripe` of table 0, taking the row from version `to` - 1 to
+// `to`.
+DeltaStreams::Batch OneDelta(int64_t stripe, uint8_t value, uint32_t to = 1) {
   DeltaStreams::Batch batch;
   const uint8_t delta[8] = {value, value, value, value, value, value, value, value};
-  batch.Add(/*table=*/0, stripe, /*j=*/1, delta, sizeof(delta));
+  DeltaStreams::Batch::Header h;
+  h.stripe = stripe;
+  h.j = 1;
+  h.from = to - 1;
+  h.to = to;
+  batch.Add(h, delta, sizeof(delta));
   return batch;
 }
 
@@ -338,10 +349,10 @@ TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
   options.window = 1000;
   options.linger_ms = 60'000;  // far longer than the test: only the waiter can send it
   DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
-  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x0f));
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x0f, /*to=*/7));
   // Lingering: nothing goes out while no one waits and the window is far from full.
   EXPECT_EQ(transport.WaitFor(1, std::chrono::milliseconds(300)), 0u);
-  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0xf1));
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0xf1, /*to=*/8));
   const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/9, 0x22));
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
@@ -351,11 +362,35 @@ TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
   // Three pushes, two parity rows: stripe 5's deltas were XORed into one record.
   const v1::ParityDeltaBatch& sent = transport.batches[0];
   ASSERT_EQ(sent.packed().size(), 2 * (DeltaStreams::Batch::kHeader + 8));
-  int table = -1, j = -1;
-  int64_t stripe = -1;
-  DeltaStreams::Batch::ReadHeader(sent.packed().data(), &table, &j, &stripe);
-  EXPECT_EQ(stripe, 5);
+  const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(sent.packed().data());
+  EXPECT_EQ(h.stripe, 5);
+  // The merged record takes the row from before the first update to after the second.
+  EXPECT_EQ(h.from, 6u);
+  EXPECT_EQ(h.to, 8u);
   EXPECT_EQ(static_cast<uint8_t>(sent.packed()[DeltaStreams::Batch::kHeader]), 0x0f ^ 0xf1);
+}
+
+TEST(DeltaStreams, AfterStopCoalescingEveryUpdateIsItsOwnRecord) {
+  RecordingTransport transport;
+  DeltaStreamOptions options;
+  options.window = 1000;
+  options.linger_ms = 60'000;
+  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  streams.StopCoalescing(1);
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x0f, /*to=*/7));
+  const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0xf1, /*to=*/8));
+  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
+  std::lock_guard<std::mutex> lock(transport.mu);
+  ASSERT_EQ(transport.batches.size(), 1u);
+  const std::string& packed = transport.batches[0].packed();
+  const size_t record = DeltaStreams::Batch::kHeader + 8;
+  ASSERT_EQ(packed.size(), 2 * record);
+  for (int i = 0; i < 2; ++i) {
+    const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(packed.data() + i * record);
+    EXPECT_EQ(h.stripe, 5);
+    EXPECT_EQ(h.from, 6u + i);
+    EXPECT_EQ(h.to, 7u + i);
+  }
 }
 
 TEST(DeltaStreams, LingerEndsWhenMostOfTheWindowIsPending) {

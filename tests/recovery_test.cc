@@ -141,6 +141,9 @@ TEST_P(QuiescentRebuild, RebuiltRowsAreByteIdentical) {
   ParameterServerCore* replacement = cluster->Replace(spec, kToken, c.victim);
   ASSERT_NE(replacement, nullptr);
   ASSERT_TRUE(WaitRebuilt(replacement));
+  v1::ServerStats stats;
+  replacement->FillStats(&stats);
+  EXPECT_EQ(stats.frozen_rebuild_stripes(), 0) << "nothing changes: no read needs a freeze";
 
   auto rows_after = RowsOf(spec, cluster.get(), c.victim);
   ASSERT_EQ(rows_after.size(), rows_before.size());
@@ -192,6 +195,8 @@ TEST(OnlineRebuild, ReplacedWhileTrainingEndsConsistent) {
   replacement->FillStats(&stats);
   EXPECT_EQ(stats.rebuild_rows_done(), stats.rebuild_rows_total());
   EXPECT_GT(stats.on_demand_rebuilds(), 0) << "workers must have asked for lost rows";
+  // Most stripes are read without freezing anything, while the workers push.
+  EXPECT_LT(stats.frozen_rebuild_stripes(), stats.rebuild_rows_total() / 4);
   ExpectClean(cluster.get());
 }
 
