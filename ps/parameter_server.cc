@@ -39,15 +39,25 @@ bool ParameterServerCore::rebuilt() const {
   return parts_.rebuilder == nullptr || parts_.rebuilder->done();
 }
 
+namespace {
+
+template <typename Tables>
+void TablesAndRows(const Tables& tables, std::vector<int>* ids,
+                   std::vector<std::vector<int64_t>>* rows) {
+  for (const v1::TableRows& t : tables) {
+    ids->push_back(t.table());
+    rows->emplace_back(t.rows().begin(), t.rows().end());
+  }
+}
+
+}  // namespace
+
 template <typename Tables>
 absl::Status ParameterServerCore::EnsureRebuilt(const Tables& tables) const {
   if (parts_.rebuilder == nullptr || parts_.embeddings->all_valid()) return absl::OkStatus();
   std::vector<int> table_ids;
   std::vector<std::vector<int64_t>> rows;
-  for (const v1::TableRows& t : tables) {
-    table_ids.push_back(t.table());
-    rows.emplace_back(t.rows().begin(), t.rows().end());
-  }
+  TablesAndRows(tables, &table_ids, &rows);
   return parts_.rebuilder->EnsureRows(table_ids, rows, parts_.rebuild_wait_ms);
 }
 
@@ -118,6 +128,15 @@ absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
   const int dim = parts_.embeddings->dim();
   for (const v1::TableRows& t : request.tables()) {
     if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+  }
+  if (request.prefetch()) {
+    if (parts_.rebuilder != nullptr && !parts_.embeddings->all_valid()) {
+      std::vector<int> tables;
+      std::vector<std::vector<int64_t>> rows;
+      TablesAndRows(request.tables(), &tables, &rows);
+      parts_.rebuilder->Prefetch(tables, rows);
+    }
+    return absl::OkStatus();
   }
   if (absl::Status s = EnsureRebuilt(request.tables()); !s.ok()) return s;
   for (const v1::TableRows& t : request.tables()) {

@@ -53,26 +53,37 @@ bool Rebuilder::ItemValid(const Item& item) const {
   return parity_->IsValid(item.table, item.stripe);
 }
 
-absl::Status Rebuilder::EnsureRows(const std::vector<int>& tables,
-                                   const std::vector<std::vector<int64_t>>& rows,
-                                   int timeout_ms) {
-  if (embeddings_->all_valid()) return absl::OkStatus();
+std::vector<std::pair<int, int64_t>> Rebuilder::QueueMissing(
+    const std::vector<int>& tables, const std::vector<std::vector<int64_t>>& rows) {
   std::vector<std::pair<int, int64_t>> missing;
+  if (embeddings_->all_valid()) return missing;
   std::vector<int64_t> table_missing;
   for (size_t i = 0; i < tables.size() && i < rows.size(); ++i) {
     table_missing.clear();
     embeddings_->MissingRows(tables[i], rows[i], &table_missing);
     for (int64_t row : table_missing) missing.push_back({tables[i], row});
   }
-  if (missing.empty()) return absl::OkStatus();
+  if (missing.empty()) return missing;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [table, row] : missing) {
       on_demand_.push_back(Item{table, row / placement_.k()});
     }
-    on_demand_count_ += static_cast<int64_t>(missing.size());
   }
   cv_.notify_all();
+  return missing;
+}
+
+void Rebuilder::Prefetch(const std::vector<int>& tables,
+                         const std::vector<std::vector<int64_t>>& rows) {
+  QueueMissing(tables, rows);
+}
+
+absl::Status Rebuilder::EnsureRows(const std::vector<int>& tables,
+                                   const std::vector<std::vector<int64_t>>& rows,
+                                   int timeout_ms) {
+  const std::vector<std::pair<int, int64_t>> missing = QueueMissing(tables, rows);
+  if (missing.empty()) return absl::OkStatus();
   std::unique_lock<std::mutex> lock(mu_);
   size_t checked = 0;  // rows before this one are valid (rows never become invalid again)
   bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
@@ -187,7 +198,12 @@ void Rebuilder::OnDemandLoop() {
         on_demand_.pop_front();
       }
     }
-    absl::Status s = RunBatch(items, /*restore_dense=*/false);
+    int64_t rebuilt = 0;
+    absl::Status s = RunBatch(items, /*restore_dense=*/false, &rebuilt);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      on_demand_count_ += rebuilt;
+    }
     if (!s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -289,7 +305,8 @@ void Rebuilder::Loop() {
                frozen_stripes_.load(), secs);
 }
 
-absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_dense) {
+absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_dense,
+                                 int64_t* rebuilt) {
   // Distinct stripes still missing.
   std::vector<Item> items;
   {
@@ -298,6 +315,7 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
       if (seen.insert({item.table, item.stripe}).second && !ItemValid(item)) items.push_back(item);
     }
   }
+  if (rebuilt != nullptr) *rebuilt = static_cast<int64_t>(items.size());
   // The dense restore needs every update paused, briefly: the tensors are copied under a
   // freeze of everything; the rows need none.
   if (restore_dense) {

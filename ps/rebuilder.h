@@ -79,6 +79,9 @@ class Rebuilder {
   // one batch, not one per table. DEADLINE_EXCEEDED after `timeout_ms`.
   absl::Status EnsureRows(const std::vector<int>& tables,
                           const std::vector<std::vector<int64_t>>& rows, int timeout_ms);
+  // Queues the missing rows of `rows[i]` (of `tables[i]`) for an on-demand rebuild without
+  // waiting for them (a worker's hint for a batch it will pull soon).
+  void Prefetch(const std::vector<int>& tables, const std::vector<std::vector<int64_t>>& rows);
   // Blocks until the dense tensors held here are restored.
   absl::Status EnsureDense(int timeout_ms);
   bool dense_ready() const { return dense_ready_.load(std::memory_order_acquire); }
@@ -102,13 +105,18 @@ class Rebuilder {
     std::vector<uint8_t> settled;
     std::vector<uint32_t> versions;
   };
+  // Queues the missing rows of a request for OnDemandLoop; returns them.
+  std::vector<std::pair<int, int64_t>> QueueMissing(const std::vector<int>& tables,
+                                                    const std::vector<std::vector<int64_t>>& rows);
   void Loop();           // the background sweep
   void OnDemandLoop();   // the rows workers wait for
   // After a failed batch: logs now and then and waits a little (false when stopping).
   bool Backoff(int* failures, const absl::Status& status);
   // Asks the live parity holders for this server's hottest rows and queues them (hot_).
   void LoadHotRows();
-  absl::Status RunBatch(const std::vector<Item>& items, bool restore_dense);
+  // Rebuilds the stripes of `items` still missing (their count into *rebuilt, when set).
+  absl::Status RunBatch(const std::vector<Item>& items, bool restore_dense,
+                        int64_t* rebuilt = nullptr);
   // Reads the batch under a freeze of its stripes (of everything, with restore_dense).
   absl::Status RunFrozen(const std::vector<Item>& items, bool restore_dense);
   // Reads every surviving member of the items' stripes (telling the data servers that this
@@ -137,7 +145,7 @@ class Rebuilder {
   std::condition_variable cv_;
   std::deque<Item> on_demand_;  // guarded by mu_
   std::deque<Item> hot_;        // guarded by mu_: hottest first, swept before the slots
-  int64_t on_demand_count_ = 0;  // guarded by mu_
+  int64_t on_demand_count_ = 0;  // guarded by mu_: rows the on-demand thread rebuilt
   absl::Status error_;           // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
   int64_t cursor_table_ = 0;     // background position: guarded by mu_

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "proto/ecps.grpc.pb.h"
+#include "runtime/rpc.h"
 #include "runtime/scrub.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
@@ -296,6 +297,66 @@ TEST(OnlineRebuild, EveryAcknowledgedUpdateSurvives) {
     }
   }
   ExpectClean(cluster.get());
+}
+
+// A worker's prefetch hint makes a replacement rebuild the rows it names without a pull
+// waiting for them: the client sends it only to RECOVERING servers, the server answers at
+// once and rebuilds them on demand, ahead of a background sweep that would take far longer.
+TEST(OnlineRebuild, PrefetchHintRebuildsRowsBeforeThePull) {
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  spec.fault_tolerance.rebuild_rate_mb_s = 0.01;  // the sweep would take minutes
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  const int victim = 1;
+  const int table = spec.model.num_sparse - 1;  // swept last
+  ParameterServerCore* replacement = cluster->Replace(spec, kToken, victim);
+  ASSERT_NE(replacement, nullptr);
+  auto client = Client(spec, cluster.get(), "prefetcher");
+  UniqueIds ids;
+  ids.rows.assign(spec.model.num_sparse, {});
+  for (int64_t row = spec.model.table_rows[table] - 1; row >= 0 && ids.rows[table].size() < 20;
+       --row) {
+    if (client->placement().DataLocation(table, row).server == victim) {
+      ids.rows[table].push_back(row);
+    }
+  }
+  // No server recovers in the map: no hint goes out.
+  client->PrefetchRows(ids);
+  v1::ServerStats stats;
+  replacement->FillStats(&stats);
+  EXPECT_EQ(stats.on_demand_rebuilds(), 0);
+  // The map says server 1 recovers: the hint goes to it alone.
+  PsClient::FailureHandling handling;
+  handling.map_source = [&cluster, victim] {
+    v1::ClusterMap map = cluster->current_map();
+    map.set_phase(v1::JOB_RECOVERING);
+    map.mutable_servers(victim)->set_state(v1::NODE_RECOVERING);
+    return map;
+  };
+  client->SetFailureHandling(handling);
+  client->PrefetchRows(ids);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    replacement->FillStats(&stats);
+    if (stats.on_demand_rebuilds() >= 20) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(stats.on_demand_rebuilds(), 20) << "the hinted rows are rebuilt on demand";
+  EXPECT_FALSE(replacement->rebuilt()) << "the background sweep is far from done";
+  std::vector<std::vector<float>> rows;
+  ASSERT_TRUE(client->PullRows(ids, &rows).ok());
+  replacement->FillStats(&stats);
+  EXPECT_EQ(stats.on_demand_rebuilds(), 20) << "the pull found them rebuilt";
+  // A hint is answered at once and carries no weights.
+  v1::PullRequest hint;
+  FillHeader(hint.mutable_header(), kToken, cluster->current_map().epoch(), "test");
+  v1::TableRows* t = hint.add_tables();
+  t->set_table(table);
+  t->add_rows(ids.rows[table][0]);
+  hint.set_prefetch(true);
+  v1::PullResponse answer;
+  ASSERT_TRUE(replacement->Pull(hint, &answer).ok());
+  EXPECT_EQ(answer.weights_size(), 0);
 }
 
 // The parity holders count the updates of each data row they protect, so that a replacement

@@ -50,7 +50,7 @@ void PsClient::Refresh() {
 // or, with failure handling set, the recovery wait.
 template <typename Request, typename Response, typename StartFn>
 absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
-                              std::vector<Response>* responses, StartFn start) {
+                              std::vector<Response>* responses, StartFn start, bool retry_failed) {
   const FailureHandling& fh = impl_->failures;
   const int deadline_ms = impl_->rpc_timeout_ms;
   const int wait_ms = fh.map_source ? std::max(deadline_ms, fh.recovery_wait_ms) : deadline_ms;
@@ -85,7 +85,7 @@ absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Reque
           (fh.map_source && (code == grpc::StatusCode::DEADLINE_EXCEEDED ||
                              code == grpc::StatusCode::CANCELLED ||
                              code == grpc::StatusCode::FAILED_PRECONDITION));
-      if (retryable && std::chrono::steady_clock::now() < give_up &&
+      if (retry_failed && retryable && std::chrono::steady_clock::now() < give_up &&
           !(fh.cancelled && fh.cancelled())) {
         if (code != grpc::StatusCode::FAILED_PRECONDITION && fh.on_unavailable) {
           fh.on_unavailable(pending[i]);
@@ -160,26 +160,60 @@ PsClient::Route PsClient::RouteRows(const UniqueIds& ids) const {
   return route;
 }
 
-absl::Status PsClient::PullRows(const UniqueIds& ids,
-                                std::vector<std::vector<float>>* rows_data) {
+void PsClient::BuildPulls(const UniqueIds& ids, const Route& route,
+                          std::vector<v1::PullRequest>* requests, std::vector<int>* targets) {
   const int servers = placement_.servers();
   const int tables = static_cast<int>(ids.rows.size());
-  const Route route = RouteRows(ids);
-  std::vector<v1::PullRequest> requests(servers);
-  std::vector<int> targets;
+  requests->assign(servers, v1::PullRequest());
   for (int s = 0; s < servers; ++s) {
     bool any = false;
     for (int t = 0; t < tables; ++t) {
       if (route[s][t].empty()) continue;
       any = true;
-      v1::TableRows* tr = requests[s].add_tables();
+      v1::TableRows* tr = (*requests)[s].add_tables();
       tr->set_table(t);
       for (int32_t i : route[s][t]) tr->add_rows(ids.rows[t][i]);
     }
     if (!any) continue;
-    FillHeader(requests[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
-    targets.push_back(s);
+    FillHeader((*requests)[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
+    targets->push_back(s);
   }
+}
+
+void PsClient::PrefetchRows(const UniqueIds& ids) {
+  if (!impl_->failures.map_source) return;
+  const v1::ClusterMap map = impl_->failures.map_source();
+  if (map.phase() != v1::JOB_RECOVERING) return;
+  const Route route = RouteRows(ids);
+  std::vector<v1::PullRequest> requests;
+  std::vector<int> all, recovering;
+  BuildPulls(ids, route, &requests, &all);
+  for (int s : all) {
+    if (s < map.servers_size() && map.servers(s).state() == v1::NODE_RECOVERING) {
+      requests[s].set_prefetch(true);
+      recovering.push_back(s);
+    }
+  }
+  if (recovering.empty()) return;
+  std::vector<v1::PullResponse> responses(placement_.servers());
+  // A hint: one try, and whatever fails is left to the pull that follows.
+  FanOut(
+      recovering, requests, &responses,
+      [&](int s, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
+        return impl_->Stub(s)->AsyncPull(ctx, req, cq);
+      },
+      /*retry=*/false)
+      .IgnoreError();
+}
+
+absl::Status PsClient::PullRows(const UniqueIds& ids,
+                                std::vector<std::vector<float>>* rows_data) {
+  const int servers = placement_.servers();
+  const int tables = static_cast<int>(ids.rows.size());
+  const Route route = RouteRows(ids);
+  std::vector<v1::PullRequest> requests;
+  std::vector<int> targets;
+  BuildPulls(ids, route, &requests, &targets);
   std::vector<v1::PullResponse> responses(servers);
   absl::Status status = FanOut(
       targets, requests, &responses,

@@ -21,6 +21,7 @@
 namespace ecps {
 namespace v1 {
 class ClusterMap;
+class PullRequest;
 }
 
 class PsClient {
@@ -37,6 +38,10 @@ class PsClient {
 
   // Pulls the weights of every unique row; rows_data[t] gets rows[t].size() * dim floats.
   absl::Status PullRows(const UniqueIds& ids, std::vector<std::vector<float>>* rows_data);
+  // While a server is RECOVERING (per the cluster map of the failure handling), tells it which
+  // of its rows `ids` will pull soon, so that it rebuilds the lost ones ahead of the pull; one
+  // try, errors ignored. Does nothing otherwise.
+  void PrefetchRows(const UniqueIds& ids);
   // Pushes summed row gradients (grads[t]: rows[t].size() * dim) and, when `dense_grads` is
   // not empty, one gradient per dense tensor. Both travel in parallel.
   absl::Status Push(const UniqueIds& ids, const std::vector<std::vector<float>>& grads,
@@ -75,9 +80,13 @@ class PsClient {
   Route RouteRows(const UniqueIds& ids) const;
   // Re-reads the map: new addresses and a newer epoch. Thread-safe.
   void Refresh();
+  // retry_failed=false: one try per server (the first failure is returned).
   template <typename Request, typename Response, typename StartFn>
   absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
-                      std::vector<Response>* responses, StartFn start);
+                      std::vector<Response>* responses, StartFn start, bool retry_failed = true);
+  // The pull requests of `ids` (one per server holding any; their ids into *targets).
+  void BuildPulls(const UniqueIds& ids, const Route& route, std::vector<v1::PullRequest>* requests,
+                  std::vector<int>* targets);
 
   Placement placement_;
   const int dim_;

@@ -34,13 +34,17 @@ bool TrainingLoop::EvaluatesAfter(int64_t step) const {
          step < spec_.job.steps;  // the last step is evaluated by Train itself
 }
 
-absl::Status TrainingLoop::Prepare(PreparedBatch* p) {
+absl::Status TrainingLoop::Read(PreparedBatch* p) {
   auto more = source_->Next(spec_.data.batch_size, &p->batch);
   if (!more.ok()) return more.status();
   p->valid = *more && p->batch.size > 0;
   p->end_position = source_->position();
-  if (!p->valid) return absl::OkStatus();
-  Dedupe(p->batch, spec_.model.num_sparse, &p->ids);
+  if (p->valid) Dedupe(p->batch, spec_.model.num_sparse, &p->ids);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::Prepare(PreparedBatch* p) {
+  if (absl::Status s = Read(p); !s.ok() || !p->valid) return s;
   return ps_->PullRows(p->ids, &p->rows);
 }
 
@@ -142,13 +146,20 @@ absl::Status TrainingLoop::TrainPipelined() {
     after_next.valid = false;
     pushed_step = step;
     background = std::async(std::launch::async, [&, i, fetch]() -> absl::Status {
+      PreparedBatch& next = batches[(i + 2) % 3];
+      if (fetch) {
+        // The batch first: while a server recovers, it hears which of its rows the pull
+        // below will want and rebuilds the lost ones during the push.
+        if (absl::Status s = Read(&next); !s.ok()) return s;
+        if (next.valid) ps_->PrefetchRows(next.ids);
+      }
       if (absl::Status s = ps_->Push(batches[i % 3].ids, grads[i % 2].rows, grads[i % 2].dense);
           !s.ok()) {
         return s;
       }
-      if (!fetch) return absl::OkStatus();
+      if (!fetch || !next.valid) return absl::OkStatus();
       if (absl::Status s = ps_->PullDense(&dense[i % 2]); !s.ok()) return s;
-      return Prepare(&batches[(i + 2) % 3]);
+      return ps_->PullRows(next.ids, &next.rows);
     });
     if (EvaluatesAfter(step)) {
       if (absl::Status s = finish_background(); !s.ok()) return s;

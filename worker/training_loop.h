@@ -135,7 +135,9 @@ class TrainingLoop {
   absl::Status TrainPipelined();
   // Whether worker 0 evaluates after `step` (job.eval_every, not the last step).
   bool EvaluatesAfter(int64_t step) const;
-  // Reads the next batch, dedupes its ids and pulls their rows.
+  // Reads the next batch and dedupes its ids.
+  absl::Status Read(PreparedBatch* p);
+  // Read, then pulls the rows.
   absl::Status Prepare(PreparedBatch* p);
   // Forward and backward on `p` with dense parameters `dense`; returns the loss.
   float Compute(const PreparedBatch& p, const std::vector<std::vector<float>>& dense,
