@@ -120,6 +120,7 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
     if (i + kPrefetchAhead < slots.size()) {
       PrefetchForWrite(Payload(table, slots[i + kPrefetchAhead]), bytes);
       __builtin_prefetch(&LockFor(table, slots[i + kPrefetchAhead]), 1, 3);
+      if (on_delta) __builtin_prefetch(&versions_[table][slots[i + kPrefetchAhead]], 1, 3);
     }
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
     if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
