@@ -3,11 +3,11 @@
 //
 // Enqueue hands a delta to the stream of one parity server and returns its ticket (the
 // stream's count of deltas so far). A sender thread per stream takes everything pending,
-// coalesces deltas to the same parity row (same table, stripe and data position: XOR), and
-// sends it as one batch with the next sequence number (a coalesced delta carries the row's
-// versions before the first and after the last update it contains); it resends the same batch (same
-// number) until the receiver acknowledges it, so a batch is applied exactly once however
-// often the network drops or repeats it. WaitAcked blocks until a ticket is acknowledged.
+// coalesces deltas to the same parity row (same table, stripe and data position: XOR; the
+// merged delta carries the row's versions before the first and after the last update in
+// it), and sends it as one batch with the next sequence number; it resends the same batch
+// (same number) until the receiver acknowledges it, so a batch is applied exactly once
+// however often the network drops or repeats it. WaitAcked blocks until a ticket is acknowledged.
 // Thread-safe.
 #ifndef ECPS_PS_DELTA_STREAM_H_
 #define ECPS_PS_DELTA_STREAM_H_

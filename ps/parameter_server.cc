@@ -458,8 +458,8 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
     const char* p = batch.packed().data();
     for (size_t off = 0; off < batch.packed().size(); off += record) {
       const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(p + off);
-      deltas.push_back(Delta{h.table, h.j, h.stripe,
-                             reinterpret_cast<const uint8_t*>(p + off + DeltaStreams::Batch::kHeader),
+      const char* delta = p + off + DeltaStreams::Batch::kHeader;
+      deltas.push_back(Delta{h.table, h.j, h.stripe, reinterpret_cast<const uint8_t*>(delta),
                              h.from, h.to});
     }
   }

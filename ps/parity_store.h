@@ -70,9 +70,10 @@ class ParityStore {
   // (table, stripe), counting its updates of member j. On a row that a rebuild installed, a
   // delta the row already contains (`to` not after the version it was installed at) is
   // skipped; one that straddles it is applied but counted in version_gaps() (no correct
-  // sender produces one: see DeltaStreams::StopCoalescing). Checks each as ParityIndex does, plus j in [0, k), all before applying
-  // any, so a batch with a bad delta changes nothing. Prefetches rows ahead: a batch's parity rows are
-  // scattered over the store and would each miss the cache otherwise.
+  // sender produces one: see DeltaStreams::StopCoalescing). Checks each as ParityIndex does,
+  // plus j in [0, k), all before applying any, so a batch with a bad delta changes nothing.
+  // Prefetches rows ahead: a batch's parity rows are scattered over the store and would
+  // each miss the cache otherwise.
   absl::Status ApplyBatch(absl::Span<const DeltaRef> deltas);
   // Data rows of `data_server` whose deltas this store applied, hottest first (at most
   // `max_rows`; rows never updated are left out). A row's heat is its version here: the
