@@ -199,16 +199,26 @@ void DeltaStreams::SenderLoop(int peer) {
         std::memcpy(&table_j, p, 8);
         std::memcpy(&stripe, p + 8, 8);
         auto [it, inserted] = index.try_emplace(std::make_pair(table_j, stripe), packed->size());
-        if (inserted) {
-          packed->append(p, record);
-        } else {
-          // The merged delta ends at this one's version (it keeps the first one's start).
+        if (!inserted) {
+          // Merge only versions that join up: the merged delta must hold exactly the updates
+          // from its `from` to its `to`. The deltas of two pushes of a row can be queued in
+          // either order, and an update between them may have gone in an earlier batch.
           char* acc = packed->data() + it->second;
-          std::memcpy(acc + 20, p + 20, 4);
-          acc += Batch::kHeader;
-          const char* delta = p + Batch::kHeader;
-          for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
+          uint32_t acc_from, acc_to, from, to;
+          std::memcpy(&acc_from, acc + 16, 4);
+          std::memcpy(&acc_to, acc + 20, 4);
+          std::memcpy(&from, p + 16, 4);
+          std::memcpy(&to, p + 20, 4);
+          if (acc_to == from || to == acc_from) {
+            acc_to == from ? std::memcpy(acc + 20, &to, 4) : std::memcpy(acc + 16, &from, 4);
+            acc += Batch::kHeader;
+            const char* delta = p + Batch::kHeader;
+            for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
+            continue;
+          }
+          it->second = packed->size();  // a record of its own, which later ones may join
         }
+        packed->append(p, record);
       }
     }
     int backoff_ms = options_.initial_backoff_ms;

@@ -370,6 +370,35 @@ TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
   EXPECT_EQ(static_cast<uint8_t>(sent.packed()[DeltaStreams::Batch::kHeader]), 0x0f ^ 0xf1);
 }
 
+// Two pushes of one row can queue their deltas in the other order, and an update between two
+// queued ones may have gone in an earlier batch: a merged record must hold exactly the
+// updates from its `from` to its `to`, so only versions that join up are merged.
+TEST(DeltaStreams, CoalescesOnlyVersionsThatJoinUp) {
+  RecordingTransport transport;
+  DeltaStreamOptions options;
+  options.window = 1000;
+  options.linger_ms = 60'000;
+  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x01, /*to=*/8));  // 7 -> 8 first
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x02, /*to=*/7));  // then 6 -> 7
+  streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x04, /*to=*/10));  // 9 -> 10: 8 -> 9 missing
+  const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x08, /*to=*/11));
+  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
+  std::lock_guard<std::mutex> lock(transport.mu);
+  ASSERT_EQ(transport.batches.size(), 1u);
+  const std::string& packed = transport.batches[0].packed();
+  const size_t record = DeltaStreams::Batch::kHeader + 8;
+  ASSERT_EQ(packed.size(), 2 * record);
+  const DeltaStreams::Batch::Header first = DeltaStreams::Batch::ReadHeader(packed.data());
+  EXPECT_EQ(first.from, 6u);
+  EXPECT_EQ(first.to, 8u);
+  EXPECT_EQ(static_cast<uint8_t>(packed[DeltaStreams::Batch::kHeader]), 0x01 ^ 0x02);
+  const DeltaStreams::Batch::Header second = DeltaStreams::Batch::ReadHeader(packed.data() + record);
+  EXPECT_EQ(second.from, 9u);
+  EXPECT_EQ(second.to, 11u);
+  EXPECT_EQ(static_cast<uint8_t>(packed[record + DeltaStreams::Batch::kHeader]), 0x04 ^ 0x08);
+}
+
 TEST(DeltaStreams, AfterStopCoalescingEveryUpdateIsItsOwnRecord) {
   RecordingTransport transport;
   DeltaStreamOptions options;
