@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/process_group.h"
 #include "cli/python_script.h"
+#include "cli/timeline.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint_job.h"
@@ -109,34 +110,6 @@ std::string ProgressLine(const v1::StatusResponse& st) {
                          st.samples_per_s(), st.loss(), auc, st.epoch(),
                          FormatDuration(st.elapsed_s()), FormatDuration(st.eta_s())) +
          RecoveryNote(st);
-}
-
-// The metrics timeline in memory: cumulative samples over the launcher's time.
-struct TimelinePoint {
-  double t;
-  double samples;
-};
-
-// Cumulative samples at time t, interpolated linearly between timeline points.
-double SamplesAt(const std::vector<TimelinePoint>& tl, double t) {
-  if (tl.empty()) return 0;
-  if (t <= tl.front().t) return tl.front().samples;
-  if (t >= tl.back().t) return tl.back().samples;
-  auto it = std::lower_bound(tl.begin(), tl.end(), t,
-                             [](const TimelinePoint& p, double x) { return p.t < x; });
-  const TimelinePoint& b = *it;
-  const TimelinePoint& a = *(it - 1);
-  if (b.t <= a.t) return b.samples;
-  return a.samples + (b.samples - a.samples) * (t - a.t) / (b.t - a.t);
-}
-
-// Mean samples/s over [t0, t1] (clamped to the timeline); negative when unknown.
-double MeanRate(const std::vector<TimelinePoint>& tl, double t0, double t1) {
-  if (tl.empty()) return -1;
-  t0 = std::max(t0, tl.front().t);
-  t1 = std::min(t1, tl.back().t);
-  if (t1 - t0 < 1e-3) return -1;
-  return (SamplesAt(tl, t1) - SamplesAt(tl, t0)) / (t1 - t0);
 }
 
 std::string JsonEscape(const std::string& in) {
@@ -622,7 +595,10 @@ class Job {
     f.detected_at = LocalTime(e.detected_unix_ms());
     f.recovered_at = LocalTime(e.recovered_unix_ms());
     f.before = MeanRate(timeline_, f.failed_at - 30, f.failed_at);
-    f.during = f.recovered_at > f.failed_at ? MeanRate(timeline_, f.failed_at, f.recovered_at) : -1;
+    // While training ran: a recovery that outlasts the job does not count the time after it.
+    f.during = f.recovered_at > f.failed_at
+                   ? MeanRateWhileTraining(timeline_, f.failed_at, f.recovered_at)
+                   : -1;
     f.ratio = f.before > 0 && f.during >= 0 ? f.during / f.before : -1;
     return f;
   }
