@@ -220,15 +220,23 @@ void Rebuilder::OnDemandLoop() {
 void Rebuilder::Loop() {
   LoadHotRows();
   int failures = 0;
+  bool uncapped = false;
   while (true) {
     std::vector<Item> items;
+    // Once training is over, nothing is left to protect from the rebuild.
+    if (!uncapped && options_.rate_limit_mb_s > 0 && options_.training_done &&
+        options_.training_done()) {
+      uncapped = true;
+      spdlog::info("server {}: every worker finished: rebuilding the rest at full speed",
+                   options_.server);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
       // The background sweep (when the rate limit allows): the rows updated most before the
       // failure, hottest first; then data slots of every table, then parity slots. Rows
       // workers ask for are rebuilt by OnDemandLoop meanwhile.
-      const bool background = std::chrono::steady_clock::now() >= background_allowed_at_;
+      const bool background = uncapped || std::chrono::steady_clock::now() >= background_allowed_at_;
       while (background && static_cast<int>(items.size()) < options_.batch_stripes &&
              !hot_.empty()) {
         const Item item = hot_.front();
@@ -262,10 +270,14 @@ void Rebuilder::Loop() {
     }
     bool rows_left = !embeddings_->all_valid() || (parity_ != nullptr && !parity_->all_valid());
     if (items.empty() && !rows_left && dense_ready()) break;
-    if (items.empty() && std::chrono::steady_clock::now() < background_allowed_at_) {
-      // Rate-limited: wait for the budget.
+    if (items.empty() && !uncapped && std::chrono::steady_clock::now() < background_allowed_at_) {
+      // Rate-limited: wait for the budget (at most 100 ms at a time, to notice the end of
+      // training).
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, background_allowed_at_, [&] { return stopping_; });
+      cv_.wait_until(lock,
+                     std::min(background_allowed_at_,
+                              std::chrono::steady_clock::now() + std::chrono::milliseconds(100)),
+                     [&] { return stopping_; });
       continue;
     }
     if (items.empty() && rows_left) {
@@ -283,7 +295,7 @@ void Rebuilder::Loop() {
     }
     failures = 0;
     cv_.notify_all();
-    if (options_.rate_limit_mb_s > 0 && !items.empty()) {
+    if (options_.rate_limit_mb_s > 0 && !uncapped && !items.empty()) {
       // The next background batch waits until the background reads so far fit the rate
       // limit; rows workers ask for are never held back, and do not count.
       double mb = items.size() * payload_bytes_ * placement_.k() / 1e6;
@@ -322,11 +334,13 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
     if (absl::Status s = RunFrozen({}, /*restore_dense=*/true); !s.ok()) return s;
   }
   // Rows whose members disagree were caught mid-update (a delta on its way): read them again
-  // a little later (a delta takes about a millisecond, or async_linger_ms with ack async),
-  // and under a freeze of their stripes if they keep changing.
+  // a little later (2 ms, then once a delta has surely arrived), and under a freeze of their
+  // stripes if they keep changing.
   constexpr int kLockFreeReads = 3;
   for (int attempt = 0; attempt < kLockFreeReads && !items.empty(); ++attempt) {
-    if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(attempt == 1 ? 2 : 20));
+    if (attempt > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(attempt == 1 ? 2 : options_.settle_ms));
+    }
     Members members;
     ReadMembers(items, &members);
     std::vector<Item> retry;

@@ -54,6 +54,11 @@ struct RebuildOptions {
   // most this many from each holder, hottest first); 0: plain slot order.
   int hot_rows = 65536;
   double rate_limit_mb_s = 0;  // background rebuild bandwidth cap; 0: none
+  // How long a delta may take to reach its parity holder (async_linger_ms and then some,
+  // with ack async): the last lock-free read of a stripe caught mid-update waits this long.
+  int settle_ms = 20;
+  // When set and true, the cap no longer applies (every worker has finished).
+  std::function<bool()> training_done;
 };
 
 struct RebuildProgress {

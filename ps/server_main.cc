@@ -172,6 +172,14 @@ int RunServer(const ServerOptions& options) {
         }
         return out;
       };
+      hooks.training_done = [&coordinator] {
+        v1::ClusterMap m = coordinator.map();
+        if (m.workers_size() == 0) return false;
+        for (const v1::NodeInfo& w : m.workers()) {
+          if (w.state() != v1::NODE_FINISHED) return false;
+        }
+        return true;
+      };
       if (map->epoch() > core.epoch()) core.SetEpoch(map->epoch());
       auto t0 = std::chrono::steady_clock::now();
       // Mode checkpoint has nothing to rebuild from: a replacement loads the last checkpoint

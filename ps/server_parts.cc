@@ -139,7 +139,9 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
     rebuild.epoch = [core] { return core->epoch(); };
     rebuild.unusable = recovery->unusable;
     rebuild.live_peers = recovery->live_peers;
+    rebuild.training_done = recovery->training_done;
     rebuild.rate_limit_mb_s = ft.rebuild_rate_mb_s;
+    rebuild.settle_ms = 20 + (ft.ack == "async" ? ft.async_linger_ms : 0);
     if (ft.rebuild_rate_mb_s > 0) {
       // Under a rate limit, batches of about 100 ms of reads keep the rebuild smooth.
       const double stripe_bytes = double(parts.parity->payload_bytes()) * k;

@@ -24,6 +24,9 @@ void RowCodeShape(const FaultToleranceSection& ft, int* k, int* r);
 struct RecoveryHooks {
   std::function<std::set<int>()> unusable;
   std::function<std::vector<int>()> live_peers;
+  // Whether every worker has finished: the rebuild then ignores its rate limit (no training
+  // is left to protect, and the job's end waits for the rebuild). Optional.
+  std::function<bool()> training_done;
 };
 
 // `addresses` are every server's address by id (the cluster map's); `core` stamps the delta

@@ -114,6 +114,23 @@ bool WaitRebuilt(ParameterServerCore* core) {
   return false;
 }
 
+// Waits until no server has a parity delta in flight (with ack async they linger a while
+// after the last push is answered).
+bool WaitDeltasDelivered(const JobSpec& spec, TestCluster* cluster) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int64_t unacked = 0;
+    for (int s = 0; s < spec.cluster.servers; ++s) {
+      v1::ServerStats stats;
+      cluster->core(s)->FillStats(&stats);
+      unacked += stats.unacked_deltas();
+    }
+    if (unacked == 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
 void ExpectClean(TestCluster* cluster) {
   v1::ScrubReport report =
       ScrubServers(Addresses(cluster->current_map()), kToken, cluster->current_map().epoch(), 10000);
@@ -138,6 +155,7 @@ TEST_P(QuiescentRebuild, RebuiltRowsAreByteIdentical) {
   auto parity_before = ParityOf(spec, cluster.get(), c.victim);
   std::vector<std::vector<float>> dense_before;
   ASSERT_TRUE(Client(spec, cluster.get(), "dense")->PullDense(&dense_before).ok());
+  ASSERT_TRUE(WaitDeltasDelivered(spec, cluster.get()));
 
   ParameterServerCore* replacement = cluster->Replace(spec, kToken, c.victim);
   ASSERT_NE(replacement, nullptr);
@@ -357,6 +375,25 @@ TEST(OnlineRebuild, PrefetchHintRebuildsRowsBeforeThePull) {
   v1::PullResponse answer;
   ASSERT_TRUE(replacement->Pull(hint, &answer).ok());
   EXPECT_EQ(answer.weights_size(), 0);
+}
+
+// Once every worker has finished there is no training left to protect: the rebuild drops its
+// rate limit, so the end of the job (its final scrub and checkpoint) does not wait for it.
+TEST(OnlineRebuild, RateLimitEndsWhenTrainingIsDone) {
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  spec.fault_tolerance.rebuild_rate_mb_s = 0.001;  // about 8 minutes for this server's rows
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  std::atomic<bool> done{false};
+  cluster->training_done = [&done] { return done.load(); };
+  ParameterServerCore* replacement = cluster->Replace(spec, kToken, 1);
+  ASSERT_NE(replacement, nullptr);
+  v1::ServerStats stats;
+  replacement->FillStats(&stats);
+  ASSERT_GT(stats.rebuild_rows_total(), 1000);
+  done.store(true);
+  ASSERT_TRUE(WaitRebuilt(replacement)) << "still capped after training ended";
+  ExpectClean(cluster.get());
 }
 
 // The parity holders count the updates of each data row they protect, so that a replacement

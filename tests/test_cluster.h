@@ -129,6 +129,7 @@ class TestCluster {
         }
         return out;
       };
+      hooks.training_done = training_done;
       const int n = spec.cluster.servers;
       hooks.live_peers = [n, s] {
         std::vector<int> out;
@@ -154,6 +155,10 @@ class TestCluster {
     auto cores = ReplaceMany(spec, token, {s});
     return cores.empty() ? nullptr : cores[0];
   }
+
+  // What replacements made from now on are told of the workers (RecoveryHooks): unset, the
+  // rebuild keeps to its rate limit throughout.
+  std::function<bool()> training_done;
 
   // The current map (a copy: Replace changes it).
   v1::ClusterMap current_map() const {
