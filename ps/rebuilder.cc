@@ -21,7 +21,8 @@ Rebuilder::Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore
       dense_(dense),
       peers_(peers),
       placement_(embeddings->placement()),
-      payload_bytes_(sizeof(float) * embeddings->payload_floats()) {
+      payload_bytes_(sizeof(float) * embeddings->payload_floats()),
+      sender_("server-" + std::to_string(options_.server)) {
   rows_total_ = embeddings_->invalid_rows() + (parity_ != nullptr ? parity_->invalid_rows() : 0);
 }
 
@@ -134,12 +135,11 @@ absl::Status Rebuilder::error() const {
 void Rebuilder::LoadHotRows() {
   if (options_.hot_rows <= 0 || parity_ == nullptr) return;
   const std::set<int> unusable = options_.unusable ? options_.unusable() : std::set<int>{};
-  const std::string sender = "server-" + std::to_string(options_.server);
   absl::flat_hash_map<std::pair<int, int64_t>, uint32_t> heat;
   for (int peer : options_.live_peers ? options_.live_peers() : std::vector<int>{}) {
     if (unusable.count(peer) > 0) continue;
     v1::HotRowsRequest req;
-    FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender);
+    FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender_);
     req.set_server(options_.server);
     req.set_max_rows(options_.hot_rows);
     v1::HotRowsResponse resp;
@@ -355,7 +355,6 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
 absl::Status Rebuilder::RunFrozen(const std::vector<Item>& items, bool restore_dense) {
   const std::vector<int> peers = options_.live_peers();
   const uint64_t epoch = options_.epoch();
-  const std::string sender = "server-" + std::to_string(options_.server);
   // Freeze only the stripes of these items (updates of other rows go on), except around the
   // dense restore.
   v1::FreezeRequest freeze;
@@ -377,7 +376,7 @@ absl::Status Rebuilder::RunFrozen(const std::vector<Item>& items, bool restore_d
     for (size_t i = 0; i < peers.size(); ++i) {
       threads.emplace_back([&, i] {
         v1::FreezeRequest req = freeze;
-        FillHeader(req.mutable_header(), options_.token, epoch, sender);
+        FillHeader(req.mutable_header(), options_.token, epoch, sender_);
         req.set_freeze(on);
         statuses[i] = peers_->Freeze(peers[i], req);
       });
@@ -413,7 +412,6 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
   const size_t bytes = payload_bytes_;
   const std::set<int> unusable = options_.unusable();
   const uint64_t epoch = options_.epoch();
-  const std::string sender = "server-" + std::to_string(options_.server);
   out->payloads.assign(items.size() * n * bytes, 0);
   out->have.assign(items.size() * n, 0);
   out->settled.assign(items.size() * n, 1);
@@ -451,7 +449,7 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
       absl::Status s;
       if (!parity) {
         v1::ReadRowsRequest req;
-        FillHeader(req.mutable_header(), options_.token, epoch, sender);
+        FillHeader(req.mutable_header(), options_.token, epoch, sender_);
         for (const auto& [table, w] : *by_table) {
           v1::TableRows* t = req.add_tables();
           t->set_table(table);
@@ -465,7 +463,7 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
         versions.Swap(resp.mutable_versions());
       } else {
         v1::ReadParityRequest req;
-        FillHeader(req.mutable_header(), options_.token, epoch, sender);
+        FillHeader(req.mutable_header(), options_.token, epoch, sender_);
         for (const auto& [table, w] : *by_table) {
           v1::TableStripes* t = req.add_tables();
           t->set_table(table);
@@ -508,13 +506,11 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& m
   const int k = placement_.k(), n = placement_.n(), r = placement_.r();
   const size_t bytes = payload_bytes_;
   const uint64_t epoch = options_.epoch();
-  const std::string sender = "server-" + std::to_string(options_.server);
   absl::Status result;
   std::vector<uint8_t> out(bytes);
   std::vector<uint32_t> agreed(k);
   std::vector<std::vector<uint8_t>> parity(r, std::vector<uint8_t>(bytes));
   std::map<std::pair<int, int>, v1::WriteParityRequest> fixes;  // (server, table)
-  std::vector<float> payload(bytes / sizeof(float));
   int64_t installed = 0;
   for (size_t i = 0; i < items.size() && result.ok(); ++i) {
     const Item& item = items[i];
@@ -609,14 +605,15 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& m
         }
       }
     }
-    std::memcpy(payload.data(), out.data(), bytes);
-    if (embeddings_->InstallRow(item.table, item.stripe * k + mine, payload.data(), agreed[mine])) {
+    // InstallRow copies the payload bytewise, so the decoded bytes can go as they are.
+    if (embeddings_->InstallRow(item.table, item.stripe * k + mine,
+                                reinterpret_cast<const float*>(out.data()), agreed[mine])) {
       ++installed;
     }
   }
   for (auto& [key, fix] : fixes) {
     if (!result.ok()) break;
-    FillHeader(fix.mutable_header(), options_.token, epoch, sender);
+    FillHeader(fix.mutable_header(), options_.token, epoch, sender_);
     result = peers_->WriteParity(key.first, fix);
     if (result.ok()) {
       spdlog::info("server {}: made {} parity rows of table {} on server {} agree with their data",
@@ -629,7 +626,6 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& m
 
 absl::Status Rebuilder::RestoreDense() {
   const std::set<int> unusable = options_.unusable();
-  const std::string sender = "server-" + std::to_string(options_.server);
   for (int t = 0; t < dense_->num_tensors(); ++t) {
     if (!dense_->Holds(t)) continue;
     // Any other live holder: the primary when this server is a replica, else a replica.
@@ -646,7 +642,7 @@ absl::Status Rebuilder::RestoreDense() {
       return absl::DataLossError(absl::StrCat("dense tensor ", t, " has no live copy to restore"));
     }
     v1::ReadDenseRequest req;
-    FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender);
+    FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender_);
     req.set_tensor(t);
     v1::ReadDenseResponse resp;
     if (absl::Status s = peers_->ReadDense(source, req, &resp); !s.ok()) return s;

@@ -145,6 +145,7 @@ class Rebuilder {
   PeerClient* peers_;
   const Placement& placement_;
   const size_t payload_bytes_;
+  const std::string sender_;  // the header's sender on every request to a peer
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -1186,7 +1186,7 @@ absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Open(const std::string
 }
 
 TableWriter::~TableWriter() {
-  if (map_ != nullptr) ::munmap(map_, static_cast<size_t>(rows_ * payload_floats_ * 4));
+  if (map_ != nullptr) ::munmap(map_, MapBytes());
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -1221,7 +1221,7 @@ absl::Status TableWriter::Finish() {
   if (fd_ < 0) return FileError(absl::StatusCode::kFailedPrecondition, path_, "already finished");
   int fd = std::exchange(fd_, -1);
   FdCloser closer(fd);
-  const size_t bytes = static_cast<size_t>(rows_ * payload_floats_ * 4);
+  const size_t bytes = MapBytes();
   char* map = std::exchange(map_, nullptr);
   const bool synced = ::msync(map, bytes, MS_SYNC) == 0;
   const int sync_errno = errno;

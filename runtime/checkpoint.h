@@ -187,6 +187,7 @@ class TableWriter {
   const std::string path_;
   int fd_;
   char* map_;  // the whole file, mapped shared; rows are copied in
+  size_t MapBytes() const { return static_cast<size_t>(rows_) * payload_floats_ * sizeof(float); }
   const int64_t rows_;
   const int payload_floats_;
   uint64_t checksum_ = 0;

@@ -343,12 +343,17 @@ DeltaStreams::Batch OneDelta(int64_t stripe, uint8_t value, uint32_t to = 1) {
   return batch;
 }
 
-TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
-  RecordingTransport transport;
+// A wide window and a linger far longer than any test: only a waiter sends a batch.
+DeltaStreamOptions HeldBack() {
   DeltaStreamOptions options;
   options.window = 1000;
-  options.linger_ms = 60'000;  // far longer than the test: only the waiter can send it
-  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  options.linger_ms = 60'000;
+  return options;
+}
+
+TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
+  RecordingTransport transport;
+  DeltaStreams streams(0, 2, &transport, HeldBack(), [](v1::ParityDeltaBatch*) {});
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x0f, /*to=*/7));
   // Lingering: nothing goes out while no one waits and the window is far from full.
   EXPECT_EQ(transport.WaitFor(1, std::chrono::milliseconds(300)), 0u);
@@ -375,10 +380,7 @@ TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
 // updates from its `from` to its `to`, so only versions that join up are merged.
 TEST(DeltaStreams, CoalescesOnlyVersionsThatJoinUp) {
   RecordingTransport transport;
-  DeltaStreamOptions options;
-  options.window = 1000;
-  options.linger_ms = 60'000;
-  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  DeltaStreams streams(0, 2, &transport, HeldBack(), [](v1::ParityDeltaBatch*) {});
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x01, /*to=*/8));  // 7 -> 8 first
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x02, /*to=*/7));  // then 6 -> 7
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x04, /*to=*/10));  // 9 -> 10: 8 -> 9 missing
@@ -401,10 +403,7 @@ TEST(DeltaStreams, CoalescesOnlyVersionsThatJoinUp) {
 
 TEST(DeltaStreams, AfterStopCoalescingEveryUpdateIsItsOwnRecord) {
   RecordingTransport transport;
-  DeltaStreamOptions options;
-  options.window = 1000;
-  options.linger_ms = 60'000;
-  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  DeltaStreams streams(0, 2, &transport, HeldBack(), [](v1::ParityDeltaBatch*) {});
   streams.StopCoalescing(1);
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x0f, /*to=*/7));
   const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0xf1, /*to=*/8));
