@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/optimizers.h"
+#include "ps/valid_flag.h"
 
 namespace ecps {
 namespace {
@@ -192,7 +193,7 @@ absl::Status EmbeddingStore::Load(const RowSource& source) {
         std::memcpy(Payload(t, chunk_slots[i]), buffer.data() + i * payload_floats_,
                     sizeof(float) * payload_floats_);
         if (!valid_[t][chunk_slots[i]]) {
-          valid_[t][chunk_slots[i]] = 1;
+          SetFlag(valid_[t][chunk_slots[i]]);
           invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
         }
       }
@@ -221,9 +222,7 @@ absl::StatusOr<int64_t> EmbeddingStore::ReadSlots(int table, int64_t slot_begin,
 }
 
 bool EmbeddingStore::IsValid(int table, int64_t row) const {
-  int64_t slot = placement_.DataLocation(table, row).slot;
-  std::lock_guard<std::mutex> lock(LockFor(table, slot));
-  return valid_[table][slot] != 0;
+  return FlagSet(valid_[table][placement_.DataLocation(table, row).slot]);
 }
 
 bool EmbeddingStore::InstallRow(int table, int64_t row, const float* payload,
@@ -233,7 +232,7 @@ bool EmbeddingStore::InstallRow(int table, int64_t row, const float* payload,
   if (valid_[table][slot]) return false;
   std::memcpy(Payload(table, slot), payload, sizeof(float) * payload_floats_);
   versions_[table][slot] = version;
-  valid_[table][slot] = 1;
+  SetFlag(valid_[table][slot]);
   invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
   return true;
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/optimizers.h"
+#include "ps/valid_flag.h"
 #include "runtime/huge_buffer.h"
 
 namespace ecps {
@@ -199,9 +200,7 @@ absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out, uint32_t
 bool ParityStore::IsValid(int table, int64_t stripe) const {
   auto q = ParityIndex(table, stripe);
   if (!q.ok()) return false;
-  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
-  std::lock_guard<std::mutex> lock(LockFor(table, slot));
-  return valid_[table][slot] != 0;
+  return FlagSet(valid_[table][placement_.ParityLocation(table, stripe, *q).slot]);
 }
 
 ParityStore::Install ParityStore::InstallRow(int table, int64_t stripe, const uint8_t* payload,
@@ -219,7 +218,7 @@ ParityStore::Install ParityStore::InstallRow(int table, int64_t stripe, const ui
   }
   std::memcpy(Row(table, slot), payload, payload_bytes_);
   SetVersions(table, slot, versions);
-  valid_[table][slot] = 1;
+  SetFlag(valid_[table][slot]);
   invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
   return Install::kInstalled;
 }
@@ -233,7 +232,7 @@ absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* pa
   std::memcpy(Row(table, slot), payload, payload_bytes_);
   SetVersions(table, slot, versions);
   if (!valid_[table][slot]) {
-    valid_[table][slot] = 1;
+    SetFlag(valid_[table][slot]);
     invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
   }
   return absl::OkStatus();

@@ -156,7 +156,8 @@ class ParityStore {
   const RowCode* code_;
   HugeBuffer storage_;            // every table's parity rows, back to back
   std::vector<uint8_t*> tables_;  // per table: ParitySlots * payload_bytes, inside storage_
-  std::vector<std::vector<uint8_t>> valid_;  // per table per slot; under the slot's lock
+  std::vector<std::vector<uint8_t>> valid_;  // per table per slot; set under the slot's
+                                             // lock, read also without (valid_flag.h)
   // Per table, per (slot, data member j) at slot * k + j: what the row holds of the member.
   std::vector<std::unique_ptr<MemberVersion[]>> versions_;
   // Only in a replacement's store (`lost`): per (slot, j), the version each member had when

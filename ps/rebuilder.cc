@@ -22,7 +22,10 @@ Rebuilder::Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore
       peers_(peers),
       placement_(embeddings->placement()),
       payload_bytes_(sizeof(float) * embeddings->payload_floats()),
-      sender_("server-" + std::to_string(options_.server)) {
+      sender_("server-" + std::to_string(options_.server)),
+      // A batch reads from each server at most twice (its data and its parity members), and
+      // the background and on-demand batches run side by side.
+      fanout_(std::min(4 * placement_.servers(), 64)) {
   rows_total_ = embeddings_->invalid_rows() + (parity_ != nullptr ? parity_->invalid_rows() : 0);
 }
 
@@ -187,6 +190,7 @@ bool Rebuilder::Backoff(int* failures, const absl::Status& status) {
 
 void Rebuilder::OnDemandLoop() {
   int failures = 0;
+  Members scratch;
   while (true) {
     std::vector<Item> items;
     {
@@ -199,7 +203,7 @@ void Rebuilder::OnDemandLoop() {
       }
     }
     int64_t rebuilt = 0;
-    absl::Status s = RunBatch(items, /*restore_dense=*/false, &rebuilt);
+    absl::Status s = RunBatch(items, /*restore_dense=*/false, &scratch, &rebuilt);
     {
       std::lock_guard<std::mutex> lock(mu_);
       on_demand_count_ += rebuilt;
@@ -220,6 +224,7 @@ void Rebuilder::OnDemandLoop() {
 void Rebuilder::Loop() {
   LoadHotRows();
   int failures = 0;
+  Members scratch;
   bool uncapped = false;
   while (true) {
     std::vector<Item> items;
@@ -288,7 +293,7 @@ void Rebuilder::Loop() {
       cursor_parity_ = false;
     }
     auto t0 = std::chrono::steady_clock::now();
-    absl::Status s = RunBatch(items, !dense_ready());
+    absl::Status s = RunBatch(items, !dense_ready(), &scratch);
     if (!s.ok()) {
       if (!Backoff(&failures, s)) return;
       continue;
@@ -318,15 +323,20 @@ void Rebuilder::Loop() {
 }
 
 absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_dense,
-                                 int64_t* rebuilt) {
-  // Distinct stripes still missing.
+                                 Members* scratch, int64_t* rebuilt) {
+  // Distinct stripes still missing (a row asked for by a hint, its pull and its push is
+  // queued up to three times).
   std::vector<Item> items;
-  {
-    std::set<std::pair<int, int64_t>> seen;
-    for (const Item& item : batch) {
-      if (seen.insert({item.table, item.stripe}).second && !ItemValid(item)) items.push_back(item);
-    }
+  items.reserve(batch.size());
+  for (const Item& item : batch) {
+    if (!ItemValid(item)) items.push_back(item);
   }
+  auto key = [](const Item& a) { return std::make_pair(a.table, a.stripe); };
+  std::sort(items.begin(), items.end(),
+            [&](const Item& a, const Item& b) { return key(a) < key(b); });
+  items.erase(std::unique(items.begin(), items.end(),
+                          [&](const Item& a, const Item& b) { return key(a) == key(b); }),
+              items.end());
   if (rebuilt != nullptr) *rebuilt = static_cast<int64_t>(items.size());
   // The dense restore needs every update paused, briefly: the tensors are copied under a
   // freeze of everything; the rows need none.
@@ -341,10 +351,9 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
     if (attempt > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(attempt == 1 ? 2 : options_.settle_ms));
     }
-    Members members;
-    ReadMembers(items, &members);
+    ReadMembers(items, scratch);
     std::vector<Item> retry;
-    if (absl::Status s = Install(items, members, /*frozen=*/false, &retry); !s.ok()) return s;
+    if (absl::Status s = Install(items, *scratch, /*frozen=*/false, &retry); !s.ok()) return s;
     items.swap(retry);
   }
   if (items.empty()) return absl::OkStatus();
@@ -371,17 +380,17 @@ absl::Status Rebuilder::RunFrozen(const std::vector<Item>& items, bool restore_d
     }
   }
   auto freeze_all = [&](bool on) {
-    std::vector<std::thread> threads;
+    std::vector<std::function<void()>> tasks;
     std::vector<absl::Status> statuses(peers.size());
     for (size_t i = 0; i < peers.size(); ++i) {
-      threads.emplace_back([&, i] {
+      tasks.push_back([&, i] {
         v1::FreezeRequest req = freeze;
         FillHeader(req.mutable_header(), options_.token, epoch, sender_);
         req.set_freeze(on);
         statuses[i] = peers_->Freeze(peers[i], req);
       });
     }
-    for (auto& t : threads) t.join();
+    fanout_.Run(std::move(tasks));
     for (size_t i = 0; i < peers.size(); ++i) {
       if (!statuses[i].ok()) {
         return absl::Status(statuses[i].code(), absl::StrCat("freeze of server ", peers[i], ": ",
@@ -412,7 +421,8 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
   const size_t bytes = payload_bytes_;
   const std::set<int> unusable = options_.unusable();
   const uint64_t epoch = options_.epoch();
-  out->payloads.assign(items.size() * n * bytes, 0);
+  // Payloads are read only where `have` says so: the buffer is reused as it is.
+  out->payloads.resize(items.size() * n * bytes);
   out->have.assign(items.size() * n, 0);
   out->settled.assign(items.size() * n, 1);
   out->versions.assign(items.size() * n * k, 0);
@@ -429,6 +439,7 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
       if (m == mine) continue;
       if (m < k && item.stripe * k + m >= placement_.rows(item.table)) {
         out->have[i * n + m] = 1;  // padding member past the table's end: zero, never updated
+        std::memset(out->payloads.data() + (i * n + m) * bytes, 0, bytes);
         continue;
       }
       int server = placement_.ServerOf(item.table, item.stripe, m);
@@ -439,9 +450,9 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
     }
   }
   // A server that cannot answer leaves its members unknown.
-  std::vector<std::thread> readers;
+  std::vector<std::function<void()>> readers;
   for (const auto& [key, by_table] : wants) {
-    readers.emplace_back([&, server = key.first, parity = key.second, by_table = &by_table] {
+    readers.push_back([&, server = key.first, parity = key.second, by_table = &by_table] {
       std::string payloads;
       google::protobuf::RepeatedField<uint32_t> versions;
       google::protobuf::RepeatedField<bool> settled;
@@ -498,7 +509,7 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
       }
     });
   }
-  for (auto& t : readers) t.join();
+  fanout_.Run(std::move(readers));
 }
 
 absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& mem, bool frozen,
@@ -512,6 +523,8 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& m
   std::vector<std::vector<uint8_t>> parity(r, std::vector<uint8_t>(bytes));
   std::map<std::pair<int, int>, v1::WriteParityRequest> fixes;  // (server, table)
   int64_t installed = 0;
+  std::vector<int> ids;
+  std::vector<const uint8_t*> ptrs;
   for (size_t i = 0; i < items.size() && result.ok(); ++i) {
     const Item& item = items[i];
     const int mine = MyMember(item.table, item.stripe);
@@ -540,8 +553,8 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& m
       retry->push_back(item);
       continue;
     }
-    std::vector<int> ids;
-    std::vector<const uint8_t*> ptrs;
+    ids.clear();
+    ptrs.clear();
     for (int m = 0; m < n; ++m) {
       if (have[m]) {
         ids.push_back(m);

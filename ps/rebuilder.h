@@ -37,6 +37,7 @@
 #include "ps/parity_store.h"
 #include "ps/peer_client.h"
 #include "ps/row_code.h"
+#include "runtime/task_pool.h"
 
 namespace ecps {
 
@@ -120,7 +121,9 @@ class Rebuilder {
   // Asks the live parity holders for this server's hottest rows and queues them (hot_).
   void LoadHotRows();
   // Rebuilds the stripes of `items` still missing (their count into *rebuilt, when set).
-  absl::Status RunBatch(const std::vector<Item>& items, bool restore_dense,
+  // `scratch` holds the reads; each calling thread keeps its own, so that the buffers are
+  // allocated once, not per batch.
+  absl::Status RunBatch(const std::vector<Item>& items, bool restore_dense, Members* scratch,
                         int64_t* rebuilt = nullptr);
   // Reads the batch under a freeze of its stripes (of everything, with restore_dense).
   absl::Status RunFrozen(const std::vector<Item>& items, bool restore_dense);
@@ -146,6 +149,8 @@ class Rebuilder {
   const Placement& placement_;
   const size_t payload_bytes_;
   const std::string sender_;  // the header's sender on every request to a peer
+  // The requests of a read or a freeze go to every server at once, from these threads.
+  mutable TaskPool fanout_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
