@@ -333,7 +333,14 @@ absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
     if (absl::Status s = parts_.embeddings->Validate(t->table(), RowsOf(*t)); !s.ok()) return s;
     rows += t->rows_size();
   }
-  if (request.has_rebuilder() && parts_.streams != nullptr) {
+  std::vector<std::pair<int, int64_t>> parity;
+  for (const v1::TableStripes& t : request.parity()) {
+    for (int64_t stripe : t.stripes()) parity.push_back({t.table(), stripe});
+  }
+  if (!parity.empty()) {
+    if (absl::Status s = CheckParityRead(parity); !s.ok()) return s;
+  }
+  if (rows > 0 && request.has_rebuilder() && parts_.streams != nullptr) {
     // Before the read: no delta sent to the rebuilder after it may straddle it.
     parts_.streams->StopCoalescing(request.rebuilder());
   }
@@ -350,6 +357,7 @@ absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
     if (!s.ok()) return s;
     done += t->rows_size();
   }
+  if (!parity.empty()) return ReadParityRows(parity, response->mutable_parity());
   return absl::OkStatus();
 }
 
@@ -624,19 +632,30 @@ absl::Status ParameterServerCore::ScrubParity(const v1::ScrubParityRequest& requ
 absl::Status ParameterServerCore::ReadParity(const v1::ReadParityRequest& request,
                                              v1::ReadParityResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
-  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
-  const size_t bytes = parts_.parity->payload_bytes();
-  const int k = parts_.embeddings->placement().k();
   // (table, stripe) pairs in answer order.
   std::vector<std::pair<int, int64_t>> wanted;
   for (int64_t stripe : request.stripes()) wanted.push_back({request.table(), stripe});
   for (const v1::TableStripes& t : request.tables()) {
     for (int64_t stripe : t.stripes()) wanted.push_back({t.table(), stripe});
   }
+  if (absl::Status s = CheckParityRead(wanted); !s.ok()) return s;
+  return ReadParityRows(wanted, response);
+}
+
+absl::Status ParameterServerCore::CheckParityRead(
+    const std::vector<std::pair<int, int64_t>>& wanted) const {
+  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
   for (const auto& [table, stripe] : wanted) {
     auto q = parts_.parity->ParityIndex(table, stripe);
     if (!q.ok()) return q.status();
   }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::ReadParityRows(const std::vector<std::pair<int, int64_t>>& wanted,
+                                                 v1::ReadParityResponse* response) const {
+  const size_t bytes = parts_.parity->payload_bytes();
+  const int k = parts_.embeddings->placement().k();
   std::string* out = response->mutable_payloads();
   out->resize(bytes * wanted.size());
   response->mutable_versions()->Resize(static_cast<int>(wanted.size()) * k, 0);

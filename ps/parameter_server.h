@@ -22,6 +22,7 @@
 #include <string>
 #include <map>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -108,6 +109,7 @@ class ParameterServerCore {
   absl::Status PullDense(const v1::PullDenseRequest& request,
                          v1::PullDenseResponse* response) const;
   absl::Status PushDense(const v1::PushDenseRequest& request);
+  // Data rows with their versions, and (request.parity) parity rows held here, in one read.
   absl::Status ReadRows(const v1::ReadRowsRequest& request, v1::ReadRowsResponse* response) const;
   absl::Status Health(const v1::RequestHeader& header, v1::HealthResponse* response) const;
 
@@ -175,6 +177,11 @@ class ParameterServerCore {
   void EndUpdate(uint64_t generation);
   bool CoveredLocked(const v1::PushRequest* push) const;
   absl::Status ApplyPush(const v1::PushRequest& request);
+  // Parity reads of (table, stripe) pairs: whether this server holds each; the rows with
+  // their versions, in order.
+  absl::Status CheckParityRead(const std::vector<std::pair<int, int64_t>>& wanted) const;
+  absl::Status ReadParityRows(const std::vector<std::pair<int, int64_t>>& wanted,
+                              v1::ReadParityResponse* response) const;
   // On a replacement: waits until the rows of every table in `tables` are rebuilt.
   template <typename Tables>
   absl::Status EnsureRebuilt(const Tables& tables) const;

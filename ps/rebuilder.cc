@@ -203,10 +203,16 @@ void Rebuilder::OnDemandLoop() {
       }
     }
     int64_t rebuilt = 0;
+    const auto t0 = std::chrono::steady_clock::now();
     absl::Status s = RunBatch(items, /*restore_dense=*/false, &scratch, &rebuilt);
     {
       std::lock_guard<std::mutex> lock(mu_);
       on_demand_count_ += rebuilt;
+      if (rebuilt > 0) {
+        on_demand_ms_.push_back(std::chrono::duration<double, std::milli>(
+                                    std::chrono::steady_clock::now() - t0)
+                                    .count());
+      }
     }
     if (!s.ok()) {
       {
@@ -316,10 +322,18 @@ void Rebuilder::Loop() {
   }
   cv_.notify_all();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-  spdlog::info("server {}: rebuild complete: {} rows ({} on demand, {} stripes under a freeze) "
-               "in {:.2f} s",
-               options_.server, rows_done_.load(), progress().on_demand,
-               frozen_stripes_.load(), secs);
+  std::vector<double> ms;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ms = on_demand_ms_;
+  }
+  std::sort(ms.begin(), ms.end());
+  auto pct = [&](double q) { return ms.empty() ? 0.0 : ms[static_cast<size_t>(q * (ms.size() - 1))]; };
+  spdlog::info("server {}: rebuild complete: {} rows in {:.2f} s; {} on demand in {} batches "
+               "(p50 {:.1f} ms, p90 {:.1f} ms); {} stripes read again mid-update, {} under a "
+               "freeze",
+               options_.server, rows_done_.load(), secs, progress().on_demand, ms.size(),
+               pct(0.5), pct(0.9), reread_stripes_.load(), frozen_stripes_.load());
 }
 
 absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_dense,
@@ -349,6 +363,7 @@ absl::Status Rebuilder::RunBatch(const std::vector<Item>& batch, bool restore_de
   constexpr int kLockFreeReads = 3;
   for (int attempt = 0; attempt < kLockFreeReads && !items.empty(); ++attempt) {
     if (attempt > 0) {
+      reread_stripes_.fetch_add(static_cast<int64_t>(items.size()), std::memory_order_relaxed);
       std::this_thread::sleep_for(std::chrono::milliseconds(attempt == 1 ? 2 : options_.settle_ms));
     }
     ReadMembers(items, scratch);
@@ -426,12 +441,16 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
   out->have.assign(items.size() * n, 0);
   out->settled.assign(items.size() * n, 1);
   out->versions.assign(items.size() * n * k, 0);
-  // One request per (server, data or parity) with every table of the batch, all at once.
+  // One request per server with its data and parity members of every table of the batch,
+  // all servers at once.
   struct Want {
     std::vector<int64_t> ids;   // rows (data) or stripes (parity) of one table
-    std::vector<size_t> slots;                 // index into have (i * n + m)
+    std::vector<size_t> slots;  // index into have (i * n + m)
   };
-  std::map<std::pair<int, bool>, std::map<int, Want>> wants;  // (server, parity) -> table
+  struct Wants {
+    std::map<int, Want> data, parity;  // by table
+  };
+  std::map<int, Wants> wants;  // by server
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& item = items[i];
     const int mine = MyMember(item.table, item.stripe);
@@ -444,66 +463,62 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
       }
       int server = placement_.ServerOf(item.table, item.stripe, m);
       if (unusable.count(server) > 0 || server == options_.server) continue;
-      Want& w = wants[{server, m >= k}][item.table];
+      Wants& ws = wants[server];
+      Want& w = (m < k ? ws.data : ws.parity)[item.table];
       w.ids.push_back(m < k ? item.stripe * k + m : item.stripe);
       w.slots.push_back(i * n + m);
     }
   }
+  auto count_of = [](const std::map<int, Want>& by_table) {
+    size_t count = 0;
+    for (const auto& [table, w] : by_table) count += w.ids.size();
+    return count;
+  };
   // A server that cannot answer leaves its members unknown.
   std::vector<std::function<void()>> readers;
-  for (const auto& [key, by_table] : wants) {
-    readers.push_back([&, server = key.first, parity = key.second, by_table = &by_table] {
-      std::string payloads;
-      google::protobuf::RepeatedField<uint32_t> versions;
-      google::protobuf::RepeatedField<bool> settled;
-      size_t count = 0;
-      absl::Status s;
-      if (!parity) {
-        v1::ReadRowsRequest req;
-        FillHeader(req.mutable_header(), options_.token, epoch, sender_);
-        for (const auto& [table, w] : *by_table) {
-          v1::TableRows* t = req.add_tables();
-          t->set_table(table);
-          for (int64_t id : w.ids) t->add_rows(id);
-          count += w.ids.size();
-        }
-        req.set_rebuilder(options_.server);
-        v1::ReadRowsResponse resp;
-        s = peers_->ReadRows(server, req, &resp);
-        payloads = std::move(*resp.mutable_payloads());
-        versions.Swap(resp.mutable_versions());
-      } else {
-        v1::ReadParityRequest req;
-        FillHeader(req.mutable_header(), options_.token, epoch, sender_);
-        for (const auto& [table, w] : *by_table) {
-          v1::TableStripes* t = req.add_tables();
-          t->set_table(table);
-          for (int64_t id : w.ids) t->add_stripes(id);
-          count += w.ids.size();
-        }
-        v1::ReadParityResponse resp;
-        s = peers_->ReadParity(server, req, &resp);
-        payloads = std::move(*resp.mutable_payloads());
-        versions.Swap(resp.mutable_versions());
-        settled.Swap(resp.mutable_settled());
+  for (const auto& [server, ws] : wants) {
+    readers.push_back([&, server = server, ws = &ws] {
+      v1::ReadRowsRequest req;
+      FillHeader(req.mutable_header(), options_.token, epoch, sender_);
+      for (const auto& [table, w] : ws->data) {
+        v1::TableRows* t = req.add_tables();
+        t->set_table(table);
+        t->mutable_rows()->Add(w.ids.begin(), w.ids.end());
       }
-      const size_t per = parity ? k : 1;
-      if (!s.ok() || payloads.size() != count * bytes ||
-          static_cast<size_t>(versions.size()) != count * per ||
-          (parity && static_cast<size_t>(settled.size()) != count)) {
+      for (const auto& [table, w] : ws->parity) {
+        v1::TableStripes* t = req.add_parity();
+        t->set_table(table);
+        t->mutable_stripes()->Add(w.ids.begin(), w.ids.end());
+      }
+      req.set_rebuilder(options_.server);
+      v1::ReadRowsResponse resp;
+      if (!peers_->ReadRows(server, req, &resp).ok()) return;
+      const size_t data = count_of(ws->data), parity = count_of(ws->parity);
+      const v1::ReadParityResponse& p = resp.parity();
+      if (resp.payloads().size() != data * bytes ||
+          static_cast<size_t>(resp.versions_size()) != data ||
+          p.payloads().size() != parity * bytes ||
+          static_cast<size_t>(p.versions_size()) != parity * k ||
+          static_cast<size_t>(p.settled_size()) != parity) {
         return;
       }
       size_t e = 0;
-      for (const auto& [table, w] : *by_table) {
+      for (const auto& [table, w] : ws->data) {
         for (const size_t slot : w.slots) {
-          std::memcpy(out->payloads.data() + slot * bytes, payloads.data() + e * bytes, bytes);
+          std::memcpy(out->payloads.data() + slot * bytes, resp.payloads().data() + e * bytes,
+                      bytes);
           out->have[slot] = 1;
-          if (parity) {
-            std::copy_n(versions.data() + e * k, k, out->versions.data() + slot * k);
-            out->settled[slot] = settled[static_cast<int>(e)] ? 1 : 0;
-          } else {
-            out->versions[slot * k + slot % n] = versions[static_cast<int>(e)];
-          }
+          out->versions[slot * k + slot % n] = resp.versions(static_cast<int>(e));
+          ++e;
+        }
+      }
+      e = 0;
+      for (const auto& [table, w] : ws->parity) {
+        for (const size_t slot : w.slots) {
+          std::memcpy(out->payloads.data() + slot * bytes, p.payloads().data() + e * bytes, bytes);
+          out->have[slot] = 1;
+          std::copy_n(p.versions().data() + e * k, k, out->versions.data() + slot * k);
+          out->settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
           ++e;
         }
       }

@@ -169,6 +169,8 @@ class Rebuilder {
   std::atomic<bool> dense_ready_{false};
   std::atomic<uint64_t> freeze_count_{0};
   std::atomic<int64_t> frozen_stripes_{0};
+  std::atomic<int64_t> reread_stripes_{0};  // stripes read again, caught mid-update
+  std::vector<double> on_demand_ms_;        // guarded by mu_: how long each on-demand batch took
   std::atomic<bool> done_{false};
   std::thread thread_;
   std::thread on_demand_thread_;

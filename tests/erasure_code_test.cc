@@ -98,6 +98,61 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(info.param.r);
     });
 
+// A rebuild reads a survivor's data and parity members in one ReadRows: its parity part
+// answers as ReadParity does, and a stripe the server holds no parity of fails the whole read.
+TEST(ReadRows, ReadsParityInTheSameRequest) {
+  JobSpec spec = EcSpec("adagrad", 2, 1);
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  Train(spec, cluster.get(), 1);
+  auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
+  ASSERT_TRUE(placement.ok());
+  const int server = 0, table = 2;
+  std::vector<int64_t> held, foreign;
+  for (int64_t stripe = 0; stripe < placement->stripes(table); ++stripe) {
+    (placement->ParityLocation(table, stripe, 0).server == server ? held : foreign)
+        .push_back(stripe);
+  }
+  ASSERT_GE(held.size(), 3u);
+  ASSERT_FALSE(foreign.empty());
+  held.resize(3);
+  const int64_t data_row = placement->RowAtDataSlot(table, server, 0);
+  auto stub = v1::ParameterServer::NewStub(MakeChannel(cluster->address(server)));
+
+  v1::ReadParityRequest alone;
+  FillHeader(alone.mutable_header(), kToken, 1, "test");
+  alone.set_table(table);
+  for (int64_t stripe : held) alone.add_stripes(stripe);
+  v1::ReadParityResponse want;
+  grpc::ClientContext c1;
+  ASSERT_TRUE(stub->ReadParity(&c1, alone, &want).ok());
+
+  v1::ReadRowsRequest both;
+  FillHeader(both.mutable_header(), kToken, 1, "test");
+  v1::TableRows* rows = both.add_tables();
+  rows->set_table(table);
+  rows->add_rows(data_row);
+  v1::TableStripes* parity = both.add_parity();
+  parity->set_table(table);
+  for (int64_t stripe : held) parity->add_stripes(stripe);
+  v1::ReadRowsResponse got;
+  grpc::ClientContext c2;
+  ASSERT_TRUE(stub->ReadRows(&c2, both, &got).ok());
+  EXPECT_EQ(got.versions_size(), 1);
+  EXPECT_EQ(got.payloads().size(), static_cast<size_t>(got.payload_floats()) * sizeof(float));
+  EXPECT_EQ(got.parity().payloads(), want.payloads());
+  EXPECT_EQ(std::vector<uint32_t>(got.parity().versions().begin(), got.parity().versions().end()),
+            std::vector<uint32_t>(want.versions().begin(), want.versions().end()));
+  EXPECT_EQ(got.parity().settled_size(), 3);
+
+  parity->add_stripes(foreign.front());
+  v1::ReadRowsResponse refused;
+  grpc::ClientContext c3;
+  grpc::Status s = stub->ReadRows(&c3, both, &refused);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(refused.payloads().empty());
+}
+
 TEST(Scrub, DetectsACorruptedParityRow) {
   JobSpec spec = EcSpec("adagrad", 2, 1);
   auto cluster = TestCluster::Start(spec, kToken);
