@@ -23,9 +23,9 @@ Rebuilder::Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore
       placement_(embeddings->placement()),
       payload_bytes_(sizeof(float) * embeddings->payload_floats()),
       sender_("server-" + std::to_string(options_.server)),
-      // A batch reads from each server at most twice (its data and its parity members), and
-      // the background and on-demand batches run side by side.
-      fanout_(std::min(4 * placement_.servers(), 64)) {
+      // A batch sends one request to each server, and the background and on-demand batches
+      // run side by side.
+      fanout_(std::min(2 * placement_.servers(), 64)) {
   rows_total_ = embeddings_->invalid_rows() + (parity_ != nullptr ? parity_->invalid_rows() : 0);
 }
 
@@ -328,7 +328,9 @@ void Rebuilder::Loop() {
     ms = on_demand_ms_;
   }
   std::sort(ms.begin(), ms.end());
-  auto pct = [&](double q) { return ms.empty() ? 0.0 : ms[static_cast<size_t>(q * (ms.size() - 1))]; };
+  auto pct = [&](double q) {
+    return ms.empty() ? 0.0 : ms[static_cast<size_t>(q * static_cast<double>(ms.size() - 1))];
+  };
   spdlog::info("server {}: rebuild complete: {} rows in {:.2f} s; {} on demand in {} batches "
                "(p50 {:.1f} ms, p90 {:.1f} ms); {} stripes read again mid-update, {} under a "
                "freeze",
