@@ -70,13 +70,6 @@ absl::Status Unary(const std::shared_ptr<v1::ParameterServer::Stub>& stub, int p
 
 }  // namespace
 
-absl::Status PeerClient::ReadParity(int peer, const v1::ReadParityRequest& request,
-                                    v1::ReadParityResponse* response) {
-  return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {
-    return stub->ReadParity(ctx, request, response);
-  });
-}
-
 absl::Status PeerClient::HotRows(int peer, const v1::HotRowsRequest& request,
                                  v1::HotRowsResponse* response) {
   return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {

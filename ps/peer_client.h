@@ -22,8 +22,6 @@ class PeerClient : public DeltaTransport {
   absl::Status ReplicateDense(int peer, const v1::ReplicateDenseRequest& request);
   absl::Status ReadRows(int peer, const v1::ReadRowsRequest& request,
                         v1::ReadRowsResponse* response);
-  absl::Status ReadParity(int peer, const v1::ReadParityRequest& request,
-                          v1::ReadParityResponse* response);
   absl::Status WriteParity(int peer, const v1::WriteParityRequest& request);
   absl::Status HotRows(int peer, const v1::HotRowsRequest& request,
                        v1::HotRowsResponse* response);
