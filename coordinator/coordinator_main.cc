@@ -19,6 +19,7 @@
 #include "coordinator/coordinator_loop.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
+#include "coordinator/process_probe.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_job.h"
@@ -91,6 +92,11 @@ int RunCoordinator(const CoordinatorOptions& options) {
   RealClock clock;
   CoordinatorServiceOptions service_options;
   service_options.startup_timeout = absl::Milliseconds(options.startup_timeout_ms);
+  // A reported server whose port refuses connections died (SIGKILL, a crash): declare it at
+  // once. Up to 200 ms per report, and only without the service's lock.
+  service_options.process_gone = [](const std::string& address) {
+    return ConnectionRefused(address, 200);
+  };
   absl::StatusOr<std::unique_ptr<CoordinatorService>> created =
       CoordinatorService::Create(spec, token, &clock, service_options);
   if (!created.ok()) {

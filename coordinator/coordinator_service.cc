@@ -261,6 +261,7 @@ absl::Status CoordinatorService::ReportFailure(const v1::ReportFailureRequest& r
                                                v1::ReportFailureResponse* /*response*/) {
   RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
   std::vector<DeadServer> dead;
+  NodeRef probe;  // a suspected server whose process may be gone
   {
     absl::MutexLock lock(&mu_);
     ASSIGN_OR_RETURN(NodeRef node, membership_.Holder(request.role(), request.id()));
@@ -276,8 +277,25 @@ absl::Status CoordinatorService::ReportFailure(const v1::ReportFailureRequest& r
     }
     dead = DetectLocked();
     PublishLocked();
+    if (options_.process_gone && node.role == v1::ROLE_SERVER && !node.address.empty() &&
+        detector_.IsSuspected(node.instance)) {
+      probe = node;
+    }
   }
   HandleDeadServers(dead);
+  // A killed process's port refuses connections at once: no need to wait out the suspicion
+  // timeout. Anything else (a stopped process, a partition) waits as before.
+  if (!probe.instance.empty() && options_.process_gone(probe.address)) {
+    {
+      absl::MutexLock lock(&mu_);
+      dead.clear();
+      if (detector_.Gone(probe.instance)) {
+        dead = DetectLocked();
+        PublishLocked();
+      }
+    }
+    HandleDeadServers(dead);
+  }
   return absl::OkStatus();
 }
 
@@ -741,9 +759,15 @@ std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
     if (!node) continue;
     const bool killed = kill_requested_.erase(node->instance) > 0;
     const std::string reason =
-        absl::StrFormat("no heartbeat for %.1f s%s%s", absl::ToDoubleSeconds(death.silence),
-                        death.reported ? " after a failure report" : "",
-                        killed ? " (killed by ecps kill)" : "");
+        death.gone
+            ? absl::StrFormat("reported failed, and its port refuses connections (last "
+                              "heartbeat %.1f s before)%s",
+                              absl::ToDoubleSeconds(death.silence),
+                              killed ? " (killed by ecps kill)" : "")
+            : absl::StrFormat("no heartbeat for %.1f s%s%s",
+                              absl::ToDoubleSeconds(death.silence),
+                              death.reported ? " after a failure report" : "",
+                              killed ? " (killed by ecps kill)" : "");
     const std::string why = absl::StrCat(Describe(*node), " declared dead: ", reason);
     spdlog::warn("{}; epoch now {}", why, membership_.epoch());
     const absl::Time now = clock_->Now();

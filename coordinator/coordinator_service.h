@@ -79,6 +79,10 @@ struct CoordinatorServiceOptions {
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
   // Staleness that confirms a peer's failure report; zero: heartbeat_timeout / 3.
   absl::Duration suspicion_timeout = absl::ZeroDuration();
+  // Asked, outside the lock, right after a server is reported failed: true when its process
+  // is surely gone (process_probe.h), which confirms the report at once. Empty: reports wait
+  // for the suspicion timeout.
+  std::function<bool(const std::string& address)> process_gone;
   // How often a blocked WatchClusterMap wakes up to notice a cancelled client.
   absl::Duration watch_wakeup = absl::Milliseconds(200);
 };

@@ -37,8 +37,8 @@ class CoordinatorServiceTest : public testing::CoordinatorServiceFixture {
   }
 
   // Registers S servers (instances s0..) and W workers (w0..), servers heartbeat ACTIVE.
-  void StartJob(int servers, int workers) {
-    Make(servers, workers);
+  void StartJob(int servers, int workers, CoordinatorServiceOptions options = {}) {
+    Make(servers, workers, options);
     for (int i = 0; i < servers; ++i) Register(ServerRegistration(i, absl::StrCat("s", i)));
     for (int i = 0; i < servers; ++i) Beat(ServerHeartbeat(i, absl::StrCat("s", i)));
     for (int i = 0; i < workers; ++i) Register(WorkerRegistration(i, absl::StrCat("w", i)));
@@ -197,6 +197,37 @@ TEST_F(CoordinatorServiceTest, ServerDeadHandlerCanTakeChargeOfRecovery) {
   EXPECT_EQ(dead, std::vector<int>{0});
   EXPECT_EQ(epoch_seen, 2u) << "the handler runs after the new epoch is published";
   EXPECT_EQ(service_->phase(), v1::JOB_RECOVERING) << service_->error();
+}
+
+// A reported server whose port refuses connections is dead at once, with no time passing;
+// one whose port still answers waits for the suspicion timeout as before.
+TEST_F(CoordinatorServiceTest, ReportedServerWhoseProcessIsGoneIsDeclaredDeadAtOnce) {
+  std::vector<std::string> probed;
+  bool gone = false;
+  CoordinatorServiceOptions options;
+  options.process_gone = [&](const std::string& address) {
+    probed.push_back(address);
+    return gone;
+  };
+  StartJob(3, 1, options);
+  std::string address;
+  const v1::StatusResponse status = Status();
+  for (const v1::NodeInfo& node : status.nodes()) {
+    if (node.role() == v1::ROLE_SERVER && node.id() == 1) address = node.address();
+  }
+  ASSERT_FALSE(address.empty());
+  v1::ReportFailureResponse rf;
+  ASSERT_TRUE(service_->ReportFailure(FailureReport(v1::ROLE_SERVER, 1), &rf).ok());
+  EXPECT_EQ(probed, std::vector<std::string>{address});
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 1), v1::NODE_SUSPECT) << "its port still answers";
+
+  gone = true;
+  ASSERT_TRUE(service_->ReportFailure(FailureReport(v1::ROLE_SERVER, 2), &rf).ok());
+  EXPECT_EQ(probed.size(), 2u);
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 2), v1::NODE_DEAD) << "no time passed: the probe said so";
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 1), v1::NODE_SUSPECT);
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 0), v1::NODE_ACTIVE);
+  EXPECT_EQ(service_->epoch(), 2u);
 }
 
 TEST_F(CoordinatorServiceTest, FalseFailureReportDoesNotKillAHealthyServer) {

@@ -6,7 +6,7 @@ FailureDetector::FailureDetector(const Clock* clock, Options options)
     : clock_(clock), options_(options) {}
 
 void FailureDetector::Track(const std::string& node) {
-  nodes_[node] = Entry{clock_->Now(), false, false};
+  nodes_[node] = Entry{clock_->Now(), false, false, false};
 }
 
 void FailureDetector::Forget(const std::string& node) { nodes_.erase(node); }
@@ -16,6 +16,7 @@ bool FailureDetector::Heartbeat(const std::string& node) {
   if (it == nodes_.end() || it->second.dead) return false;
   it->second.last_heartbeat = clock_->Now();
   it->second.suspected = false;
+  it->second.gone = false;
   return true;
 }
 
@@ -26,6 +27,13 @@ bool FailureDetector::Suspect(const std::string& node) {
   return true;
 }
 
+bool FailureDetector::Gone(const std::string& node) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end() || it->second.dead || !it->second.suspected) return false;
+  it->second.gone = true;
+  return true;
+}
+
 std::vector<FailureDetector::Death> FailureDetector::Check() {
   const absl::Time now = clock_->Now();
   std::vector<Death> deaths;
@@ -33,10 +41,11 @@ std::vector<FailureDetector::Death> FailureDetector::Check() {
     if (entry.dead) continue;
     const absl::Duration silence = now - entry.last_heartbeat;
     const bool expired = silence > options_.heartbeat_timeout;
-    const bool confirmed = entry.suspected && silence > options_.suspicion_timeout;
+    const bool confirmed =
+        entry.suspected && (entry.gone || silence > options_.suspicion_timeout);
     if (expired || confirmed) {
       entry.dead = true;
-      deaths.push_back(Death{node, silence, entry.suspected});
+      deaths.push_back(Death{node, silence, entry.suspected, entry.suspected && entry.gone});
     }
   }
   return deaths;

@@ -5,7 +5,9 @@
 //   - its last heartbeat is older than `heartbeat_timeout`, or
 //   - a peer reported it (Suspect) and its last heartbeat is older than the shorter
 //     `suspicion_timeout`: a report alone never kills a node that keeps heartbeating, and a
-//     heartbeat received after a report clears the suspicion.
+//     heartbeat received after a report clears the suspicion, or
+//   - a peer reported it and its process is known to be gone (Gone: its address refuses
+//     connections), at once.
 // Once declared dead a node stays dead (Check never reports it again) until Forget/Track.
 //
 // Not thread-safe: the owner (CoordinatorService) serialises calls under its own lock.
@@ -34,6 +36,7 @@ class FailureDetector {
     std::string node;
     absl::Duration silence;  // time since its last heartbeat
     bool reported;           // a peer had reported it (the suspicion timeout applied)
+    bool gone;               // and its address refused connections (no timeout waited)
   };
 
   // `clock` must outlive the detector.
@@ -50,6 +53,10 @@ class FailureDetector {
   bool Heartbeat(const std::string& node);
   // A peer reports `node` failed. Returns false when it is not tracked or already dead.
   bool Suspect(const std::string& node);
+  // A suspected `node`'s process is gone: the next Check declares it dead. Returns false
+  // (and records nothing) unless `node` is tracked, suspected and not dead; a heartbeat
+  // afterwards clears it with the suspicion.
+  bool Gone(const std::string& node);
 
   // Declares dead every live node past its deadline at the clock's current time, and
   // returns those (each only once).
@@ -67,6 +74,7 @@ class FailureDetector {
     absl::Time last_heartbeat;
     bool suspected = false;
     bool dead = false;
+    bool gone = false;
   };
 
   const Clock* const clock_;

@@ -64,6 +64,28 @@ TEST_F(FailureDetectorTest, FalseReportDoesNotKillAHeartbeatingNode) {
   EXPECT_FALSE(detector_.IsDead("a"));
 }
 
+TEST_F(FailureDetectorTest, ReportedNodeWhoseProcessIsGoneDiesAtOnce) {
+  detector_.Track("a");
+  detector_.Track("b");
+  EXPECT_FALSE(detector_.Gone("a")) << "only a reported node can be declared gone";
+  ASSERT_TRUE(detector_.Suspect("a"));
+  ASSERT_TRUE(detector_.Gone("a"));
+  std::vector<FailureDetector::Death> deaths = detector_.Check();  // no time passed
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(deaths[0].node, "a");
+  EXPECT_TRUE(deaths[0].reported);
+  EXPECT_TRUE(deaths[0].gone);
+  EXPECT_FALSE(detector_.Gone("a")) << "already dead";
+
+  // A heartbeat after the verdict (the probe was wrong) clears it with the suspicion.
+  ASSERT_TRUE(detector_.Suspect("b"));
+  ASSERT_TRUE(detector_.Gone("b"));
+  ASSERT_TRUE(detector_.Heartbeat("b"));
+  EXPECT_TRUE(detector_.Check().empty());
+  ASSERT_TRUE(detector_.Suspect("b"));
+  EXPECT_TRUE(detector_.Check().empty()) << "suspected again, but not gone";
+}
+
 TEST_F(FailureDetectorTest, ReportIsConfirmedByStaleHeartbeatSoonerThanTimeout) {
   detector_.Track("a");
   detector_.Track("b");
