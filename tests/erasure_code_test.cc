@@ -406,6 +406,36 @@ DeltaStreamOptions HeldBack() {
   return options;
 }
 
+// One record of a sent batch: its header and the first byte of its (OneDelta) delta.
+struct SentRecord {
+  DeltaStreams::Batch::Header header;
+  uint8_t first_byte;
+};
+
+// Waits until `ticket` is acknowledged, checks that everything went out in one batch, and
+// returns that batch's records (empty, with a failure recorded, otherwise).
+std::vector<SentRecord> OnlyBatch(DeltaStreams* streams, RecordingTransport* transport,
+                                  uint64_t ticket) {
+  std::vector<SentRecord> records;
+  if (!streams->WaitAcked(1, ticket, std::chrono::seconds(30)).ok()) {
+    ADD_FAILURE() << "the deltas were not acknowledged";
+    return records;
+  }
+  std::lock_guard<std::mutex> lock(transport->mu);
+  if (transport->batches.size() != 1u) {
+    ADD_FAILURE() << transport->batches.size() << " batches sent, want 1";
+    return records;
+  }
+  const std::string& packed = transport->batches[0].packed();
+  const size_t record = DeltaStreams::Batch::kHeader + 8;
+  EXPECT_EQ(packed.size() % record, 0u);
+  for (size_t at = 0; at + record <= packed.size(); at += record) {
+    records.push_back({DeltaStreams::Batch::ReadHeader(packed.data() + at),
+                       static_cast<uint8_t>(packed[at + DeltaStreams::Batch::kHeader])});
+  }
+  return records;
+}
+
 TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
   RecordingTransport transport;
   DeltaStreams streams(0, 2, &transport, HeldBack(), [](v1::ParityDeltaBatch*) {});
@@ -415,19 +445,15 @@ TEST(DeltaStreams, LingerCoalescesPushesIntoOneBatchAndAWaiterFlushesIt) {
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0xf1, /*to=*/8));
   const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/9, 0x22));
   const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
+  const std::vector<SentRecord> sent = OnlyBatch(&streams, &transport, ticket);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
-  std::lock_guard<std::mutex> lock(transport.mu);
-  ASSERT_EQ(transport.batches.size(), 1u);
   // Three pushes, two parity rows: stripe 5's deltas were XORed into one record.
-  const v1::ParityDeltaBatch& sent = transport.batches[0];
-  ASSERT_EQ(sent.packed().size(), 2 * (DeltaStreams::Batch::kHeader + 8));
-  const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(sent.packed().data());
-  EXPECT_EQ(h.stripe, 5);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].header.stripe, 5);
   // The merged record takes the row from before the first update to after the second.
-  EXPECT_EQ(h.from, 6u);
-  EXPECT_EQ(h.to, 8u);
-  EXPECT_EQ(static_cast<uint8_t>(sent.packed()[DeltaStreams::Batch::kHeader]), 0x0f ^ 0xf1);
+  EXPECT_EQ(sent[0].header.from, 6u);
+  EXPECT_EQ(sent[0].header.to, 8u);
+  EXPECT_EQ(sent[0].first_byte, 0x0f ^ 0xf1);
 }
 
 // Two pushes of one row can queue their deltas in the other order, and an update between two
@@ -440,20 +466,14 @@ TEST(DeltaStreams, CoalescesOnlyVersionsThatJoinUp) {
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x02, /*to=*/7));  // then 6 -> 7
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x04, /*to=*/10));  // 9 -> 10: 8 -> 9 missing
   const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x08, /*to=*/11));
-  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
-  std::lock_guard<std::mutex> lock(transport.mu);
-  ASSERT_EQ(transport.batches.size(), 1u);
-  const std::string& packed = transport.batches[0].packed();
-  const size_t record = DeltaStreams::Batch::kHeader + 8;
-  ASSERT_EQ(packed.size(), 2 * record);
-  const DeltaStreams::Batch::Header first = DeltaStreams::Batch::ReadHeader(packed.data());
-  EXPECT_EQ(first.from, 6u);
-  EXPECT_EQ(first.to, 8u);
-  EXPECT_EQ(static_cast<uint8_t>(packed[DeltaStreams::Batch::kHeader]), 0x01 ^ 0x02);
-  const DeltaStreams::Batch::Header second = DeltaStreams::Batch::ReadHeader(packed.data() + record);
-  EXPECT_EQ(second.from, 9u);
-  EXPECT_EQ(second.to, 11u);
-  EXPECT_EQ(static_cast<uint8_t>(packed[record + DeltaStreams::Batch::kHeader]), 0x04 ^ 0x08);
+  const std::vector<SentRecord> sent = OnlyBatch(&streams, &transport, ticket);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].header.from, 6u);
+  EXPECT_EQ(sent[0].header.to, 8u);
+  EXPECT_EQ(sent[0].first_byte, 0x01 ^ 0x02);
+  EXPECT_EQ(sent[1].header.from, 9u);
+  EXPECT_EQ(sent[1].header.to, 11u);
+  EXPECT_EQ(sent[1].first_byte, 0x04 ^ 0x08);
 }
 
 TEST(DeltaStreams, AfterStopCoalescingEveryUpdateIsItsOwnRecord) {
@@ -462,17 +482,12 @@ TEST(DeltaStreams, AfterStopCoalescingEveryUpdateIsItsOwnRecord) {
   streams.StopCoalescing(1);
   streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0x0f, /*to=*/7));
   const uint64_t ticket = streams.EnqueueBatch(1, OneDelta(/*stripe=*/5, 0xf1, /*to=*/8));
-  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
-  std::lock_guard<std::mutex> lock(transport.mu);
-  ASSERT_EQ(transport.batches.size(), 1u);
-  const std::string& packed = transport.batches[0].packed();
-  const size_t record = DeltaStreams::Batch::kHeader + 8;
-  ASSERT_EQ(packed.size(), 2 * record);
-  for (int i = 0; i < 2; ++i) {
-    const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(packed.data() + i * record);
-    EXPECT_EQ(h.stripe, 5);
-    EXPECT_EQ(h.from, 6u + i);
-    EXPECT_EQ(h.to, 7u + i);
+  const std::vector<SentRecord> sent = OnlyBatch(&streams, &transport, ticket);
+  ASSERT_EQ(sent.size(), 2u);
+  for (uint32_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(sent[i].header.stripe, 5);
+    EXPECT_EQ(sent[i].header.from, 6u + i);
+    EXPECT_EQ(sent[i].header.to, 7u + i);
   }
 }
 
