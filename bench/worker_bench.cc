@@ -99,6 +99,21 @@ void BM_SyntheticBatch(benchmark::State& state) {
 }
 BENCHMARK(BM_SyntheticBatch)->Unit(benchmark::kMillisecond);
 
+// Dedupe of one synthetic batch (26 tables): the worker does this for every batch it reads.
+void BM_Dedupe(benchmark::State& state) {
+  const JobSpec spec = QuickstartJob();
+  auto src = MakeDataSource(spec.data, spec.model, spec.job.seed, 0, 1, false);
+  Batch b;
+  (void)(*src)->Next(kBatch, &b);
+  UniqueIds u;
+  for (auto _ : state) {
+    Dedupe(b, spec.model.num_sparse, &u);
+    benchmark::DoNotOptimize(u.index.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_Dedupe)->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace ecps
 

@@ -17,7 +17,7 @@ namespace ecps {
 struct UniqueIds {
   std::vector<std::vector<int64_t>> rows;  // per table, sorted unique row ids in the batch
   std::vector<int32_t> index;              // batch*num_sparse -> index into rows[table]
-  std::vector<std::pair<int64_t, int32_t>> scratch;  // reused between calls; no meaning
+  std::vector<uint64_t> scratch[2];         // reused between calls; no meaning
   int64_t total_rows() const;                        // sum of rows[t].size()
 };
 

@@ -1,5 +1,8 @@
 #include "worker/step.h"
 
+#include <map>
+#include <random>
+
 #include "gtest/gtest.h"
 
 namespace ecps {
@@ -31,6 +34,39 @@ TEST(Step, DedupeSortsAndIndexes) {
   EXPECT_EQ(u.rows[0], (std::vector<int64_t>{9}));
   EXPECT_EQ(u.rows[1], (std::vector<int64_t>{2}));
   EXPECT_EQ(u.index, (std::vector<int32_t>{0, 0}));
+}
+
+// Dedupe against a plain reference (std::map) on random batches: sizes around powers of two,
+// narrow and wide ids (up to 63 bits, which takes the comparison-sort path) and heavy
+// repetition.
+TEST(Step, DedupeMatchesReferenceOnRandomBatches) {
+  std::mt19937_64 rng(5);
+  UniqueIds u;
+  for (int batch : {1, 2, 3, 255, 256, 257, 2048, 3000}) {
+    for (int id_bits : {1, 8, 17, 40, 56, 63}) {
+      const int ns = 3;
+      Batch b;
+      b.size = batch;
+      b.sparse.resize(static_cast<size_t>(batch) * ns);
+      const uint64_t range = id_bits == 63 ? (uint64_t{1} << 63) - 1 : uint64_t{1} << id_bits;
+      for (auto& id : b.sparse) id = static_cast<int64_t>(rng() % range);
+      Dedupe(b, ns, &u);
+      for (int t = 0; t < ns; ++t) {
+        std::map<int64_t, int32_t> unique;
+        for (int s = 0; s < batch; ++s) unique.emplace(b.sparse[s * ns + t], 0);
+        std::vector<int64_t> want;
+        for (auto& [id, pos] : unique) {
+          pos = static_cast<int32_t>(want.size());
+          want.push_back(id);
+        }
+        ASSERT_EQ(u.rows[t], want) << "batch " << batch << " id bits " << id_bits;
+        for (int s = 0; s < batch; ++s) {
+          ASSERT_EQ(u.index[s * ns + t], unique.at(b.sparse[s * ns + t]))
+              << "batch " << batch << " id bits " << id_bits << " sample " << s;
+        }
+      }
+    }
+  }
 }
 
 TEST(Step, PoolAndAggregate) {
