@@ -271,32 +271,58 @@ absl::Status CoordinatorService::ReportFailure(const v1::ReportFailureRequest& r
     }
     const std::string sender =
         request.header().sender().empty() ? "a peer" : request.header().sender();
+    if (!request.address().empty() && request.address() != node.address) {
+      // The reporter addressed the id's previous holder (a failure seen before the takeover):
+      // nothing to say about the replacement.
+      spdlog::info("report by {} about {} at {} ignored ({}): the id is now held at {}", sender,
+                   NodeName(node), request.address(), request.reason(), node.address);
+      return absl::OkStatus();
+    }
     if (detector_.Suspect(node.instance) && membership_.MarkSuspect(node.instance)) {
       spdlog::warn("{} reported failed by {}: {}; suspect", Describe(node), sender,
                    request.reason());
     }
     dead = DetectLocked();
     PublishLocked();
-    if (options_.process_gone && node.role == v1::ROLE_SERVER && !node.address.empty() &&
-        detector_.IsSuspected(node.instance)) {
-      probe = node;
-    }
+    if (node.role == v1::ROLE_SERVER && detector_.IsSuspected(node.instance)) probe = node;
   }
   HandleDeadServers(dead);
   // A killed process's port refuses connections at once: no need to wait out the suspicion
-  // timeout. Anything else (a stopped process, a partition) waits as before.
-  if (!probe.instance.empty() && options_.process_gone(probe.address)) {
+  // timeout. Anything else (a stopped process, a partition) waits as before. The tick probes
+  // again while the suspicion lasts: a report can come before the process is gone.
+  if (!probe.instance.empty()) ProbeSuspected({probe});
+  return absl::OkStatus();
+}
+
+std::vector<NodeRef> CoordinatorService::SuspectedServersLocked() const {
+  std::vector<NodeRef> suspected;
+  if (!options_.process_gone) return suspected;
+  for (const std::string& instance : membership_.LiveInstances()) {
+    if (!detector_.IsSuspected(instance)) continue;
+    std::optional<NodeRef> node = membership_.Find(instance);
+    if (node && node->role == v1::ROLE_SERVER && !node->address.empty()) {
+      suspected.push_back(*node);
+    }
+  }
+  return suspected;
+}
+
+int CoordinatorService::ProbeSuspected(const std::vector<NodeRef>& servers) {
+  if (!options_.process_gone) return 0;
+  int gone = 0;
+  for (const NodeRef& node : servers) {
+    if (node.address.empty() || !options_.process_gone(node.address)) continue;
+    std::vector<DeadServer> dead;
     {
       absl::MutexLock lock(&mu_);
-      dead.clear();
-      if (detector_.Gone(probe.instance)) {
-        dead = DetectLocked();
-        PublishLocked();
-      }
+      if (!detector_.Gone(node.instance)) continue;
+      ++gone;
+      dead = DetectLocked();
+      PublishLocked();
     }
     HandleDeadServers(dead);
   }
-  return absl::OkStatus();
+  return gone;
 }
 
 absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
@@ -362,10 +388,12 @@ absl::Status CoordinatorService::WatchClusterMap(
 
 void CoordinatorService::Tick() {
   std::vector<DeadServer> dead;
+  std::vector<NodeRef> suspected;
   {
     absl::MutexLock lock(&mu_);
     if (Final()) return;
     dead = DetectLocked();
+    suspected = SuspectedServersLocked();
     if (phase_ == v1::JOB_STARTING && clock_->Now() - created_ > options_.startup_timeout) {
       FailJobLocked(
           absl::StrCat("startup timeout: after ", absl::FormatDuration(options_.startup_timeout),
@@ -374,6 +402,7 @@ void CoordinatorService::Tick() {
     PublishLocked();
   }
   HandleDeadServers(dead);
+  ProbeSuspected(suspected);
 }
 
 void CoordinatorService::Shutdown() {

@@ -79,9 +79,9 @@ struct CoordinatorServiceOptions {
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
   // Staleness that confirms a peer's failure report; zero: heartbeat_timeout / 3.
   absl::Duration suspicion_timeout = absl::ZeroDuration();
-  // Asked, outside the lock, right after a server is reported failed: true when its process
-  // is surely gone (process_probe.h), which confirms the report at once. Empty: reports wait
-  // for the suspicion timeout.
+  // Asked, outside the lock, right after a server is reported failed and on every tick while
+  // it stays suspected: true when its process is surely gone (process_probe.h), which
+  // confirms the report at once. Empty: reports wait for the suspicion timeout.
   std::function<bool(const std::string& address)> process_gone;
   // How often a blocked WatchClusterMap wakes up to notice a cancelled client.
   absl::Duration watch_wakeup = absl::Milliseconds(200);
@@ -259,6 +259,11 @@ class CoordinatorService {
   std::vector<DeadServer> DetectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the ServerDeadHandler for each; fails the job for those it does not take.
   void HandleDeadServers(const std::vector<DeadServer>& dead) ABSL_LOCKS_EXCLUDED(mu_);
+  // The suspected servers whose ports options_.process_gone may probe.
+  std::vector<NodeRef> SuspectedServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Probes each (outside the lock); declares dead at once those whose process is gone.
+  // Returns how many were.
+  int ProbeSuspected(const std::vector<NodeRef>& servers) ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t MapVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ids of server slots that are recovering or dead ("2", "4").
   std::vector<std::string> RecoveringServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

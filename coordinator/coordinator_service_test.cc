@@ -230,6 +230,63 @@ TEST_F(CoordinatorServiceTest, ReportedServerWhoseProcessIsGoneIsDeclaredDeadAtO
   EXPECT_EQ(service_->epoch(), 2u);
 }
 
+// A report can come after the first probe found the port still open (the report raced the
+// kill); the tick probes a suspected server again, and a refused port then ends it with no
+// time passing.
+TEST_F(CoordinatorServiceTest, SuspectedServerIsProbedAgainOnEveryTick) {
+  int probes = 0;
+  bool gone = false;
+  CoordinatorServiceOptions options;
+  options.process_gone = [&](const std::string&) {
+    ++probes;
+    return gone;
+  };
+  StartJob(3, 1, options);
+  service_->Tick();
+  EXPECT_EQ(probes, 0) << "no server is suspected: nothing to probe";
+  v1::ReportFailureResponse rf;
+  ASSERT_TRUE(service_->ReportFailure(FailureReport(v1::ROLE_SERVER, 1), &rf).ok());
+  EXPECT_EQ(probes, 1);
+  service_->Tick();
+  EXPECT_EQ(probes, 2);
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 1), v1::NODE_SUSPECT);
+  gone = true;
+  service_->Tick();
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 1), v1::NODE_DEAD);
+  EXPECT_EQ(service_->epoch(), 2u);
+  service_->Tick();
+  EXPECT_EQ(probes, 3) << "a dead server is not probed";
+}
+
+// A failure seen at an address the id is no longer held at (the previous holder, before a
+// takeover) says nothing about the current holder: it is not suspected, nor probed.
+TEST_F(CoordinatorServiceTest, ReportAboutAnotherAddressThanTheHoldersIsIgnored) {
+  int probes = 0;
+  CoordinatorServiceOptions options;
+  options.process_gone = [&](const std::string&) {
+    ++probes;
+    return false;
+  };
+  StartJob(3, 1, options);
+  std::string address;
+  const v1::StatusResponse status = Status();
+  for (const v1::NodeInfo& node : status.nodes()) {
+    if (node.role() == v1::ROLE_SERVER && node.id() == 1) address = node.address();
+  }
+  ASSERT_FALSE(address.empty());
+  v1::ReportFailureRequest stale = FailureReport(v1::ROLE_SERVER, 1);
+  stale.set_address(address + "0");
+  v1::ReportFailureResponse rf;
+  ASSERT_TRUE(service_->ReportFailure(stale, &rf).ok());
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 1), v1::NODE_ACTIVE);
+  EXPECT_EQ(probes, 0);
+  v1::ReportFailureRequest current = FailureReport(v1::ROLE_SERVER, 1);
+  current.set_address(address);
+  ASSERT_TRUE(service_->ReportFailure(current, &rf).ok());
+  EXPECT_EQ(StateOf(v1::ROLE_SERVER, 1), v1::NODE_SUSPECT);
+  EXPECT_EQ(probes, 1);
+}
+
 TEST_F(CoordinatorServiceTest, FalseFailureReportDoesNotKillAHealthyServer) {
   StartJob(2, 1);
   clock_.Advance(absl::Milliseconds(100));

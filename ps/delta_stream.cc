@@ -226,11 +226,12 @@ void DeltaStreams::SenderLoop(int peer) {
     while (true) {
       if (stopping_.load()) return;
       header_(&batch);
+      const std::string address = options_.on_unreachable ? transport_->AddressOf(peer) : "";
       auto ack = transport_->Send(peer, batch);
       if (ack.ok() && *ack >= batch.seq()) break;
       if (!ack.ok() && options_.on_unreachable &&
           (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
-        options_.on_unreachable(peer);
+        options_.on_unreachable(peer, address);
       }
       if (!ack.ok() && backoff_ms >= options_.max_backoff_ms) {
         spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,

@@ -38,7 +38,12 @@ class DeltaTransport {
   // Delivers `batch` to parity server `peer`; returns the highest sequence number the peer
   // has applied from this sender, or the error.
   virtual absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) = 0;
+  // The address Send reaches `peer` at now; empty when the transport has none.
+  virtual std::string AddressOf(int /*peer*/) { return ""; }
 };
+
+// Hears of a peer server that looks down: its id and the address that failed (may be empty).
+using UnreachableFn = std::function<void(int peer, const std::string& address)>;
 
 struct DeltaStreamOptions {
   int max_batch_deltas = 8192;  // deltas per batch, after coalescing
@@ -51,9 +56,9 @@ struct DeltaStreamOptions {
   int initial_backoff_ms = 5;  // resend backoff, doubled up to max_backoff_ms
   int max_backoff_ms = 500;
   std::string instance;  // this process's incarnation, stamped on every batch
-  // Called with the peer when a send fails as if the peer were down (UNAVAILABLE or
-  // DEADLINE_EXCEEDED): the coordinator hears of a dead parity server at once.
-  std::function<void(int peer)> on_unreachable;
+  // Called with the peer and its address when a send fails as if the peer were down
+  // (UNAVAILABLE or DEADLINE_EXCEEDED): the coordinator hears of a dead parity server at once.
+  UnreachableFn on_unreachable;
 };
 
 class DeltaStreams {

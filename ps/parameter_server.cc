@@ -302,6 +302,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
           for (int peer : replicas) {
             while (true) {
               rep.mutable_header()->set_epoch(epoch());
+              const std::string address = parts_.peers->AddressOf(peer);
               absl::Status s = parts_.peers->ReplicateDense(peer, rep);
               if (s.ok()) break;
               const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
@@ -310,7 +311,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
                                       s.message().find("stale epoch") != std::string::npos);
               if (!transient || std::chrono::steady_clock::now() > give_up) return s;
               if (parts_.report_unreachable && !absl::IsFailedPrecondition(s)) {
-                parts_.report_unreachable(peer);
+                parts_.report_unreachable(peer, address);
               }
               std::this_thread::sleep_for(std::chrono::milliseconds(20));
             }

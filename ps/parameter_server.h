@@ -78,7 +78,7 @@ struct ServerParts {
   std::unique_ptr<DeltaStreams> streams;
   bool ack_after_parity = true;
   // Told about a peer server that looks down (a failed RPC to it); may be empty.
-  std::function<void(int peer)> report_unreachable;
+  UnreachableFn report_unreachable;
   int ack_timeout_ms = 30000;   // how long a push waits for parity acknowledgements
   // Set on a replacement server: rebuilds the lost rows; requests for rows not rebuilt yet
   // wait for an on-demand rebuild.

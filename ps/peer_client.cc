@@ -5,8 +5,8 @@
 namespace ecps {
 
 PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
-    : rpc_timeout_ms_(rpc_timeout_ms) {
-  for (const std::string& a : addresses) {
+    : rpc_timeout_ms_(rpc_timeout_ms), addresses_(std::move(addresses)) {
+  for (const std::string& a : addresses_) {
     stubs_.push_back(a.empty() ? nullptr
                                : std::shared_ptr<v1::ParameterServer::Stub>(
                                      v1::ParameterServer::NewStub(MakeChannel(a))));
@@ -16,6 +16,12 @@ PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
 void PeerClient::SetAddress(int peer, const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   stubs_[peer] = v1::ParameterServer::NewStub(MakeChannel(address));
+  addresses_[peer] = address;
+}
+
+std::string PeerClient::AddressOf(int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peer >= 0 && peer < static_cast<int>(addresses_.size()) ? addresses_[peer] : "";
 }
 
 std::shared_ptr<v1::ParameterServer::Stub> PeerClient::StubFor(int peer) {

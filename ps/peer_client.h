@@ -30,6 +30,7 @@ class PeerClient : public DeltaTransport {
   absl::Status Freeze(int peer, const v1::FreezeRequest& request);
   // Points `peer` at a new address (a replacement server).
   void SetAddress(int peer, const std::string& address);
+  std::string AddressOf(int peer) override;
 
  private:
   // The stub is shared: SetAddress may replace it while a call is using it.
@@ -37,7 +38,8 @@ class PeerClient : public DeltaTransport {
 
   const int rpc_timeout_ms_;
   std::mutex mu_;
-  std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs_;
+  std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs_;  // guarded by mu_
+  std::vector<std::string> addresses_;                              // guarded by mu_
 };
 
 }  // namespace ecps

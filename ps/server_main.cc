@@ -189,8 +189,8 @@ int RunServer(const ServerOptions& options) {
       if (from_checkpoint) build_spec.job.resume_from = spec.fault_tolerance.checkpoint.dir;
       auto parts = BuildServerParts(
           build_spec, self, addresses, &core, instance, nullptr,
-          recovering && !from_checkpoint ? &hooks : nullptr, [&coordinator](int peer) {
-            coordinator.ReportServerUnreachable(peer, "RPCs from a peer server fail");
+          recovering && !from_checkpoint ? &hooks : nullptr, [&coordinator](int peer, const std::string& address) {
+            coordinator.ReportServerUnreachable(peer, "RPCs from a peer server fail", address);
           });
       if (!parts.ok()) {
         spdlog::error("server {}: {}", self, parts.status().ToString());

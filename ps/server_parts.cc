@@ -29,7 +29,7 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
                                              const std::string& instance,
                                              DeltaTransport* transport,
                                              const RecoveryHooks* recovery,
-                                             std::function<void(int peer)> report_unreachable) {
+                                             UnreachableFn report_unreachable) {
   const bool lost = recovery != nullptr;
   const FaultToleranceSection& ft = spec.fault_tolerance;
   int k = 1, r = 0;

@@ -40,7 +40,7 @@ absl::StatusOr<ServerParts> BuildServerParts(
     const JobSpec& spec, int server, const std::vector<std::string>& addresses,
     const ParameterServerCore* core, const std::string& instance,
     DeltaTransport* transport = nullptr, const RecoveryHooks* recovery = nullptr,
-    std::function<void(int peer)> report_unreachable = nullptr);
+    UnreachableFn report_unreachable = nullptr);
 
 }  // namespace ecps
 

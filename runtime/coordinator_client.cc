@@ -79,12 +79,14 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
   return response;
 }
 
-absl::Status CoordinatorClient::ReportFailure(v1::Role role, int id, const std::string& reason) {
+absl::Status CoordinatorClient::ReportFailure(v1::Role role, int id, const std::string& reason,
+                                             const std::string& address) {
   v1::ReportFailureRequest request;
   FillHeader(request.mutable_header(), token_, epoch(), sender_);
   request.set_role(role);
   request.set_id(id);
   request.set_reason(reason);
+  request.set_address(address);
   v1::ReportFailureResponse response;
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
@@ -93,17 +95,18 @@ absl::Status CoordinatorClient::ReportFailure(v1::Role role, int id, const std::
   });
 }
 
-void CoordinatorClient::ReportServerUnreachable(int id, const std::string& reason) {
+void CoordinatorClient::ReportServerUnreachable(int id, const std::string& reason,
+                                                const std::string& address) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto now = std::chrono::steady_clock::now();
-    auto [it, inserted] = last_report_.try_emplace(id, now);
+    auto [it, inserted] = last_report_.try_emplace(std::make_pair(id, address), now);
     if (!inserted) {
       if (now - it->second < std::chrono::seconds(1)) return;
       it->second = now;
     }
   }
-  ReportFailure(v1::ROLE_SERVER, id, reason).IgnoreError();
+  ReportFailure(v1::ROLE_SERVER, id, reason, address).IgnoreError();
 }
 
 absl::StatusOr<v1::StatusResponse> CoordinatorClient::Status() {

@@ -33,10 +33,13 @@ class CoordinatorClient {
                                                 int requested_id, const std::string& instance,
                                                 int wait_ms = 30000);
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
-  absl::Status ReportFailure(v1::Role role, int id, const std::string& reason);
-  // Reports parameter server `id` unreachable, at most once a second per server (callers
-  // see every failed RPC); errors are ignored: heartbeats remain the backstop.
-  void ReportServerUnreachable(int id, const std::string& reason);
+  // `address`: the address the caller failed to reach, or empty (see ReportFailureRequest).
+  absl::Status ReportFailure(v1::Role role, int id, const std::string& reason,
+                             const std::string& address = "");
+  // Reports parameter server `id` unreachable at `address`, at most once a second per server
+  // and address (callers see every failed RPC); errors are ignored: heartbeats remain the
+  // backstop.
+  void ReportServerUnreachable(int id, const std::string& reason, const std::string& address);
   absl::StatusOr<v1::StatusResponse> Status();
 
   // Starts a background stream that keeps the latest cluster map (reconnecting on errors).
@@ -63,7 +66,8 @@ class CoordinatorClient {
   mutable std::mutex mu_;
   std::condition_variable changed_;
   v1::ClusterMap map_;
-  std::map<int, std::chrono::steady_clock::time_point> last_report_;  // guarded by mu_
+  // guarded by mu_
+  std::map<std::pair<int, std::string>, std::chrono::steady_clock::time_point> last_report_;
   bool stopping_ = false;
   grpc::ClientContext* watch_context_ = nullptr;  // guarded by mu_
   std::thread watcher_;

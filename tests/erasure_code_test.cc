@@ -337,18 +337,19 @@ class DownThenUpTransport : public DeltaTransport {
     if (failures_left.fetch_sub(1) > 0) return absl::UnavailableError("connection refused");
     return batch.seq();
   }
+  std::string AddressOf(int peer) override { return "10.0.0." + std::to_string(peer) + ":7000"; }
   std::atomic<int> failures_left{3};
 };
 
 TEST(DeltaStreams, ReportsAnUnreachableParityServer) {
   DownThenUpTransport down;
   std::mutex mu;
-  std::vector<int> reported;
+  std::vector<std::pair<int, std::string>> reported;
   DeltaStreamOptions options;
   options.initial_backoff_ms = 1;
-  options.on_unreachable = [&](int peer) {
+  options.on_unreachable = [&](int peer, const std::string& address) {
     std::lock_guard<std::mutex> lock(mu);
-    reported.push_back(peer);
+    reported.emplace_back(peer, address);
   };
   DeltaStreams streams(0, 3, &down, options, [](v1::ParityDeltaBatch*) {});
   DeltaStreams::Batch batch;
@@ -361,7 +362,9 @@ TEST(DeltaStreams, ReportsAnUnreachableParityServer) {
   const uint64_t ticket = streams.EnqueueBatch(2, std::move(batch));
   ASSERT_TRUE(streams.WaitAcked(2, ticket, std::chrono::seconds(30)).ok());
   std::lock_guard<std::mutex> lock(mu);
-  EXPECT_EQ(reported, std::vector<int>({2, 2, 2}));
+  const std::pair<int, std::string> report(2, "10.0.0.2:7000");
+  const std::vector<std::pair<int, std::string>> want(3, report);
+  EXPECT_EQ(reported, want);
 }
 
 // Records every batch it is handed and acknowledges it.

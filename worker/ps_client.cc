@@ -20,8 +20,9 @@ struct PsClient::Impl {
   int rpc_timeout_ms = 10000;
   FailureHandling failures;
 
-  std::shared_ptr<v1::ParameterServer::Stub> Stub(int s) {
+  std::shared_ptr<v1::ParameterServer::Stub> Stub(int s, std::string* address = nullptr) {
     std::lock_guard<std::mutex> lock(mu);
+    if (address != nullptr) *address = addresses[s];
     return stubs[s];
   }
 };
@@ -62,13 +63,15 @@ absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Reque
     std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
     std::vector<grpc::Status> statuses(pending.size());
     std::vector<std::unique_ptr<grpc::ClientAsyncResponseReader<Response>>> calls;
+    std::vector<std::string> addresses(pending.size());  // where each call went
     for (size_t i = 0; i < pending.size(); ++i) {
       int s = pending[i];
       contexts.push_back(std::make_unique<grpc::ClientContext>());
       contexts.back()->set_deadline(std::chrono::system_clock::now() +
                                     std::chrono::milliseconds(deadline_ms));
       (*responses)[s].Clear();
-      calls.push_back(start(s, contexts.back().get(), requests[s], &cq));
+      const std::shared_ptr<v1::ParameterServer::Stub> stub = impl_->Stub(s, &addresses[i]);
+      calls.push_back(start(stub.get(), contexts.back().get(), requests[s], &cq));
       calls.back()->Finish(&(*responses)[s], &statuses[i], reinterpret_cast<void*>(i));
     }
     for (size_t done = 0; done < pending.size(); ++done) {
@@ -88,7 +91,7 @@ absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Reque
       if (retry_failed && retryable && std::chrono::steady_clock::now() < give_up &&
           !(fh.cancelled && fh.cancelled())) {
         if (code != grpc::StatusCode::FAILED_PRECONDITION && fh.on_unavailable) {
-          fh.on_unavailable(pending[i]);
+          fh.on_unavailable(pending[i], addresses[i]);
         }
         retry.push_back(pending[i]);
         continue;
@@ -199,8 +202,8 @@ void PsClient::PrefetchRows(const UniqueIds& ids) {
   // A hint: one try, and whatever fails is left to the pull that follows.
   FanOut(
       recovering, requests, &responses,
-      [&](int s, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
-        return impl_->Stub(s)->AsyncPull(ctx, req, cq);
+      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
+        return stub->AsyncPull(ctx, req, cq);
       },
       /*retry=*/false)
       .IgnoreError();
@@ -217,8 +220,8 @@ absl::Status PsClient::PullRows(const UniqueIds& ids,
   std::vector<v1::PullResponse> responses(servers);
   absl::Status status = FanOut(
       targets, requests, &responses,
-      [&](int s, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
-        return impl_->Stub(s)->AsyncPull(ctx, req, cq);
+      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
+        return stub->AsyncPull(ctx, req, cq);
       });
   if (!status.ok()) return status;
   rows_data->resize(tables);
@@ -292,16 +295,16 @@ absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<
   std::thread dense_thread([&] {
     std::vector<v1::PushDenseResponse> responses(servers);
     dense_status = FanOut(dense_targets, dense, &responses,
-                          [&](int s, grpc::ClientContext* ctx, const v1::PushDenseRequest& req,
+                          [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PushDenseRequest& req,
                               grpc::CompletionQueue* cq) {
-                            return impl_->Stub(s)->AsyncPushDense(ctx, req, cq);
+                            return stub->AsyncPushDense(ctx, req, cq);
                           });
   });
   std::vector<v1::PushResponse> responses(servers);
   absl::Status status = FanOut(
       sparse_targets, sparse, &responses,
-      [&](int s, grpc::ClientContext* ctx, const v1::PushRequest& req, grpc::CompletionQueue* cq) {
-        return impl_->Stub(s)->AsyncPush(ctx, req, cq);
+      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PushRequest& req, grpc::CompletionQueue* cq) {
+        return stub->AsyncPush(ctx, req, cq);
       });
   dense_thread.join();
   return status.ok() ? dense_status : status;
@@ -321,9 +324,9 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors) {
   }
   std::vector<v1::PullDenseResponse> responses(servers);
   absl::Status status = FanOut(targets, requests, &responses,
-                               [&](int s, grpc::ClientContext* ctx,
+                               [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx,
                                    const v1::PullDenseRequest& req, grpc::CompletionQueue* cq) {
-                                 return impl_->Stub(s)->AsyncPullDense(ctx, req, cq);
+                                 return stub->AsyncPullDense(ctx, req, cq);
                                });
   if (!status.ok()) return status;
   tensors->resize(dense_sizes_.size());
@@ -360,9 +363,9 @@ absl::Status PsClient::ReadPayloads(int table, const std::vector<int64_t>& rows,
   }
   std::vector<v1::ReadRowsResponse> responses(servers);
   absl::Status status = FanOut(targets, requests, &responses,
-                               [&](int s, grpc::ClientContext* ctx,
+                               [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx,
                                    const v1::ReadRowsRequest& req, grpc::CompletionQueue* cq) {
-                                 return impl_->Stub(s)->AsyncReadRows(ctx, req, cq);
+                                 return stub->AsyncReadRows(ctx, req, cq);
                                });
   if (!status.ok()) return status;
   int pf = 0;

@@ -56,12 +56,13 @@ class PsClient {
 
   // Following the cluster through failures: `map_source` returns the latest cluster map (the
   // coordinator client's watcher); on a server that is UNAVAILABLE, or that refuses the
-  // request's epoch as stale, the client calls `on_unavailable(server)` (the worker reports
+  // request's epoch as stale, the client calls `on_unavailable(server, address)` with the
+  // address the failed call went to (the worker reports
   // it to the coordinator), re-reads the map (a replacement's address, the new epoch) and
   // retries until `recovery_wait_ms` has passed or `cancelled()` returns true.
   struct FailureHandling {
     std::function<v1::ClusterMap()> map_source;
-    std::function<void(int server)> on_unavailable;
+    std::function<void(int server, const std::string& address)> on_unavailable;
     std::function<bool()> cancelled;
     int recovery_wait_ms = 120000;
   };

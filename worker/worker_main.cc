@@ -174,8 +174,8 @@ int RunWorker(const WorkerOptions& options) {
     // second at most, and retry against the latest map (a replacement, a new epoch).
     PsClient::FailureHandling handling;
     handling.map_source = [&coordinator] { return coordinator.map(); };
-    handling.on_unavailable = [&coordinator](int server) {
-      coordinator.ReportServerUnreachable(server, "RPCs to the server fail");
+    handling.on_unavailable = [&coordinator](int server, const std::string& address) {
+      coordinator.ReportServerUnreachable(server, "RPCs to the server fail", address);
     };
     handling.cancelled = [&halt] { return g_stop.load() || halt.load(); };
     (*ps)->SetFailureHandling(std::move(handling));
