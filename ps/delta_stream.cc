@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -229,7 +230,7 @@ void DeltaStreams::SenderLoop(int peer) {
       const std::string address = options_.on_unreachable ? transport_->AddressOf(peer) : "";
       auto ack = transport_->Send(peer, batch);
       if (ack.ok() && *ack >= batch.seq()) break;
-      if (!ack.ok() && options_.on_unreachable &&
+      if (!ack.ok() && options_.on_unreachable && !AnsweredByPeer(ack.status()) &&
           (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
         options_.on_unreachable(peer, address);
       }

@@ -310,7 +310,8 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
                                      (absl::IsFailedPrecondition(s) &&
                                       s.message().find("stale epoch") != std::string::npos);
               if (!transient || std::chrono::steady_clock::now() > give_up) return s;
-              if (parts_.report_unreachable && !absl::IsFailedPrecondition(s)) {
+              if (parts_.report_unreachable && !absl::IsFailedPrecondition(s) &&
+                  !AnsweredByPeer(s)) {
                 parts_.report_unreachable(peer, address);
               }
               std::this_thread::sleep_for(std::chrono::milliseconds(20));

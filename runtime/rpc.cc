@@ -4,21 +4,37 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "proto/ecps.pb.h"
 
 namespace ecps {
 
+namespace {
+constexpr char kAnsweredDetails[] = "ecps:answered";
+constexpr char kAnsweredPayload[] = "type.googleapis.com/ecps.AnsweredByPeer";
+}  // namespace
+
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+                      std::string(status.message()), kAnsweredDetails);
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      status.error_message());
+  absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
+                         status.error_message());
+  if (AnsweredByPeer(status)) converted.SetPayload(kAnsweredPayload, absl::Cord("1"));
+  return converted;
+}
+
+bool AnsweredByPeer(const grpc::Status& status) {
+  return !status.ok() && status.error_details() == kAnsweredDetails;
+}
+
+bool AnsweredByPeer(const absl::Status& status) {
+  return !status.ok() && status.GetPayload(kAnsweredPayload).has_value();
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {

@@ -29,6 +29,14 @@ inline constexpr int kMaxMessageBytes = 256 << 20;
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// True when the error came from an ecps handler, i.e. from a live process: ToGrpcStatus marks
+// every error it returns (in the status's error details), and FromGrpcStatus keeps the mark.
+// gRPC itself reports a peer that is gone (nothing listens, a reset connection) as
+// UNAVAILABLE, the same code a live server answers while it is still initialising or a row
+// is not rebuilt yet; only the former is a reason to report the peer failed.
+bool AnsweredByPeer(const grpc::Status& status);
+bool AnsweredByPeer(const absl::Status& status);
+
 // A channel to `address` (host:port) with ecps' message-size limits and keepalive.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 

@@ -1,5 +1,11 @@
 // Requests with a wrong token, a stale epoch, out-of-range ids or wrong sizes are refused
 // with the right code over real gRPC, and change nothing.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -68,6 +74,40 @@ TEST_F(BadRequestTest, WrongTokenIsUnauthenticated) {
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(Push("", 1, 0, {0, 2}, 2 * dim).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(ReadRows(0, {0, 2}), before_);
+}
+
+// A refusal comes from a live server and says so; a port nothing listens on gives the same
+// code, UNAVAILABLE, without the mark. Only the latter makes a worker report the server.
+TEST_F(BadRequestTest, RefusalsAreMarkedAsAnsweredByALiveServer) {
+  const size_t dim = spec_.model.embedding_dim;
+  const grpc::Status refused = Push("wrong", 1, 0, {0, 2}, 2 * dim);
+  ASSERT_EQ(refused.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(AnsweredByPeer(refused));
+  EXPECT_TRUE(AnsweredByPeer(FromGrpcStatus(refused))) << "the mark survives the conversion";
+  EXPECT_FALSE(AnsweredByPeer(absl::UnavailableError("made up here")));
+
+  int port = 0;
+  {
+    // A port that was free a moment ago: nothing listens on it.
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    socklen_t len = sizeof(addr);
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+    port = ntohs(addr.sin_port);
+    close(fd);
+  }
+  auto nobody = v1::ParameterServer::NewStub(MakeChannel("127.0.0.1:" + std::to_string(port)));
+  v1::PullRequest req;
+  FillHeader(req.mutable_header(), kToken, 1, "test");
+  v1::PullResponse resp;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  const grpc::Status gone = nobody->Pull(&ctx, req, &resp);
+  ASSERT_EQ(gone.error_code(), grpc::StatusCode::UNAVAILABLE) << gone.error_message();
+  EXPECT_FALSE(AnsweredByPeer(gone));
 }
 
 TEST_F(BadRequestTest, StaleEpochIsFenced) {

@@ -90,7 +90,9 @@ absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Reque
                              code == grpc::StatusCode::FAILED_PRECONDITION));
       if (retry_failed && retryable && std::chrono::steady_clock::now() < give_up &&
           !(fh.cancelled && fh.cancelled())) {
-        if (code != grpc::StatusCode::FAILED_PRECONDITION && fh.on_unavailable) {
+        // A server that answered is alive (still initialising, a row not rebuilt yet).
+        if (code != grpc::StatusCode::FAILED_PRECONDITION && !AnsweredByPeer(statuses[i]) &&
+            fh.on_unavailable) {
           fh.on_unavailable(pending[i], addresses[i]);
         }
         retry.push_back(pending[i]);
