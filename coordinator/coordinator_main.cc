@@ -119,13 +119,26 @@ int RunCoordinator(const CoordinatorOptions& options) {
     return 1;
   }
   const std::string checkpoint_root = spec.fault_tolerance.checkpoint.dir;
+  // A server that dies mid-save is reported at once, as a worker would report it: the
+  // workers wait on the frozen servers meanwhile and see nothing fail.
+  CoordinatorService* reports_to = service.get();
+  auto report_unreachable = [reports_to, token](int server, const std::string& address) {
+    v1::ReportFailureRequest report;
+    FillHeader(report.mutable_header(), token, 0, "coordinator");
+    report.set_role(v1::ROLE_SERVER);
+    report.set_id(server);
+    report.set_address(address);
+    report.set_reason("its checkpoint save failed");
+    v1::ReportFailureResponse response;
+    reports_to->ReportFailure(report, &response).IgnoreError();
+  };
   service->SetCheckpointer(
-      [token, scrub_timeout_ms, checkpoint_root, layout = *layout](
+      [token, scrub_timeout_ms, checkpoint_root, layout = *layout, report_unreachable](
           const v1::ClusterMap& map, const std::function<CheckpointProgress()>& progress) {
         std::vector<std::string> addresses;
         for (const auto& s : map.servers()) addresses.push_back(s.address());
         return SaveCheckpointOnServers(addresses, token, map.epoch(), scrub_timeout_ms,
-                                       checkpoint_root, layout, progress);
+                                       checkpoint_root, layout, progress, report_unreachable);
       });
   // After each save, only the newest checkpoint.keep checkpoints stay (the one just written
   // always does).

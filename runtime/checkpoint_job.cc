@@ -71,11 +71,11 @@ absl::StatusOr<Manifest> OpenResumeCheckpoint(const JobSpec& spec, bool verify) 
   return manifest;
 }
 
-v1::CheckpointReport SaveCheckpointOnServers(const std::vector<std::string>& addresses,
-                                             const std::string& token, uint64_t epoch,
-                                             int rpc_timeout_ms, const std::string& root,
-                                             CheckpointLayout layout,
-                                             const std::function<CheckpointProgress()>& progress) {
+v1::CheckpointReport SaveCheckpointOnServers(
+    const std::vector<std::string>& addresses, const std::string& token, uint64_t epoch,
+    int rpc_timeout_ms, const std::string& root, CheckpointLayout layout,
+    const std::function<CheckpointProgress()>& progress,
+    const std::function<void(int server, const std::string& address)>& on_unreachable) {
   const auto start = std::chrono::steady_clock::now();
   v1::CheckpointReport report;
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
@@ -115,6 +115,9 @@ v1::CheckpointReport SaveCheckpointOnServers(const std::vector<std::string>& add
         results[s] = CallWithRetry(save_options, [&](grpc::ClientContext* ctx) {
           return stubs[s]->SaveCheckpoint(ctx, req, &saved[s]);
         });
+        if (on_unreachable && absl::IsUnavailable(results[s]) && !AnsweredByPeer(results[s])) {
+          on_unreachable(static_cast<int>(s), addresses[s]);
+        }
       });
     }
     for (auto& t : threads) t.join();

@@ -43,12 +43,14 @@ struct CheckpointProgress {
 // `progress` for the step and reader positions, BeginCheckpoint, SaveCheckpoint on every
 // server in parallel, CommitCheckpoint with the combined checksums, and always unfreezes
 // every server it froze. `layout` gives the model (its step is replaced by progress's).
-// On failure report.error says why and nothing is published.
-v1::CheckpointReport SaveCheckpointOnServers(const std::vector<std::string>& addresses,
-                                             const std::string& token, uint64_t epoch,
-                                             int rpc_timeout_ms, const std::string& root,
-                                             CheckpointLayout layout,
-                                             const std::function<CheckpointProgress()>& progress);
+// On failure report.error says why and nothing is published. `on_unreachable`, when set,
+// hears at once of a server whose save failed without an answer (AnsweredByPeer): a server
+// killed mid-save, while the others keep training frozen and so cannot report it.
+v1::CheckpointReport SaveCheckpointOnServers(
+    const std::vector<std::string>& addresses, const std::string& token, uint64_t epoch,
+    int rpc_timeout_ms, const std::string& root, CheckpointLayout layout,
+    const std::function<CheckpointProgress()>& progress,
+    const std::function<void(int server, const std::string& address)>& on_unreachable = nullptr);
 
 // Rollback (mode checkpoint): has every server at `addresses` reload the newest committed
 // checkpoint under `root` (LoadCheckpoint, in parallel). Returns its directory, step and

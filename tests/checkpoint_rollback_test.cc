@@ -70,6 +70,34 @@ bool SameFiles(const JobSpec& spec, const fs::path& a, const fs::path& b) {
   return same;
 }
 
+// A server that dies between the freeze and its save fails the checkpoint, and the caller
+// hears of it at once (the coordinator reports it: the frozen workers cannot).
+TEST(CheckpointRollback, ServerGoneMidSaveIsReportedAtOnce) {
+  const fs::path root = fs::temp_directory_path() / ("ecps_midsave_" + std::to_string(getpid()));
+  fs::remove_all(root);
+  const JobSpec spec = SmallSpec(3, 1);
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  const v1::ClusterMap map = cluster->current_map();
+  std::vector<std::string> addresses;
+  for (const auto& s : map.servers()) addresses.push_back(s.address());
+  auto layout = CheckpointLayoutFor(spec);
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::pair<int, std::string>> reported;
+  v1::CheckpointReport report = SaveCheckpointOnServers(
+      addresses, kToken, map.epoch(), 10000, root.string(), *layout,
+      [&] {
+        cluster->Stop(1);  // every server is frozen now; the saves come next
+        return CheckpointProgress{10, {1280}};
+      },
+      [&](int server, const std::string& address) { reported.emplace_back(server, address); });
+  EXPECT_FALSE(report.done());
+  EXPECT_NE(report.error().find("server 1 could not save"), std::string::npos) << report.error();
+  const std::vector<std::pair<int, std::string>> want = {{1, addresses[1]}};
+  EXPECT_EQ(reported, want);
+  fs::remove_all(root);
+}
+
 TEST(CheckpointRollback, EveryServerReloadsTheCheckpointByteForByte) {
   const fs::path root = fs::temp_directory_path() / ("ecps_rollback_" + std::to_string(getpid()));
   fs::remove_all(root);

@@ -167,6 +167,9 @@ class TestCluster {
   }
 
   const v1::ClusterMap& map() const { return map_; }
+  // Server `s` stops answering: its port closes, as a killed process's would.
+  void Stop(int s) { servers_[s].server->Shutdown(); }
+
   ParameterServerCore* core(int s) {
     std::lock_guard<std::mutex> lock(map_mu_);
     return cores_[s].get();
