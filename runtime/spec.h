@@ -100,7 +100,7 @@ struct FaultToleranceSection {
   int r = 1;
   std::string ack = "after_parity";  // after_parity | async
   int async_window = 4096;           // unacknowledged deltas per server pair (async)
-  int async_linger_ms = 50;          // async: how long deltas may wait to share a batch
+  int async_linger_ms = 0;           // async: how long deltas may wait to share a batch
   int dense_replicas = -1;           // -1: r
   std::string codec_backend = "auto";
   double rebuild_rate_mb_s = 0;      // background rebuild rate limit; 0: unlimited

@@ -199,7 +199,7 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->fault_tolerance.r, 1);
   EXPECT_EQ(spec->fault_tolerance.ack, "after_parity");
   EXPECT_EQ(spec->fault_tolerance.async_window, 4096);
-  EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 50);
+  EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 0);
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 0);  // mode none: no backups
   EXPECT_EQ(spec->fault_tolerance.codec_backend, "auto");
   EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 0);
