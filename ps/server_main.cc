@@ -187,11 +187,12 @@ int RunServer(const ServerOptions& options) {
       const bool from_checkpoint = recovering && spec.fault_tolerance.mode == "checkpoint";
       JobSpec build_spec = spec;
       if (from_checkpoint) build_spec.job.resume_from = spec.fault_tolerance.checkpoint.dir;
-      auto parts = BuildServerParts(
-          build_spec, self, addresses, &core, instance, nullptr,
-          recovering && !from_checkpoint ? &hooks : nullptr, [&coordinator](int peer, const std::string& address) {
-            coordinator.ReportServerUnreachable(peer, "RPCs from a peer server fail", address);
-          });
+      auto parts = BuildServerParts(build_spec, self, addresses, &core, instance, nullptr,
+                                    recovering && !from_checkpoint ? &hooks : nullptr,
+                                    [&coordinator](int peer, const std::string& address) {
+                                      coordinator.ReportServerUnreachable(
+                                          peer, "RPCs from a peer server fail", address);
+                                    });
       if (!parts.ok()) {
         spdlog::error("server {}: {}", self, parts.status().ToString());
         exit_code.store(1);

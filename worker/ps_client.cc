@@ -204,15 +204,13 @@ void PsClient::PrefetchRows(const UniqueIds& ids) {
   // A hint: one try, and whatever fails is left to the pull that follows.
   FanOut(
       recovering, requests, &responses,
-      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
-        return stub->AsyncPull(ctx, req, cq);
-      },
+      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PullRequest& req,
+          grpc::CompletionQueue* cq) { return stub->AsyncPull(ctx, req, cq); },
       /*retry=*/false)
       .IgnoreError();
 }
 
-absl::Status PsClient::PullRows(const UniqueIds& ids,
-                                std::vector<std::vector<float>>* rows_data) {
+absl::Status PsClient::PullRows(const UniqueIds& ids, std::vector<std::vector<float>>* rows_data) {
   const int servers = placement_.servers();
   const int tables = static_cast<int>(ids.rows.size());
   const Route route = RouteRows(ids);
@@ -222,9 +220,8 @@ absl::Status PsClient::PullRows(const UniqueIds& ids,
   std::vector<v1::PullResponse> responses(servers);
   absl::Status status = FanOut(
       targets, requests, &responses,
-      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PullRequest& req, grpc::CompletionQueue* cq) {
-        return stub->AsyncPull(ctx, req, cq);
-      });
+      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PullRequest& req,
+          grpc::CompletionQueue* cq) { return stub->AsyncPull(ctx, req, cq); });
   if (!status.ok()) return status;
   rows_data->resize(tables);
   for (int t = 0; t < tables; ++t) (*rows_data)[t].resize(ids.rows[t].size() * dim_);
@@ -297,17 +294,16 @@ absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<
   std::thread dense_thread([&] {
     std::vector<v1::PushDenseResponse> responses(servers);
     dense_status = FanOut(dense_targets, dense, &responses,
-                          [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PushDenseRequest& req,
-                              grpc::CompletionQueue* cq) {
+                          [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx,
+                              const v1::PushDenseRequest& req, grpc::CompletionQueue* cq) {
                             return stub->AsyncPushDense(ctx, req, cq);
                           });
   });
   std::vector<v1::PushResponse> responses(servers);
   absl::Status status = FanOut(
       sparse_targets, sparse, &responses,
-      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PushRequest& req, grpc::CompletionQueue* cq) {
-        return stub->AsyncPush(ctx, req, cq);
-      });
+      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::PushRequest& req,
+          grpc::CompletionQueue* cq) { return stub->AsyncPush(ctx, req, cq); });
   dense_thread.join();
   return status.ok() ? dense_status : status;
 }
@@ -364,11 +360,10 @@ absl::Status PsClient::ReadPayloads(int table, const std::vector<int64_t>& rows,
     targets.push_back(s);
   }
   std::vector<v1::ReadRowsResponse> responses(servers);
-  absl::Status status = FanOut(targets, requests, &responses,
-                               [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx,
-                                   const v1::ReadRowsRequest& req, grpc::CompletionQueue* cq) {
-                                 return stub->AsyncReadRows(ctx, req, cq);
-                               });
+  absl::Status status = FanOut(
+      targets, requests, &responses,
+      [&](v1::ParameterServer::Stub* stub, grpc::ClientContext* ctx, const v1::ReadRowsRequest& req,
+          grpc::CompletionQueue* cq) { return stub->AsyncReadRows(ctx, req, cq); });
   if (!status.ok()) return status;
   int pf = 0;
   for (int s : targets) pf = responses[s].payload_floats();
