@@ -24,6 +24,16 @@ double MeanRate(const std::vector<TimelinePoint>& tl, double t0, double t1) {
   return (SamplesAt(tl, t1) - SamplesAt(tl, t0)) / (t1 - t0);
 }
 
+double TrainingStart(const std::vector<TimelinePoint>& tl) {
+  if (tl.empty()) return -1;
+  double start = tl.front().t;
+  for (const TimelinePoint& p : tl) {
+    if (p.samples > tl.front().samples) break;
+    start = p.t;
+  }
+  return start;
+}
+
 double TrainingEnd(const std::vector<TimelinePoint>& tl) {
   if (tl.empty()) return -1;
   const double final_samples = tl.back().samples;

@@ -18,6 +18,11 @@ double SamplesAt(const std::vector<TimelinePoint>& tl, double t);
 // Mean samples/s over [t0, t1] (clamped to the timeline); negative when unknown.
 double MeanRate(const std::vector<TimelinePoint>& tl, double t0, double t1);
 
+// When training began: the last point that still holds the first point's count (the time
+// before it, starting processes and initialising tables, trained nothing). Negative for an
+// empty timeline.
+double TrainingStart(const std::vector<TimelinePoint>& tl);
+
 // When the last sample was trained: the first point that holds the final count (the end of
 // the timeline when it is still growing). Negative for an empty timeline.
 double TrainingEnd(const std::vector<TimelinePoint>& tl);

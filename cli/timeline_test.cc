@@ -20,6 +20,19 @@ TEST(Timeline, MeanRateInterpolates) {
   EXPECT_LT(MeanRate({}, 0, 1), 0);
 }
 
+TEST(Timeline, TrainingStartsAtTheLastPointBeforeTheFirstSample) {
+  // Two seconds of start-up, then 1000 samples/s.
+  std::vector<TimelinePoint> tl = {{0, 0}, {1, 0}, {2, 0}, {3, 1000}, {4, 2000}, {5, 3000}};
+  EXPECT_DOUBLE_EQ(TrainingStart(tl), 2);
+  // A window reaching back before training began would count the start-up as slow training.
+  EXPECT_DOUBLE_EQ(MeanRate(tl, 0, 5), 600);
+  EXPECT_DOUBLE_EQ(MeanRate(tl, TrainingStart(tl), 5), 1000);
+  // A resumed job's timeline starts at its checkpoint's count.
+  EXPECT_DOUBLE_EQ(TrainingStart({{0, 500}, {1, 500}, {2, 900}}), 1);
+  EXPECT_DOUBLE_EQ(TrainingStart({{0, 0}, {1, 10}}), 0);
+  EXPECT_LT(TrainingStart({}), 0);
+}
+
 TEST(Timeline, RateWhileTrainingStopsWhenTheJobFinished) {
   const auto tl = FinishesAtTen();
   EXPECT_DOUBLE_EQ(TrainingEnd(tl), 10);
