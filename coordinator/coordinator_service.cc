@@ -307,22 +307,19 @@ std::vector<NodeRef> CoordinatorService::SuspectedServersLocked() const {
   return suspected;
 }
 
-int CoordinatorService::ProbeSuspected(const std::vector<NodeRef>& servers) {
-  if (!options_.process_gone) return 0;
-  int gone = 0;
+void CoordinatorService::ProbeSuspected(const std::vector<NodeRef>& servers) {
+  if (!options_.process_gone) return;
   for (const NodeRef& node : servers) {
     if (node.address.empty() || !options_.process_gone(node.address)) continue;
     std::vector<DeadServer> dead;
     {
       absl::MutexLock lock(&mu_);
       if (!detector_.Gone(node.instance)) continue;
-      ++gone;
       dead = DetectLocked();
       PublishLocked();
     }
     HandleDeadServers(dead);
   }
-  return gone;
 }
 
 absl::Status CoordinatorService::Status(const v1::StatusRequest& request,

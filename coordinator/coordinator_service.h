@@ -262,8 +262,7 @@ class CoordinatorService {
   // The suspected servers whose ports options_.process_gone may probe.
   std::vector<NodeRef> SuspectedServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Probes each (outside the lock); declares dead at once those whose process is gone.
-  // Returns how many were.
-  int ProbeSuspected(const std::vector<NodeRef>& servers) ABSL_LOCKS_EXCLUDED(mu_);
+  void ProbeSuspected(const std::vector<NodeRef>& servers) ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t MapVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ids of server slots that are recovering or dead ("2", "4").
   std::vector<std::string> RecoveringServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
