@@ -594,11 +594,8 @@ class Job {
     f.failed_at = FailedAt(e);
     f.detected_at = LocalTime(e.detected_unix_ms());
     f.recovered_at = LocalTime(e.recovered_unix_ms());
-    // The 30 s before the failure, or as much of them as the job trained: a failure early in
-    // the job must not count the start-up (processes starting, tables initialising) as
-    // training at a low rate.
-    f.before = MeanRate(timeline_, std::max(f.failed_at - 30, TrainingStart(timeline_)),
-                        f.failed_at);
+    // The 30 s before the failure, or as much of them as the job trained.
+    f.before = RateBefore(timeline_, f.failed_at, 30);
     // While training ran: a recovery that outlasts the job does not count the time after it.
     f.during = f.recovered_at > f.failed_at
                    ? MeanRateWhileTraining(timeline_, f.failed_at, f.recovered_at)

@@ -34,6 +34,10 @@ double TrainingStart(const std::vector<TimelinePoint>& tl) {
   return start;
 }
 
+double RateBefore(const std::vector<TimelinePoint>& tl, double t, double seconds) {
+  return MeanRate(tl, std::max(t - seconds, TrainingStart(tl)), t);
+}
+
 double TrainingEnd(const std::vector<TimelinePoint>& tl) {
   if (tl.empty()) return -1;
   const double final_samples = tl.back().samples;

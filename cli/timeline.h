@@ -23,6 +23,11 @@ double MeanRate(const std::vector<TimelinePoint>& tl, double t0, double t1);
 // empty timeline.
 double TrainingStart(const std::vector<TimelinePoint>& tl);
 
+// Mean samples/s over the `seconds` before time t, or over the training before t when it
+// began later (TrainingStart): the start-up before the first trained step does not count
+// as training at a low rate. Negative when unknown.
+double RateBefore(const std::vector<TimelinePoint>& tl, double t, double seconds);
+
 // When the last sample was trained: the first point that holds the final count (the end of
 // the timeline when it is still growing). Negative for an empty timeline.
 double TrainingEnd(const std::vector<TimelinePoint>& tl);
