@@ -28,13 +28,16 @@ class CoordinatorServiceTest : public testing::CoordinatorServiceFixture {
     MakeService(TestSpec(servers, workers), options);
   }
 
-  v1::NodeState StateOf(v1::Role role, int id) {
+  // The node's row in Status(); an empty row (state unspecified, no address) when absent.
+  v1::NodeInfo NodeOf(v1::Role role, int id) {
     const v1::StatusResponse status = Status();
     for (const v1::NodeInfo& node : status.nodes()) {
-      if (node.role() == role && node.id() == id) return node.state();
+      if (node.role() == role && node.id() == id) return node;
     }
-    return v1::NODE_STATE_UNSPECIFIED;
+    return v1::NodeInfo();
   }
+  v1::NodeState StateOf(v1::Role role, int id) { return NodeOf(role, id).state(); }
+  std::string AddressOf(v1::Role role, int id) { return NodeOf(role, id).address(); }
 
   // Registers S servers (instances s0..) and W workers (w0..), servers heartbeat ACTIVE.
   void StartJob(int servers, int workers, CoordinatorServiceOptions options = {}) {
@@ -210,11 +213,7 @@ TEST_F(CoordinatorServiceTest, ReportedServerWhoseProcessIsGoneIsDeclaredDeadAtO
     return gone;
   };
   StartJob(3, 1, options);
-  std::string address;
-  const v1::StatusResponse status = Status();
-  for (const v1::NodeInfo& node : status.nodes()) {
-    if (node.role() == v1::ROLE_SERVER && node.id() == 1) address = node.address();
-  }
+  const std::string address = AddressOf(v1::ROLE_SERVER, 1);
   ASSERT_FALSE(address.empty());
   v1::ReportFailureResponse rf;
   ASSERT_TRUE(service_->ReportFailure(FailureReport(v1::ROLE_SERVER, 1), &rf).ok());
@@ -268,11 +267,7 @@ TEST_F(CoordinatorServiceTest, ReportAboutAnotherAddressThanTheHoldersIsIgnored)
     return false;
   };
   StartJob(3, 1, options);
-  std::string address;
-  const v1::StatusResponse status = Status();
-  for (const v1::NodeInfo& node : status.nodes()) {
-    if (node.role() == v1::ROLE_SERVER && node.id() == 1) address = node.address();
-  }
+  const std::string address = AddressOf(v1::ROLE_SERVER, 1);
   ASSERT_FALSE(address.empty());
   v1::ReportFailureRequest stale = FailureReport(v1::ROLE_SERVER, 1);
   stale.set_address(address + "0");
