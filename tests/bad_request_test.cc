@@ -10,7 +10,9 @@
 
 #include "gtest/gtest.h"
 #include "proto/ecps.grpc.pb.h"
+#include "ps/grpc_parameter_server.h"
 #include "tests/test_cluster.h"
+#include "worker/ps_client.h"
 
 namespace ecps {
 namespace {
@@ -108,6 +110,42 @@ TEST_F(BadRequestTest, RefusalsAreMarkedAsAnsweredByALiveServer) {
   const grpc::Status gone = nobody->Pull(&ctx, req, &resp);
   ASSERT_EQ(gone.error_code(), grpc::StatusCode::UNAVAILABLE) << gone.error_message();
   EXPECT_FALSE(AnsweredByPeer(gone));
+}
+
+// The worker reports a server that did not answer, never one that answered "not ready":
+// a server still initialising its tables answers UNAVAILABLE, the same code as a closed port.
+TEST(FailureReports, WorkerReportsAClosedPortButNotAServerStillInitialising) {
+  const std::string token = "secret";
+  ParameterServerCore core(token);  // never Installed: not ready
+  core.SetEpoch(1);
+  GrpcParameterServer service(&core);
+  auto server = StartGrpcServer("127.0.0.1", 0, {&service}, 2);
+  ASSERT_TRUE(server.ok()) << server.status();
+  v1::ClusterMap map;
+  map.set_epoch(1);
+  map.set_k(1);
+  map.add_servers()->set_address(server->address);
+  auto client = PsClient::Create(map, {10}, 4, {8}, token, "worker-0", 300);
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::vector<std::pair<int, std::string>> reported;
+  PsClient::FailureHandling handling;
+  handling.map_source = [&map] { return map; };
+  handling.on_unavailable = [&](int s, const std::string& address) {
+    reported.emplace_back(s, address);
+  };
+  handling.recovery_wait_ms = 300;
+  (*client)->SetFailureHandling(handling);
+  std::vector<std::vector<float>> dense;
+
+  absl::Status initialising = (*client)->PullDense(&dense);
+  ASSERT_TRUE(absl::IsUnavailable(initialising)) << initialising;
+  EXPECT_TRUE(reported.empty()) << "it answered: it is alive";
+
+  server->server->Shutdown();
+  absl::Status gone = (*client)->PullDense(&dense);
+  ASSERT_TRUE(absl::IsUnavailable(gone)) << gone;
+  ASSERT_FALSE(reported.empty());
+  EXPECT_EQ(reported.front(), std::make_pair(0, server->address));
 }
 
 TEST_F(BadRequestTest, StaleEpochIsFenced) {

@@ -367,6 +367,35 @@ TEST(DeltaStreams, ReportsAnUnreachableParityServer) {
   EXPECT_EQ(reported, want);
 }
 
+// A parity server that answers UNAVAILABLE (still initialising) is alive: the stream
+// retries it and does not report it.
+TEST(DeltaStreams, DoesNotReportAPeerThatAnswered) {
+  class AnswersNotReady : public DeltaTransport {
+   public:
+    absl::StatusOr<uint64_t> Send(int /*peer*/, const v1::ParityDeltaBatch& batch) override {
+      if (answers_left.fetch_sub(1) > 0) {
+        return FromGrpcStatus(ToGrpcStatus(absl::UnavailableError("still initialising")));
+      }
+      return batch.seq();
+    }
+    std::atomic<int> answers_left{3};
+  } peer;
+  std::atomic<int> reports{0};
+  DeltaStreamOptions options;
+  options.initial_backoff_ms = 1;
+  options.on_unreachable = [&](int, const std::string&) { ++reports; };
+  DeltaStreams streams(0, 3, &peer, options, [](v1::ParityDeltaBatch*) {});
+  DeltaStreams::Batch batch;
+  const uint8_t delta[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  DeltaStreams::Batch::Header h;
+  h.to = 1;
+  batch.Add(h, delta, sizeof(delta));
+  const uint64_t ticket = streams.EnqueueBatch(2, std::move(batch));
+  ASSERT_TRUE(streams.WaitAcked(2, ticket, std::chrono::seconds(30)).ok());
+  EXPECT_LE(peer.answers_left.load(), 0) << "the answers were retried";
+  EXPECT_EQ(reports.load(), 0);
+}
+
 // Records every batch it is handed and acknowledges it.
 class RecordingTransport : public DeltaTransport {
  public:
