@@ -37,7 +37,8 @@ bool TrainingLoop::EvaluatesAfter(int64_t step) const {
 absl::Status TrainingLoop::Read(PreparedBatch* p) {
   auto more = source_->Next(spec_.data.batch_size, &p->batch);
   if (!more.ok()) return more.status();
-  p->valid = *more && p->batch.size > 0;
+  // The last batch of a finite partition comes with `false` and may be short: it trains too.
+  p->valid = p->batch.size > 0;
   p->end_position = source_->position();
   if (p->valid) Dedupe(p->batch, spec_.model.num_sparse, &p->ids);
   return absl::OkStatus();
@@ -184,7 +185,7 @@ absl::Status TrainingLoop::Evaluate(int64_t step) {
                                                     spec_.job.eval_samples - labels.size()));
       auto more = (*source)->Next(want, &p.batch);
       if (!more.ok()) return more.status();
-      if (!*more || p.batch.size == 0) break;
+      if (p.batch.size == 0) break;
       Dedupe(p.batch, ns, &p.ids);
       if (absl::Status s = ps_->PullRows(p.ids, &p.rows); !s.ok()) return s;
       std::vector<const float*> rows_ptr;
@@ -196,6 +197,7 @@ absl::Status TrainingLoop::Evaluate(int64_t step) {
       model_->Forward(b, p.batch.dense.data(), pooled.data(), params, batch_probs.data());
       probs.insert(probs.end(), batch_probs.begin(), batch_probs.end());
       labels.insert(labels.end(), p.batch.labels.begin(), p.batch.labels.end());
+      if (!*more) break;  // that was the held-out split's last (possibly short) batch
     }
     if (labels.empty()) return absl::OkStatus();
     double auc = Auc(probs, labels), ll = LogLoss(probs, labels);
