@@ -98,11 +98,14 @@ absl::Status TrainingLoop::TrainInLockstep() {
 // pulls the dense tensors and the rows for step i + 1. Every step therefore trains on
 // parameters that miss exactly the previous step's update (staleness 1), and the server
 // round trips (including, with ack after_parity, the parity holders') hide behind the
-// computation. Batches rotate over three slots (pushed, computing, prefetched), gradients
-// and dense values over two. A step is reported (progress, reader position) only once its
-// push is acknowledged.
+// computation. The task also reads the batch of step i + 2 ahead, so that while a server
+// recovers, the hint naming the rows that batch will pull reaches it a whole step before the
+// pull: the lost ones are rebuilt off the critical path. Batches rotate over four slots
+// (pushed, computing, pulled, read ahead), gradients and dense values over two. A step is
+// reported (progress, reader position) only once its push is acknowledged.
 absl::Status TrainingLoop::TrainPipelined() {
-  PreparedBatch batches[3];
+  constexpr int kSlots = 4;
+  PreparedBatch batches[kSlots];
   std::vector<std::vector<float>> dense[2];
   StepGrads grads[2];
   float losses[2] = {0, 0};
@@ -111,18 +114,26 @@ absl::Status TrainingLoop::TrainPipelined() {
   if (first > spec_.job.steps) return absl::OkStatus();
   if (absl::Status s = Prepare(&batches[0]); !s.ok()) return s;
   if (absl::Status s = ps_->PullDense(&dense[0]); !s.ok()) return s;
-  // The task for step 0's time: prefetch step 1.
+  // Reads a batch ahead and hints its rows to recovering servers.
+  auto read_ahead = [&](PreparedBatch* p) -> absl::Status {
+    if (absl::Status s = Read(p); !s.ok()) return s;
+    if (p->valid) ps_->PrefetchRows(p->ids);
+    return absl::OkStatus();
+  };
+  // The task for step 0's time: prefetch step 1, read step 2.
   std::future<absl::Status> background = std::async(std::launch::async, [&]() -> absl::Status {
     if (!batches[0].valid || first + 1 > spec_.job.steps) return absl::OkStatus();
     if (absl::Status s = ps_->PullDense(&dense[1]); !s.ok()) return s;
-    return Prepare(&batches[1]);
+    if (absl::Status s = Prepare(&batches[1]); !s.ok()) return s;
+    if (!batches[1].valid || first + 2 > spec_.job.steps) return absl::OkStatus();
+    return read_ahead(&batches[2]);
   });
   int64_t pushed_step = -1;  // the step the background task pushes, -1: none
   auto finish_background = [&]() -> absl::Status {  // a no-op when nothing runs
     absl::Status s = background.valid() ? background.get() : absl::OkStatus();
     if (!s.ok()) return s;
     if (pushed_step >= 0) {
-      const PreparedBatch& b = batches[(pushed_step - first) % 3];
+      const PreparedBatch& b = batches[(pushed_step - first) % kSlots];
       samples += b.batch.size;
       board_->Step(pushed_step, samples, losses[(pushed_step - first) % 2], b.end_position,
                    source_->bad_lines());
@@ -132,7 +143,7 @@ absl::Status TrainingLoop::TrainPipelined() {
   };
   for (int64_t step = first; step <= spec_.job.steps; ++step) {
     const int64_t i = step - first;
-    PreparedBatch& current = batches[i % 3];
+    PreparedBatch& current = batches[i % kSlots];
     if (!current.valid) break;
     if (stop_->load()) {
       background.wait();
@@ -140,27 +151,27 @@ absl::Status TrainingLoop::TrainPipelined() {
     }
     losses[i % 2] = Compute(current, dense[i % 2], &grads[i % 2]);
     if (absl::Status s = finish_background(); !s.ok()) return s;
-    // Push this step, then fetch what step i + 2 needs (its batch lands in the slot of
-    // step i - 1, whose push is done; its dense values in the slot this step used).
-    const bool fetch = step + 2 <= spec_.job.steps && batches[(i + 1) % 3].valid;
-    PreparedBatch& after_next = batches[(i + 2) % 3];
+    // Push this step, then pull what step i + 2 needs (its batch was read by the previous
+    // task) and read step i + 3's into the slot of step i - 1, whose push is done; dense
+    // values land in the slot this step used.
+    PreparedBatch& next = batches[(i + 2) % kSlots];
+    const bool fetch = step + 2 <= spec_.job.steps && next.valid;
+    const bool ahead = fetch && step + 3 <= spec_.job.steps;
+    PreparedBatch& after_next = batches[(i + 3) % kSlots];
     after_next.valid = false;
     pushed_step = step;
-    background = std::async(std::launch::async, [&, i, fetch]() -> absl::Status {
-      PreparedBatch& next = batches[(i + 2) % 3];
-      if (fetch) {
-        // The batch first: while a server recovers, it hears which of its rows the pull
-        // below will want and rebuilds the lost ones during the push.
-        if (absl::Status s = Read(&next); !s.ok()) return s;
-        if (next.valid) ps_->PrefetchRows(next.ids);
-      }
-      if (absl::Status s = ps_->Push(batches[i % 3].ids, grads[i % 2].rows, grads[i % 2].dense);
-          !s.ok()) {
-        return s;
-      }
-      if (!fetch || !next.valid) return absl::OkStatus();
-      if (absl::Status s = ps_->PullDense(&dense[i % 2]); !s.ok()) return s;
-      return ps_->PullRows(next.ids, &next.rows);
+    background = std::async(std::launch::async, [&, i, fetch, ahead, pull = &next,
+                                                  read = &after_next]() -> absl::Status {
+      // The read ahead runs beside the push and the pulls (it is needed only by the next
+      // task): reading and deduplicating a batch fills the time spent waiting for servers.
+      std::future<absl::Status> reader;
+      if (ahead) reader = std::async(std::launch::async, [&, read] { return read_ahead(read); });
+      absl::Status status = ps_->Push(batches[i % kSlots].ids, grads[i % 2].rows,
+                                      grads[i % 2].dense);
+      if (status.ok() && fetch) status = ps_->PullDense(&dense[i % 2]);
+      if (status.ok() && fetch) status = ps_->PullRows(pull->ids, &pull->rows);
+      absl::Status read_status = reader.valid() ? reader.get() : absl::OkStatus();
+      return status.ok() ? read_status : status;
     });
     if (EvaluatesAfter(step)) {
       if (absl::Status s = finish_background(); !s.ok()) return s;
