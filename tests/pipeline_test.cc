@@ -20,11 +20,13 @@ v1::WorkerProgress Train(const JobSpec& spec) {
   if (cluster == nullptr) return {};
   auto model = Dlrm::Create(spec.model, spec.data.batch_size);
   EXPECT_TRUE(model.ok()) << model.status();
+  if (!model.ok()) return {};
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
   auto ps = PsClient::Create(cluster->map(), spec.model.table_rows, spec.model.embedding_dim,
                              sizes, token, "test-worker", 10000);
   EXPECT_TRUE(ps.ok()) << ps.status();
+  if (!ps.ok()) return {};
   ProgressBoard board;
   std::atomic<bool> stop{false};
   TrainingLoop loop(spec, 0, ps->get(), model->get(), &board, &stop);
