@@ -25,7 +25,9 @@ absl::Status TrainingLoop::Train() {
     spdlog::warn("worker {}: skipped {} malformed input lines (data.max_bad_lines {}):{}",
                  worker_, source_->bad_lines(), spec_.data.max_bad_lines, examples);
   }
-  if (worker_ == 0) return Evaluate(spec_.job.steps);
+  // The final evaluation, at the last step trained (before job.steps when a finite
+  // partition ran out first).
+  if (worker_ == 0) return Evaluate(board_->Snapshot().step());
   return absl::OkStatus();
 }
 
