@@ -43,7 +43,8 @@ int BitWidth(uint64_t v) { return v == 0 ? 0 : 64 - __builtin_clzll(v); }
 // Each table's ids are sorted together with their sample numbers, packed into one word as
 // (id << sample_bits | sample), by a radix sort: a batch's ids are small integers, and this
 // is about four times cheaper than a comparison sort of (id, sample) pairs (BM_Dedupe). Ids
-// too wide to pack (or negative ones, which no table has) fall back to std::sort.
+// too wide to pack fall back to std::sort; a negative id (which no table has) sets the top
+// bit, so it is too wide whenever the batch has two samples to order.
 void Dedupe(const Batch& b, int num_sparse, UniqueIds* out) {
   const int batch = b.size;
   out->rows.resize(num_sparse);
@@ -62,14 +63,12 @@ void Dedupe(const Batch& b, int num_sparse, UniqueIds* out) {
     };
     uint64_t* keys = out->scratch[0].data();
     uint64_t any = 0;
-    bool negative = false;
     for (int s = 0; s < batch; ++s) {
       const int64_t id = b.sparse[static_cast<size_t>(s) * num_sparse + t];
-      negative |= id < 0;
       any |= static_cast<uint64_t>(id);
       keys[s] = static_cast<uint64_t>(id) << sample_bits | static_cast<uint64_t>(s);
     }
-    if (!negative && BitWidth(any) + sample_bits <= 64) {
+    if (BitWidth(any) + sample_bits <= 64) {
       keys = RadixSort(keys, out->scratch[1].data(), batch, BitWidth(any) + sample_bits);
       for (int i = 0; i < batch; ++i) {
         emit(static_cast<int64_t>(keys[i] >> sample_bits), keys[i] & sample_mask);
