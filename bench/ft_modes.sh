@@ -8,6 +8,10 @@
 #     SERVERS  default 6 (enough for k + r = 6)
 #     REPEATS  default 1: runs per configuration, interleaved; the median is reported
 #   ECPS_MODES="none ec41-async ..." limits the run to those configurations (none always runs).
+#   ECPS_PIN="WORKER_CPUS SERVER_CPUS" (taskset lists, e.g. "0 1") runs the coordinator and the
+#     servers on SERVER_CPUS and moves the worker, every thread of it, onto WORKER_CPUS as soon
+#     as it starts: on one machine, the nearest thing to a cluster in which the worker has a
+#     host of its own and the parity work runs on the servers' cores, not the worker's.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 spec="${1:-$root/deploy/examples/bench-small.yaml}"
@@ -26,6 +30,38 @@ configs=("none|mode: none"
   "rep1-async|mode: replication, r: 1, ack: async"
   "rep2-after_parity|mode: replication, r: 2, ack: after_parity"
   "rep2-async|mode: replication, r: 2, ack: async")
+
+worker_cpus="" server_cpus=""
+if [[ -n "${ECPS_PIN:-}" ]]; then
+  read -r worker_cpus server_cpus <<<"$ECPS_PIN"
+  if [[ -z "$worker_cpus" || -z "$server_cpus" ]] || ! command -v taskset >/dev/null; then
+    echo "ECPS_PIN needs two CPU lists, e.g. ECPS_PIN=\"0 1\", and taskset (util-linux)" >&2
+    exit 2
+  fi
+  workers="$(awk '/^  workers:/ {print $2}' "$spec")"
+  workers="${workers:-1}"
+  echo "pinned: worker on CPUs $worker_cpus, coordinator and servers on CPUs $server_cpus" >&2
+fi
+
+# Runs one job (spec, output folder, stderr file), pinned when ECPS_PIN says so.
+run_job() {
+  if [[ -z "$worker_cpus" ]]; then
+    "$ecps" run "$1" --output "$2" --no-progress >/dev/null 2>"$3"
+    return
+  fi
+  taskset -c "$server_cpus" "$ecps" run "$1" --output "$2" --no-progress >/dev/null 2>"$3" &
+  local job=$! pinned=() pid
+  # The workers are the processes started with this run's resolved spec and role "worker".
+  while ((${#pinned[@]} < workers)) && kill -0 "$job" 2>/dev/null; do
+    for pid in $(pgrep -f -- "ecps worker --spec $2/" || true); do
+      [[ " ${pinned[*]} " == *" $pid "* ]] && continue
+      taskset -a -p -c "$worker_cpus" "$pid" >/dev/null || echo "could not pin worker $pid" >&2
+      pinned+=("$pid")
+    done
+    ((${#pinned[@]} >= workers)) || sleep 0.05
+  done
+  wait "$job"
+}
 
 if [[ -n "${ECPS_MODES:-}" ]]; then
   kept=()
@@ -52,7 +88,7 @@ for ((rep = 0; rep < repeats; rep++)); do
     { cat "$base"; echo "fault_tolerance: {$ft}"; } > "$work/$name.yaml"
     out="$work/out-$name-$rep"
     echo "== $name (run $((rep + 1))/$repeats)" >&2
-    "$ecps" run "$work/$name.yaml" --output "$out" --no-progress >/dev/null 2>"$work/$name.err" ||
+    run_job "$work/$name.yaml" "$out" "$work/$name.err" ||
       { echo "run $name failed:" >&2; cat "$work/$name.err" >&2; exit 1; }
     cp "$out/report.json" "$work/report-$name-$rep.json"
   done
