@@ -32,34 +32,34 @@ configs=("none|mode: none"
   "rep2-async|mode: replication, r: 2, ack: async")
 
 worker_cpus="" server_cpus=""
+launch=()  # what every job starts under: taskset when pinned
 if [[ -n "${ECPS_PIN:-}" ]]; then
   read -r worker_cpus server_cpus <<<"$ECPS_PIN"
   if [[ -z "$worker_cpus" || -z "$server_cpus" ]] || ! command -v taskset >/dev/null; then
     echo "ECPS_PIN needs two CPU lists, e.g. ECPS_PIN=\"0 1\", and taskset (util-linux)" >&2
     exit 2
   fi
+  launch=(taskset -c "$server_cpus")
   workers="$(awk '/^  workers:/ {print $2}' "$spec")"
   workers="${workers:-1}"
   echo "pinned: worker on CPUs $worker_cpus, coordinator and servers on CPUs $server_cpus" >&2
 fi
 
-# Runs one job (spec, output folder, stderr file), pinned when ECPS_PIN says so.
+# Runs one job (spec, output folder, stderr file); when pinned, moves its workers, once all
+# have started, onto the worker CPUs (the threads they start later inherit that).
 run_job() {
-  if [[ -z "$worker_cpus" ]]; then
-    "$ecps" run "$1" --output "$2" --no-progress >/dev/null 2>"$3"
-    return
-  fi
-  taskset -c "$server_cpus" "$ecps" run "$1" --output "$2" --no-progress >/dev/null 2>"$3" &
-  local job=$! pinned=() pid
-  # The workers are the processes started with this run's resolved spec and role "worker".
-  while ((${#pinned[@]} < workers)) && kill -0 "$job" 2>/dev/null; do
-    for pid in $(pgrep -f -- "ecps worker --spec $2/" || true); do
-      [[ " ${pinned[*]} " == *" $pid "* ]] && continue
-      taskset -a -p -c "$worker_cpus" "$pid" >/dev/null || echo "could not pin worker $pid" >&2
-      pinned+=("$pid")
+  "${launch[@]}" "$ecps" run "$1" --output "$2" --no-progress >/dev/null 2>"$3" &
+  local job=$! pids="" pid
+  if [[ -n "$worker_cpus" ]]; then
+    # The workers are the processes started with this run's resolved spec and role "worker".
+    while (($(wc -w <<<"$pids") < workers)) && kill -0 "$job" 2>/dev/null; do
+      sleep 0.05
+      pids="$(pgrep -f -- "ecps worker --spec $2/" || true)"
     done
-    ((${#pinned[@]} >= workers)) || sleep 0.05
-  done
+    for pid in $pids; do
+      taskset -a -p -c "$worker_cpus" "$pid" >/dev/null || echo "could not pin worker $pid" >&2
+    done
+  fi
   wait "$job"
 }
 
