@@ -52,7 +52,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
   store->versions_.resize(placement.num_tables());
   for (int t = 0; t < placement.num_tables(); ++t) {
     int64_t slots = placement.DataSlots(t);
-    store->valid_[t].assign(static_cast<size_t>(slots), lost ? 0 : 1);
+    store->valid_[t].assign(static_cast<size_t>((placement.rows(t) + 63) / 64),
+                            lost ? 0 : ~uint64_t{0});
     store->versions_[t].assign(static_cast<size_t>(slots), 0);
     for (int64_t slot = 0; slot < slots; ++slot) {
       int64_t row = placement.RowAtDataSlot(t, server, slot);
@@ -104,7 +105,7 @@ absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, flo
       __builtin_prefetch(Payload(table, slots[i + kPrefetchAhead]), 0, 3);
     }
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
-    if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
+    if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
     std::memcpy(out + i * dim_, Payload(table, slots[i]), sizeof(float) * dim_);
   }
   pulls_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
@@ -124,7 +125,7 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
       if (on_delta) __builtin_prefetch(&versions_[table][slots[i + kPrefetchAhead]], 1, 3);
     }
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
-    if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
+    if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
     float* payload = Payload(table, slots[i]);
     if (!on_delta) {
       ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
@@ -147,7 +148,7 @@ absl::Status EmbeddingStore::ReadPayloads(int table, absl::Span<const int64_t> r
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
     std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
-    if (!valid_[table][slots[i]]) return Missing(table, rows[i]);
+    if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
     std::memcpy(out + i * payload_floats_, Payload(table, slots[i]),
                 sizeof(float) * payload_floats_);
     if (versions != nullptr) versions[i] = versions_[table][slots[i]];
@@ -192,8 +193,8 @@ absl::Status EmbeddingStore::Load(const RowSource& source) {
         std::lock_guard<std::mutex> lock(LockFor(t, chunk_slots[i]));
         std::memcpy(Payload(t, chunk_slots[i]), buffer.data() + i * payload_floats_,
                     sizeof(float) * payload_floats_);
-        if (!valid_[t][chunk_slots[i]]) {
-          SetFlag(valid_[t][chunk_slots[i]]);
+        if (!BitSet(valid_[t], rows[i])) {
+          SetBit(valid_[t], rows[i]);
           invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
         }
       }
@@ -213,7 +214,7 @@ absl::StatusOr<int64_t> EmbeddingStore::ReadSlots(int table, int64_t slot_begin,
     int64_t row = placement_.RowAtDataSlot(table, server_, slot);
     if (row < 0) continue;
     std::lock_guard<std::mutex> lock(LockFor(table, slot));
-    if (!valid_[table][slot]) return Missing(table, row);
+    if (!BitSet(valid_[table], row)) return Missing(table, row);
     rows->push_back(row);
     const float* p = Payload(table, slot);
     payloads->insert(payloads->end(), p, p + payload_floats_);
@@ -222,17 +223,17 @@ absl::StatusOr<int64_t> EmbeddingStore::ReadSlots(int table, int64_t slot_begin,
 }
 
 bool EmbeddingStore::IsValid(int table, int64_t row) const {
-  return FlagSet(valid_[table][placement_.DataLocation(table, row).slot]);
+  return BitSet(valid_[table], row);
 }
 
 bool EmbeddingStore::InstallRow(int table, int64_t row, const float* payload,
                                 uint32_t version) {
   int64_t slot = placement_.DataLocation(table, row).slot;
   std::lock_guard<std::mutex> lock(LockFor(table, slot));
-  if (valid_[table][slot]) return false;
+  if (BitSet(valid_[table], row)) return false;
   std::memcpy(Payload(table, slot), payload, sizeof(float) * payload_floats_);
   versions_[table][slot] = version;
-  SetFlag(valid_[table][slot]);
+  SetBit(valid_[table], row);
   invalid_rows_.fetch_sub(1, std::memory_order_acq_rel);
   return true;
 }

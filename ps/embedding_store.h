@@ -132,8 +132,9 @@ class EmbeddingStore {
   const int payload_floats_;
   HugeBuffer storage_;          // every table's rows, back to back
   std::vector<float*> tables_;  // per table: DataSlots * payload_floats, inside storage_
-  std::vector<std::vector<uint8_t>> valid_;  // per table per slot; set under the slot's
-                                             // lock, read also without (valid_flag.h)
+  std::vector<std::vector<uint64_t>> valid_;  // per table, a bit per row id (not slot); set
+                                              // under the row's lock, read also without
+                                              // (valid_flag.h)
   std::vector<std::vector<uint32_t>> versions_;  // per table per slot; under the slot's lock
   std::atomic<int64_t> invalid_rows_{0};
   int64_t data_rows_ = 0;
