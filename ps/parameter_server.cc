@@ -41,13 +41,13 @@ bool ParameterServerCore::rebuilt() const {
 
 namespace {
 
+// Views of a request's rows, table by table (no copy of the ids).
 template <typename Tables>
-void TablesAndRows(const Tables& tables, std::vector<int>* ids,
-                   std::vector<std::vector<int64_t>>* rows) {
-  for (const v1::TableRows& t : tables) {
-    ids->push_back(t.table());
-    rows->emplace_back(t.rows().begin(), t.rows().end());
-  }
+std::vector<TableRowsRef> RowRefs(const Tables& tables) {
+  std::vector<TableRowsRef> refs;
+  refs.reserve(tables.size());
+  for (const v1::TableRows& t : tables) refs.push_back({t.table(), RowsOf(t)});
+  return refs;
 }
 
 }  // namespace
@@ -55,10 +55,7 @@ void TablesAndRows(const Tables& tables, std::vector<int>* ids,
 template <typename Tables>
 absl::Status ParameterServerCore::EnsureRebuilt(const Tables& tables) const {
   if (parts_.rebuilder == nullptr || parts_.embeddings->all_valid()) return absl::OkStatus();
-  std::vector<int> table_ids;
-  std::vector<std::vector<int64_t>> rows;
-  TablesAndRows(tables, &table_ids, &rows);
-  return parts_.rebuilder->EnsureRows(table_ids, rows, parts_.rebuild_wait_ms);
+  return parts_.rebuilder->EnsureRows(RowRefs(tables), parts_.rebuild_wait_ms);
 }
 
 void ParameterServerCore::Install(ServerParts parts) {
@@ -131,10 +128,7 @@ absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
   }
   if (request.prefetch()) {
     if (parts_.rebuilder != nullptr && !parts_.embeddings->all_valid()) {
-      std::vector<int> tables;
-      std::vector<std::vector<int64_t>> rows;
-      TablesAndRows(request.tables(), &tables, &rows);
-      parts_.rebuilder->Prefetch(tables, rows);
+      parts_.rebuilder->Prefetch(RowRefs(request.tables()));
     }
     return absl::OkStatus();
   }

@@ -1,5 +1,8 @@
 #include "ps/peer_client.h"
 
+#include <chrono>
+#include <thread>
+
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -60,6 +63,59 @@ absl::Status PeerClient::ReadRows(int peer, const v1::ReadRowsRequest& request,
   return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
     return stub->ReadRows(ctx, request, response);
   });
+}
+
+void PeerClient::ReadRowsFromEach(const std::vector<int>& peers,
+                                  const std::vector<v1::ReadRowsRequest>& requests,
+                                  std::vector<v1::ReadRowsResponse>* responses,
+                                  std::vector<absl::Status>* statuses) {
+  const RpcOptions options;  // the attempts and backoff of CallWithRetry
+  responses->resize(peers.size());
+  statuses->assign(peers.size(), absl::OkStatus());
+  std::vector<size_t> pending(peers.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
+  int backoff_ms = options.initial_backoff_ms;
+  for (int attempt = 0; attempt < options.max_attempts && !pending.empty(); ++attempt) {
+    if (attempt > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      backoff_ms = std::min(options.max_backoff_ms, backoff_ms * 2);
+    }
+    grpc::CompletionQueue cq;
+    std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs(pending.size());
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts(pending.size());
+    std::vector<std::unique_ptr<grpc::ClientAsyncResponseReader<v1::ReadRowsResponse>>> calls(
+        pending.size());
+    std::vector<grpc::Status> results(pending.size());
+    size_t started = 0;
+    for (size_t j = 0; j < pending.size(); ++j) {
+      const size_t i = pending[j];
+      stubs[j] = StubFor(peers[i]);
+      if (stubs[j] == nullptr) {
+        (*statuses)[i] = absl::UnavailableError("no address for server " + std::to_string(peers[i]));
+        continue;
+      }
+      contexts[j] = std::make_unique<grpc::ClientContext>();
+      contexts[j]->set_deadline(std::chrono::system_clock::now() +
+                                std::chrono::milliseconds(rpc_timeout_ms_));
+      (*responses)[i].Clear();
+      calls[j] = stubs[j]->AsyncReadRows(contexts[j].get(), requests[i], &cq);
+      calls[j]->Finish(&(*responses)[i], &results[j], reinterpret_cast<void*>(j));
+      ++started;
+    }
+    for (size_t done = 0; done < started; ++done) {
+      void* tag = nullptr;
+      bool ok = false;
+      cq.Next(&tag, &ok);
+    }
+    std::vector<size_t> retry;
+    for (size_t j = 0; j < pending.size(); ++j) {
+      if (calls[j] == nullptr) continue;
+      const size_t i = pending[j];
+      (*statuses)[i] = FromGrpcStatus(results[j]);
+      if (results[j].error_code() == grpc::StatusCode::UNAVAILABLE) retry.push_back(i);
+    }
+    pending.swap(retry);
+  }
 }
 
 namespace {

@@ -22,6 +22,14 @@ class PeerClient : public DeltaTransport {
   absl::Status ReplicateDense(int peer, const v1::ReplicateDenseRequest& request);
   absl::Status ReadRows(int peer, const v1::ReadRowsRequest& request,
                         v1::ReadRowsResponse* response);
+  // ReadRows to several peers at once, from the calling thread: requests[i] goes to peers[i],
+  // its answer to (*responses)[i], how it went to (*statuses)[i]. The calls share one
+  // completion queue, so no other thread is woken to make them (a rebuild reads from every
+  // survivor dozens of times a second). Each is retried on UNAVAILABLE as ReadRows is.
+  void ReadRowsFromEach(const std::vector<int>& peers,
+                        const std::vector<v1::ReadRowsRequest>& requests,
+                        std::vector<v1::ReadRowsResponse>* responses,
+                        std::vector<absl::Status>* statuses);
   absl::Status WriteParity(int peer, const v1::WriteParityRequest& request);
   absl::Status HotRows(int peer, const v1::HotRowsRequest& request,
                        v1::HotRowsResponse* response);

@@ -23,8 +23,8 @@ Rebuilder::Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore
       placement_(embeddings->placement()),
       payload_bytes_(sizeof(float) * embeddings->payload_floats()),
       sender_("server-" + std::to_string(options_.server)),
-      // A batch sends one request to each server, and the background and on-demand batches
-      // run side by side.
+      // A freeze sends one request to each server, and the background and on-demand batches
+      // may freeze side by side.
       fanout_(std::min(2 * placement_.servers(), 64)) {
   rows_total_ = embeddings_->invalid_rows() + (parity_ != nullptr ? parity_->invalid_rows() : 0);
 }
@@ -58,14 +58,14 @@ bool Rebuilder::ItemValid(const Item& item) const {
 }
 
 std::vector<std::pair<int, int64_t>> Rebuilder::QueueMissing(
-    const std::vector<int>& tables, const std::vector<std::vector<int64_t>>& rows) {
+    absl::Span<const TableRowsRef> rows) {
   std::vector<std::pair<int, int64_t>> missing;
   if (embeddings_->all_valid()) return missing;
   std::vector<int64_t> table_missing;
-  for (size_t i = 0; i < tables.size() && i < rows.size(); ++i) {
+  for (const TableRowsRef& t : rows) {
     table_missing.clear();
-    embeddings_->MissingRows(tables[i], rows[i], &table_missing);
-    for (int64_t row : table_missing) missing.push_back({tables[i], row});
+    embeddings_->MissingRows(t.table, t.rows, &table_missing);
+    for (int64_t row : table_missing) missing.push_back({t.table, row});
   }
   if (missing.empty()) return missing;
   {
@@ -78,15 +78,10 @@ std::vector<std::pair<int, int64_t>> Rebuilder::QueueMissing(
   return missing;
 }
 
-void Rebuilder::Prefetch(const std::vector<int>& tables,
-                         const std::vector<std::vector<int64_t>>& rows) {
-  QueueMissing(tables, rows);
-}
+void Rebuilder::Prefetch(absl::Span<const TableRowsRef> rows) { QueueMissing(rows); }
 
-absl::Status Rebuilder::EnsureRows(const std::vector<int>& tables,
-                                   const std::vector<std::vector<int64_t>>& rows,
-                                   int timeout_ms) {
-  const std::vector<std::pair<int, int64_t>> missing = QueueMissing(tables, rows);
+absl::Status Rebuilder::EnsureRows(absl::Span<const TableRowsRef> rows, int timeout_ms) {
+  const std::vector<std::pair<int, int64_t>> missing = QueueMissing(rows);
   if (missing.empty()) return absl::OkStatus();
   std::unique_lock<std::mutex> lock(mu_);
   size_t checked = 0;  // rows before this one are valid (rows never become invalid again)
@@ -99,7 +94,7 @@ absl::Status Rebuilder::EnsureRows(const std::vector<int>& tables,
   });
   if (!error_.ok()) return error_;
   if (!ok || stopping_) {
-    return absl::DeadlineExceededError(absl::StrCat(missing.size(), " rows of ", tables.size(),
+    return absl::DeadlineExceededError(absl::StrCat(missing.size(), " rows of ", rows.size(),
                                                     " tables not rebuilt within ", timeout_ms,
                                                     " ms"));
   }
@@ -444,15 +439,20 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
   out->settled.assign(items.size() * n, 1);
   out->versions.assign(items.size() * n * k, 0);
   // One request per server with its data and parity members of every table of the batch,
-  // all servers at once.
-  struct Want {
-    std::vector<int64_t> ids;   // rows (data) or stripes (parity) of one table
-    std::vector<size_t> slots;  // index into have (i * n + m)
-  };
-  struct Wants {
-    std::map<int, Want> data, parity;  // by table
-  };
-  std::map<int, Wants> wants;  // by server
+  // all servers at once. The lists are kept from batch to batch (cleared, not freed).
+  const int servers = placement_.servers(), tables = placement_.num_tables();
+  std::vector<uint8_t> readable(servers, 1);
+  for (int s : unusable) {
+    if (s >= 0 && s < servers) readable[s] = 0;
+  }
+  if (options_.server >= 0 && options_.server < servers) readable[options_.server] = 0;
+  out->wants.resize(servers);
+  for (ServerWants& ws : out->wants) {
+    ws.data.resize(tables);
+    ws.parity.resize(tables);
+    for (Want& w : ws.data) w.clear();
+    for (Want& w : ws.parity) w.clear();
+  }
   for (size_t i = 0; i < items.size(); ++i) {
     const Item& item = items[i];
     const int mine = MyMember(item.table, item.stripe);
@@ -464,69 +464,81 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
         continue;
       }
       int server = placement_.ServerOf(item.table, item.stripe, m);
-      if (unusable.count(server) > 0 || server == options_.server) continue;
-      Wants& ws = wants[server];
+      if (!readable[server]) continue;
+      ServerWants& ws = out->wants[server];
       Want& w = (m < k ? ws.data : ws.parity)[item.table];
       w.ids.push_back(m < k ? item.stripe * k + m : item.stripe);
       w.slots.push_back(i * n + m);
     }
   }
-  auto count_of = [](const std::map<int, Want>& by_table) {
+  auto count_of = [](const std::vector<Want>& by_table) {
     size_t count = 0;
-    for (const auto& [table, w] : by_table) count += w.ids.size();
+    for (const Want& w : by_table) count += w.ids.size();
     return count;
   };
-  // A server that cannot answer leaves its members unknown.
-  std::vector<std::function<void()>> readers;
-  for (const auto& [server, ws] : wants) {
-    readers.push_back([&, server = server, ws = &ws] {
-      v1::ReadRowsRequest req;
-      FillHeader(req.mutable_header(), options_.token, epoch, sender_);
-      for (const auto& [table, w] : ws->data) {
-        v1::TableRows* t = req.add_tables();
-        t->set_table(table);
-        t->mutable_rows()->Add(w.ids.begin(), w.ids.end());
-      }
-      for (const auto& [table, w] : ws->parity) {
-        v1::TableStripes* t = req.add_parity();
-        t->set_table(table);
-        t->mutable_stripes()->Add(w.ids.begin(), w.ids.end());
-      }
-      req.set_rebuilder(options_.server);
-      v1::ReadRowsResponse resp;
-      if (!peers_->ReadRows(server, req, &resp).ok()) return;
-      const size_t data = count_of(ws->data), parity = count_of(ws->parity);
-      const v1::ReadParityResponse& p = resp.parity();
-      if (resp.payloads().size() != data * bytes ||
-          static_cast<size_t>(resp.versions_size()) != data ||
-          p.payloads().size() != parity * bytes ||
-          static_cast<size_t>(p.versions_size()) != parity * k ||
-          static_cast<size_t>(p.settled_size()) != parity) {
-        return;
-      }
-      size_t e = 0;
-      for (const auto& [table, w] : ws->data) {
-        for (const size_t slot : w.slots) {
-          std::memcpy(out->payloads.data() + slot * bytes, resp.payloads().data() + e * bytes,
-                      bytes);
-          out->have[slot] = 1;
-          out->versions[slot * k + slot % n] = resp.versions(static_cast<int>(e));
-          ++e;
-        }
-      }
-      e = 0;
-      for (const auto& [table, w] : ws->parity) {
-        for (const size_t slot : w.slots) {
-          std::memcpy(out->payloads.data() + slot * bytes, p.payloads().data() + e * bytes, bytes);
-          out->have[slot] = 1;
-          std::copy_n(p.versions().data() + e * k, k, out->versions.data() + slot * k);
-          out->settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
-          ++e;
-        }
-      }
-    });
+  // One request per server, all sent at once from this thread. A server that cannot answer
+  // leaves its members unknown.
+  std::vector<int> targets;
+  std::vector<v1::ReadRowsRequest> requests;
+  for (int server = 0; server < servers; ++server) {
+    const ServerWants& ws = out->wants[server];
+    if (count_of(ws.data) + count_of(ws.parity) == 0) continue;
+    targets.push_back(server);
+    v1::ReadRowsRequest& req = requests.emplace_back();
+    FillHeader(req.mutable_header(), options_.token, epoch, sender_);
+    for (int table = 0; table < tables; ++table) {
+      const Want& w = ws.data[table];
+      if (w.ids.empty()) continue;
+      v1::TableRows* t = req.add_tables();
+      t->set_table(table);
+      t->mutable_rows()->Add(w.ids.begin(), w.ids.end());
+    }
+    for (int table = 0; table < tables; ++table) {
+      const Want& w = ws.parity[table];
+      if (w.ids.empty()) continue;
+      v1::TableStripes* t = req.add_parity();
+      t->set_table(table);
+      t->mutable_stripes()->Add(w.ids.begin(), w.ids.end());
+    }
+    req.set_rebuilder(options_.server);
   }
-  fanout_.Run(std::move(readers));
+  std::vector<v1::ReadRowsResponse> responses;
+  std::vector<absl::Status> statuses;
+  peers_->ReadRowsFromEach(targets, requests, &responses, &statuses);
+  for (size_t r = 0; r < targets.size(); ++r) {
+    if (!statuses[r].ok()) continue;
+    const ServerWants& ws = out->wants[targets[r]];
+    const size_t data = count_of(ws.data), parity = count_of(ws.parity);
+    const v1::ReadRowsResponse& resp = responses[r];
+    const v1::ReadParityResponse& p = resp.parity();
+    if (resp.payloads().size() != data * bytes ||
+        static_cast<size_t>(resp.versions_size()) != data ||
+        p.payloads().size() != parity * bytes ||
+        static_cast<size_t>(p.versions_size()) != parity * k ||
+        static_cast<size_t>(p.settled_size()) != parity) {
+      continue;
+    }
+    size_t e = 0;
+    for (const Want& w : ws.data) {
+      for (const size_t slot : w.slots) {
+        std::memcpy(out->payloads.data() + slot * bytes, resp.payloads().data() + e * bytes,
+                    bytes);
+        out->have[slot] = 1;
+        out->versions[slot * k + slot % n] = resp.versions(static_cast<int>(e));
+        ++e;
+      }
+    }
+    e = 0;
+    for (const Want& w : ws.parity) {
+      for (const size_t slot : w.slots) {
+        std::memcpy(out->payloads.data() + slot * bytes, p.payloads().data() + e * bytes, bytes);
+        out->have[slot] = 1;
+        std::copy_n(p.versions().data() + e * k, k, out->versions.data() + slot * k);
+        out->settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
+        ++e;
+      }
+    }
+  }
 }
 
 absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& mem, bool frozen,

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "ps/dense_store.h"
 #include "ps/embedding_store.h"
 #include "ps/parity_store.h"
@@ -62,6 +63,12 @@ struct RebuildOptions {
   std::function<bool()> training_done;
 };
 
+// The rows of one table that a request touches (a view of the request's ids).
+struct TableRowsRef {
+  int table;
+  absl::Span<const int64_t> rows;
+};
+
 struct RebuildProgress {
   int64_t rows_done = 0;
   int64_t rows_total = 0;
@@ -80,14 +87,13 @@ class Rebuilder {
 
   // Starts the background rebuild thread.
   void Start();
-  // Blocks until every row of `rows[i]` (rows of `tables[i]` held here) is valid, rebuilding
-  // them first; all missing rows are queued together, so one request's rows are rebuilt in
-  // one batch, not one per table. DEADLINE_EXCEEDED after `timeout_ms`.
-  absl::Status EnsureRows(const std::vector<int>& tables,
-                          const std::vector<std::vector<int64_t>>& rows, int timeout_ms);
-  // Queues the missing rows of `rows[i]` (of `tables[i]`) for an on-demand rebuild without
-  // waiting for them (a worker's hint for a batch it will pull soon).
-  void Prefetch(const std::vector<int>& tables, const std::vector<std::vector<int64_t>>& rows);
+  // Blocks until every row of `rows` (rows held here) is valid, rebuilding them first; all
+  // missing rows are queued together, so one request's rows are rebuilt in one batch, not one
+  // per table. DEADLINE_EXCEEDED after `timeout_ms`.
+  absl::Status EnsureRows(absl::Span<const TableRowsRef> rows, int timeout_ms);
+  // Queues the missing rows of `rows` for an on-demand rebuild without waiting for them (a
+  // worker's hint for a batch it will pull soon).
+  void Prefetch(absl::Span<const TableRowsRef> rows);
   // Blocks until the dense tensors held here are restored.
   absl::Status EnsureDense(int timeout_ms);
   bool dense_ready() const { return dense_ready_.load(std::memory_order_acquire); }
@@ -105,15 +111,28 @@ class Rebuilder {
   // payload, whether it is known, and what it says of data member j's version at
   // versions[(i * n + m) * k + j] (a data member knows only its own, a parity member all k;
   // a parity member with an update still on its way is not `settled`).
+  // One server's members to read of one table: ids (rows of data members, stripes of parity
+  // members) and where each one's answer goes (i * n + m).
+  struct Want {
+    std::vector<int64_t> ids;
+    std::vector<size_t> slots;
+    void clear() {
+      ids.clear();
+      slots.clear();
+    }
+  };
+  struct ServerWants {
+    std::vector<Want> data, parity;  // by table
+  };
   struct Members {
     std::vector<uint8_t> payloads;
     std::vector<uint8_t> have;
     std::vector<uint8_t> settled;
     std::vector<uint32_t> versions;
+    std::vector<ServerWants> wants;  // by server: what the read asks of each
   };
   // Queues the missing rows of a request for OnDemandLoop; returns them.
-  std::vector<std::pair<int, int64_t>> QueueMissing(const std::vector<int>& tables,
-                                                    const std::vector<std::vector<int64_t>>& rows);
+  std::vector<std::pair<int, int64_t>> QueueMissing(absl::Span<const TableRowsRef> rows);
   void Loop();           // the background sweep
   void OnDemandLoop();   // the rows workers wait for
   // After a failed batch: logs now and then and waits a little (false when stopping).
@@ -149,7 +168,8 @@ class Rebuilder {
   const Placement& placement_;
   const size_t payload_bytes_;
   const std::string sender_;  // the header's sender on every request to a peer
-  // The requests of a read or a freeze go to every server at once, from these threads.
+  // The requests of a freeze go to every server at once, from these threads (a read's go
+  // out together from the reading thread: PeerClient::ReadRowsFromEach).
   mutable TaskPool fanout_;
 
   mutable std::mutex mu_;
