@@ -189,18 +189,36 @@ void PsClient::PrefetchRows(const UniqueIds& ids) {
   if (!impl_->failures.map_source) return;
   const v1::ClusterMap map = impl_->failures.map_source();
   if (map.phase() != v1::JOB_RECOVERING) return;
-  const Route route = RouteRows(ids);
-  std::vector<v1::PullRequest> requests;
-  std::vector<int> all, recovering;
-  BuildPulls(ids, route, &requests, &all);
-  for (int s : all) {
-    if (s < map.servers_size() && map.servers(s).state() == v1::NODE_RECOVERING) {
-      requests[s].set_prefetch(true);
-      recovering.push_back(s);
+  const int servers = placement_.servers();
+  std::vector<uint8_t> is_recovering(servers, 0);
+  for (int s = 0; s < servers && s < map.servers_size(); ++s) {
+    is_recovering[s] = map.servers(s).state() == v1::NODE_RECOVERING ? 1 : 0;
+  }
+  // Only the recovering servers get a hint, so only their rows are gathered (RouteRows and
+  // BuildPulls would build every server's request).
+  std::vector<v1::PullRequest> requests(servers);
+  std::vector<v1::TableRows*> table_rows(servers);
+  for (int t = 0; t < static_cast<int>(ids.rows.size()); ++t) {
+    std::fill(table_rows.begin(), table_rows.end(), nullptr);
+    for (int64_t row : ids.rows[t]) {
+      const int s = placement_.DataLocation(t, row).server;
+      if (!is_recovering[s]) continue;
+      if (table_rows[s] == nullptr) {
+        table_rows[s] = requests[s].add_tables();
+        table_rows[s]->set_table(t);
+      }
+      table_rows[s]->add_rows(row);
     }
   }
+  std::vector<int> recovering;
+  for (int s = 0; s < servers; ++s) {
+    if (requests[s].tables_size() == 0) continue;
+    FillHeader(requests[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
+    requests[s].set_prefetch(true);
+    recovering.push_back(s);
+  }
   if (recovering.empty()) return;
-  std::vector<v1::PullResponse> responses(placement_.servers());
+  std::vector<v1::PullResponse> responses(servers);
   // A hint: one try, and whatever fails is left to the pull that follows.
   FanOut(
       recovering, requests, &responses,
