@@ -34,7 +34,9 @@ Rebuilder::~Rebuilder() {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  rebuilt_cv_.notify_all();
+  queued_cv_.notify_all();
+  stop_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
   if (on_demand_thread_.joinable()) on_demand_thread_.join();
 }
@@ -74,7 +76,7 @@ std::vector<std::pair<int, int64_t>> Rebuilder::QueueMissing(
       on_demand_.push_back(Item{table, row / placement_.k()});
     }
   }
-  cv_.notify_all();
+  queued_cv_.notify_one();
   return missing;
 }
 
@@ -85,7 +87,7 @@ absl::Status Rebuilder::EnsureRows(absl::Span<const TableRowsRef> rows, int time
   if (missing.empty()) return absl::OkStatus();
   std::unique_lock<std::mutex> lock(mu_);
   size_t checked = 0;  // rows before this one are valid (rows never become invalid again)
-  bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
+  bool ok = rebuilt_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] {
     if (stopping_ || !error_.ok()) return true;
     for (; checked < missing.size(); ++checked) {
       if (!embeddings_->IsValid(missing[checked].first, missing[checked].second)) return false;
@@ -104,7 +106,7 @@ absl::Status Rebuilder::EnsureRows(absl::Span<const TableRowsRef> rows, int time
 absl::Status Rebuilder::EnsureDense(int timeout_ms) {
   if (dense_ready()) return absl::OkStatus();
   std::unique_lock<std::mutex> lock(mu_);
-  bool ok = cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+  bool ok = rebuilt_cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                          [&] { return stopping_ || !error_.ok() || dense_ready(); });
   if (!error_.ok()) return error_;
   if (!ok || stopping_) return absl::DeadlineExceededError("dense tensors not restored in time");
@@ -178,7 +180,7 @@ bool Rebuilder::Backoff(int* failures, const absl::Status& status) {
   // Keep trying: a member that is unreachable now (a peer being replaced too, a transient
   // partition) may come back; requests waiting for rows time out on their own.
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(50 * std::min(*failures, 20)),
+  stop_cv_.wait_for(lock, std::chrono::milliseconds(50 * std::min(*failures, 20)),
                [&] { return stopping_; });
   return !stopping_;
 }
@@ -190,7 +192,7 @@ void Rebuilder::OnDemandLoop() {
     std::vector<Item> items;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || done() || !on_demand_.empty(); });
+      queued_cv_.wait(lock, [&] { return stopping_ || done() || !on_demand_.empty(); });
       if (stopping_ || done()) return;
       while (!on_demand_.empty() && static_cast<int>(items.size()) < options_.batch_stripes) {
         items.push_back(on_demand_.front());
@@ -209,6 +211,9 @@ void Rebuilder::OnDemandLoop() {
                                     .count());
       }
     }
+    // Even a failed batch may have installed rows. (The lock above was taken after the
+    // installs, so no waiter checked before them and waits past this notify.)
+    rebuilt_cv_.notify_all();
     if (!s.ok()) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -218,7 +223,6 @@ void Rebuilder::OnDemandLoop() {
       continue;
     }
     failures = 0;
-    cv_.notify_all();
   }
 }
 
@@ -280,7 +284,7 @@ void Rebuilder::Loop() {
       // Rate-limited: wait for the budget (at most 100 ms at a time, to notice the end of
       // training).
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock,
+      stop_cv_.wait_until(lock,
                      std::min(background_allowed_at_,
                               std::chrono::steady_clock::now() + std::chrono::milliseconds(100)),
                      [&] { return stopping_; });
@@ -295,12 +299,17 @@ void Rebuilder::Loop() {
     }
     auto t0 = std::chrono::steady_clock::now();
     absl::Status s = RunBatch(items, !dense_ready(), &scratch);
+    {
+      // A waiter checks its rows under mu_: taking it after the installs (even a failed
+      // batch may have made some) means none checked before them and waits past this notify.
+      std::lock_guard<std::mutex> lock(mu_);
+    }
+    rebuilt_cv_.notify_all();
     if (!s.ok()) {
       if (!Backoff(&failures, s)) return;
       continue;
     }
     failures = 0;
-    cv_.notify_all();
     if (options_.rate_limit_mb_s > 0 && !uncapped && !items.empty()) {
       // The next background batch waits until the background reads so far fit the rate
       // limit; rows workers ask for are never held back, and do not count.
@@ -315,7 +324,8 @@ void Rebuilder::Loop() {
     std::lock_guard<std::mutex> lock(mu_);
     done_.store(true, std::memory_order_release);
   }
-  cv_.notify_all();
+  rebuilt_cv_.notify_all();
+  queued_cv_.notify_all();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   std::vector<double> ms;
   {
@@ -695,6 +705,10 @@ absl::Status Rebuilder::RestoreDense() {
     if (absl::Status s = dense_->Restore(t, weights, state, resp.version()); !s.ok()) return s;
   }
   dense_ready_.store(true, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> lock(mu_);  // as after a batch: no EnsureDense misses this
+  }
+  rebuilt_cv_.notify_all();
   return absl::OkStatus();
 }
 

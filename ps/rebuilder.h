@@ -173,7 +173,11 @@ class Rebuilder {
   mutable TaskPool fanout_;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // Separate waits, so that a wake-up goes only to threads that can act on it (a rebuild
+  // notifies dozens of times a second).
+  std::condition_variable rebuilt_cv_;  // rows or dense tensors installed: EnsureRows/Dense
+  std::condition_variable queued_cv_;   // rows queued on demand, or all done: OnDemandLoop
+  std::condition_variable stop_cv_;     // stopping_ set: the sweep's and Backoff's sleeps
   std::deque<Item> on_demand_;  // guarded by mu_
   std::deque<Item> hot_;        // guarded by mu_: hottest first, swept before the slots
   int64_t on_demand_count_ = 0;  // guarded by mu_: rows the on-demand thread rebuilt
