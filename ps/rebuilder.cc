@@ -704,11 +704,8 @@ absl::Status Rebuilder::RestoreDense() {
     std::memcpy(state.data(), resp.state().data(), resp.state().size());
     if (absl::Status s = dense_->Restore(t, weights, state, resp.version()); !s.ok()) return s;
   }
+  // The sweep's batch that restored the tensors notifies EnsureDense when it returns.
   dense_ready_.store(true, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> lock(mu_);  // as after a batch: no EnsureDense misses this
-  }
-  rebuilt_cv_.notify_all();
   return absl::OkStatus();
 }
 
