@@ -100,13 +100,16 @@ absl::Status TrainingLoop::TrainInLockstep() {
 // pulls the dense tensors and the rows for step i + 1. Every step therefore trains on
 // parameters that miss exactly the previous step's update (staleness 1), and the server
 // round trips (including, with ack after_parity, the parity holders') hide behind the
-// computation. The task also reads the batch of step i + 2 ahead, so that while a server
-// recovers, the hint naming the rows that batch will pull reaches it a whole step before the
-// pull: the lost ones are rebuilt off the critical path. Batches rotate over four slots
-// (pushed, computing, pulled, read ahead), gradients and dense values over two. A step is
-// reported (progress, reader position) only once its push is acknowledged.
+// computation. The task also reads the batch of step i + 1 + kHintLead ahead, so that while a
+// server recovers, the hint naming the rows that batch will pull reaches it kHintLead steps
+// before the pull: the lost ones are rebuilt off the critical path, and with two steps of
+// lead the server can rebuild two steps' hints in one batch (Rebuilder::Prefetch). Batches
+// rotate over 3 + kHintLead slots (pushed, computing, pulled, read ahead), gradients and
+// dense values over two. A step is reported (progress, reader position) only once its push
+// is acknowledged.
 absl::Status TrainingLoop::TrainPipelined() {
-  constexpr int kSlots = 4;
+  constexpr int kHintLead = 2;
+  constexpr int kSlots = 3 + kHintLead;
   PreparedBatch batches[kSlots];
   std::vector<std::vector<float>> dense[2];
   StepGrads grads[2];
@@ -122,13 +125,16 @@ absl::Status TrainingLoop::TrainPipelined() {
     if (p->valid) ps_->PrefetchRows(p->ids);
     return absl::OkStatus();
   };
-  // The task for step 0's time: prefetch step 1, read step 2.
+  // The task for step 0's time: prefetch step 1, read the kHintLead steps after it.
   std::future<absl::Status> background = std::async(std::launch::async, [&]() -> absl::Status {
     if (!batches[0].valid || first + 1 > spec_.job.steps) return absl::OkStatus();
     if (absl::Status s = ps_->PullDense(&dense[1]); !s.ok()) return s;
     if (absl::Status s = Prepare(&batches[1]); !s.ok()) return s;
-    if (!batches[1].valid || first + 2 > spec_.job.steps) return absl::OkStatus();
-    return read_ahead(&batches[2]);
+    for (int j = 2; j < 2 + kHintLead; ++j) {
+      if (!batches[j - 1].valid || first + j > spec_.job.steps) break;
+      if (absl::Status s = read_ahead(&batches[j]); !s.ok()) return s;
+    }
+    return absl::OkStatus();
   });
   int64_t pushed_step = -1;  // the step the background task pushes, -1: none
   auto finish_background = [&]() -> absl::Status {  // a no-op when nothing runs
@@ -153,18 +159,20 @@ absl::Status TrainingLoop::TrainPipelined() {
     }
     losses[i % 2] = Compute(current, dense[i % 2], &grads[i % 2]);
     if (absl::Status s = finish_background(); !s.ok()) return s;
-    // Push this step, then pull what step i + 2 needs (its batch was read by the previous
-    // task) and read step i + 3's into the slot of step i - 1, whose push is done; dense
-    // values land in the slot this step used.
+    // Push this step, then pull what step i + 2 needs (its batch was read kHintLead tasks
+    // ago) and read step i + 2 + kHintLead's into the slot of step i - 1, whose push is done;
+    // dense values land in the slot this step used. A batch is read only while the one before
+    // it in the partition was valid.
     PreparedBatch& next = batches[(i + 2) % kSlots];
     const bool fetch = step + 2 <= spec_.job.steps && next.valid;
-    const bool ahead = fetch && step + 3 <= spec_.job.steps;
-    PreparedBatch& after_next = batches[(i + 3) % kSlots];
-    after_next.valid = false;
+    const bool ahead = step + 2 + kHintLead <= spec_.job.steps &&
+                       batches[(i + 1 + kHintLead) % kSlots].valid;
+    PreparedBatch& read_slot = batches[(i + 2 + kHintLead) % kSlots];
+    read_slot.valid = false;
     pushed_step = step;
     background = std::async(std::launch::async, [&, i, fetch, ahead, pull = &next,
-                                                  read = &after_next]() -> absl::Status {
-      // The read ahead runs beside the push and the pulls (it is needed only by the next
+                                                  read = &read_slot]() -> absl::Status {
+      // The read ahead runs beside the push and the pulls (it is needed only by a later
       // task): reading and deduplicating a batch fills the time spent waiting for servers.
       std::future<absl::Status> reader;
       if (ahead) reader = std::async(std::launch::async, [&, read] { return read_ahead(read); });
