@@ -378,6 +378,7 @@ void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
     stats->set_rebuild_rows_done(p.rows_done);
     stats->set_rebuild_rows_total(p.rows_total);
     stats->set_on_demand_rebuilds(p.on_demand);
+    stats->set_on_demand_batches(p.on_demand_batches);
     stats->set_rebuild_rows_per_s(p.rows_per_s);
     stats->set_frozen_rebuild_stripes(p.frozen_stripes);
   }

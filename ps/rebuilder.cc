@@ -60,9 +60,19 @@ bool Rebuilder::ItemValid(const Item& item) const {
 }
 
 std::vector<std::pair<int, int64_t>> Rebuilder::QueueMissing(
-    absl::Span<const TableRowsRef> rows) {
+    absl::Span<const TableRowsRef> rows, bool urgent) {
   std::vector<std::pair<int, int64_t>> missing;
   if (embeddings_->all_valid()) return missing;
+  const auto now = std::chrono::steady_clock::now();
+  if (!urgent) {
+    // The cadence of hints, whether or not they name lost rows.
+    std::lock_guard<std::mutex> lock(mu_);
+    const double ms = std::chrono::duration<double, std::milli>(now - last_hint_).count();
+    if (last_hint_ != std::chrono::steady_clock::time_point{} && ms < 1000) {
+      hint_interval_ms_ = hint_interval_ms_ == 0 ? ms : 0.8 * hint_interval_ms_ + 0.2 * ms;
+    }
+    last_hint_ = now;
+  }
   std::vector<int64_t> table_missing;
   for (const TableRowsRef& t : rows) {
     table_missing.clear();
@@ -72,6 +82,8 @@ std::vector<std::pair<int, int64_t>> Rebuilder::QueueMissing(
   if (missing.empty()) return missing;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (on_demand_.empty()) first_hint_ = now;
+    urgent_ |= urgent;
     for (const auto& [table, row] : missing) {
       on_demand_.push_back(Item{table, row / placement_.k()});
     }
@@ -80,10 +92,19 @@ std::vector<std::pair<int, int64_t>> Rebuilder::QueueMissing(
   return missing;
 }
 
-void Rebuilder::Prefetch(absl::Span<const TableRowsRef> rows) { QueueMissing(rows); }
+std::chrono::steady_clock::time_point Rebuilder::HintDeadlineLocked() const {
+  // Hints come a step or more before their pulls (two steps from TrainingLoop): waiting a
+  // little over one interval lets the next hint join the batch and still leaves most of a
+  // step before the first hint's pull.
+  const double linger_ms =
+      std::min<double>(options_.max_hint_linger_ms, 1.25 * hint_interval_ms_);
+  return first_hint_ + std::chrono::microseconds(static_cast<int64_t>(linger_ms * 1000));
+}
+
+void Rebuilder::Prefetch(absl::Span<const TableRowsRef> rows) { QueueMissing(rows, false); }
 
 absl::Status Rebuilder::EnsureRows(absl::Span<const TableRowsRef> rows, int timeout_ms) {
-  const std::vector<std::pair<int, int64_t>> missing = QueueMissing(rows);
+  const std::vector<std::pair<int, int64_t>> missing = QueueMissing(rows, /*urgent=*/true);
   if (missing.empty()) return absl::OkStatus();
   std::unique_lock<std::mutex> lock(mu_);
   size_t checked = 0;  // rows before this one are valid (rows never become invalid again)
@@ -124,6 +145,7 @@ RebuildProgress Rebuilder::progress() const {
   p.rows_per_s = secs > 0 ? p.rows_done / secs : 0;
   std::lock_guard<std::mutex> lock(mu_);
   p.on_demand = on_demand_count_;
+  p.on_demand_batches = static_cast<int64_t>(on_demand_ms_.size());
   return p;
 }
 
@@ -192,12 +214,23 @@ void Rebuilder::OnDemandLoop() {
     std::vector<Item> items;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      queued_cv_.wait(lock, [&] { return stopping_ || done() || !on_demand_.empty(); });
-      if (stopping_ || done()) return;
+      while (true) {
+        if (stopping_ || done()) return;
+        if (on_demand_.empty()) {
+          queued_cv_.wait(lock);
+          continue;
+        }
+        // Rows a request waits for go at once; hinted rows only at their deadline.
+        const auto deadline = HintDeadlineLocked();
+        if (urgent_ || std::chrono::steady_clock::now() >= deadline) break;
+        queued_cv_.wait_until(lock, deadline);
+      }
       while (!on_demand_.empty() && static_cast<int>(items.size()) < options_.batch_stripes) {
         items.push_back(on_demand_.front());
         on_demand_.pop_front();
       }
+      // What is left (a batch was full) goes next, at once: its first hint is old.
+      if (on_demand_.empty()) urgent_ = false;
     }
     int64_t rebuilt = 0;
     const auto t0 = std::chrono::steady_clock::now();
@@ -218,6 +251,7 @@ void Rebuilder::OnDemandLoop() {
       {
         std::lock_guard<std::mutex> lock(mu_);
         on_demand_.insert(on_demand_.begin(), items.begin(), items.end());
+        urgent_ = true;  // requests may wait for them: retry once the backoff is over
       }
       if (!Backoff(&failures, s)) return;
       continue;

@@ -61,6 +61,10 @@ struct RebuildOptions {
   int settle_ms = 20;
   // When set and true, the cap no longer applies (every worker has finished).
   std::function<bool()> training_done;
+  // Rows hinted by workers (Prefetch) wait up to about 1.25 times the interval between hints,
+  // and at most this long, so that two hints share one on-demand batch; rows a request waits
+  // for (EnsureRows) start a batch at once. 0: every hint starts a batch.
+  int max_hint_linger_ms = 50;
 };
 
 // The rows of one table that a request touches (a view of the request's ids).
@@ -73,6 +77,7 @@ struct RebuildProgress {
   int64_t rows_done = 0;
   int64_t rows_total = 0;
   int64_t on_demand = 0;
+  int64_t on_demand_batches = 0;  // batches that rebuilt rows on demand
   int64_t frozen_stripes = 0;  // stripes read again under a freeze (caught mid-update)
   double rows_per_s = 0;
   bool dense_ready = false;
@@ -92,7 +97,8 @@ class Rebuilder {
   // per table. DEADLINE_EXCEEDED after `timeout_ms`.
   absl::Status EnsureRows(absl::Span<const TableRowsRef> rows, int timeout_ms);
   // Queues the missing rows of `rows` for an on-demand rebuild without waiting for them (a
-  // worker's hint for a batch it will pull soon).
+  // worker's hint for a batch it will pull soon). They may wait for the next hint (see
+  // RebuildOptions::max_hint_linger_ms) unless a request needs rows first.
   void Prefetch(absl::Span<const TableRowsRef> rows);
   // Blocks until the dense tensors held here are restored.
   absl::Status EnsureDense(int timeout_ms);
@@ -131,8 +137,12 @@ class Rebuilder {
     std::vector<uint32_t> versions;
     std::vector<ServerWants> wants;  // by server: what the read asks of each
   };
-  // Queues the missing rows of a request for OnDemandLoop; returns them.
-  std::vector<std::pair<int, int64_t>> QueueMissing(absl::Span<const TableRowsRef> rows);
+  // Queues the missing rows of a request for OnDemandLoop; returns them. `urgent`: a request
+  // waits for them (the next batch starts at once).
+  std::vector<std::pair<int, int64_t>> QueueMissing(absl::Span<const TableRowsRef> rows,
+                                                    bool urgent);
+  // When OnDemandLoop starts a batch of hinted rows only (guarded by mu_).
+  std::chrono::steady_clock::time_point HintDeadlineLocked() const;
   void Loop();           // the background sweep
   void OnDemandLoop();   // the rows workers wait for
   // After a failed batch: logs now and then and waits a little (false when stopping).
@@ -181,6 +191,12 @@ class Rebuilder {
   std::deque<Item> on_demand_;  // guarded by mu_
   std::deque<Item> hot_;        // guarded by mu_: hottest first, swept before the slots
   int64_t on_demand_count_ = 0;  // guarded by mu_: rows the on-demand thread rebuilt
+  // Guarded by mu_: a request waits for rows in on_demand_; when the oldest hint still queued
+  // arrived; when the last hint arrived, and the mean interval between hints (0: unknown).
+  bool urgent_ = false;
+  std::chrono::steady_clock::time_point first_hint_{};
+  std::chrono::steady_clock::time_point last_hint_{};
+  double hint_interval_ms_ = 0;
   absl::Status error_;           // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
   int64_t cursor_table_ = 0;     // background position: guarded by mu_

@@ -377,6 +377,77 @@ TEST(OnlineRebuild, PrefetchHintRebuildsRowsBeforeThePull) {
   EXPECT_EQ(answer.weights_size(), 0);
 }
 
+// Hints that come in quick succession share one on-demand batch (one read from each survivor
+// for both), and a pull that needs rows starts a batch at once.
+TEST(OnlineRebuild, HintsShareABatchAndPullsDoNotWait) {
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  spec.fault_tolerance.rebuild_rate_mb_s = 0.01;  // the sweep would take minutes
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  const int victim = 1;
+  const int table = spec.model.num_sparse - 1;  // swept last
+  ParameterServerCore* replacement = cluster->Replace(spec, kToken, victim);
+  ASSERT_NE(replacement, nullptr);
+  auto client = Client(spec, cluster.get(), "hinter");
+  std::vector<int64_t> lost;  // the victim's rows of the table, last first
+  for (int64_t row = spec.model.table_rows[table] - 1; row >= 0 && lost.size() < 40; --row) {
+    if (client->placement().DataLocation(table, row).server == victim) lost.push_back(row);
+  }
+  ASSERT_EQ(lost.size(), 40u);
+  auto hint = [&](size_t from, size_t to) {
+    v1::PullRequest req;
+    FillHeader(req.mutable_header(), kToken, cluster->current_map().epoch(), "hinter");
+    v1::TableRows* t = req.add_tables();
+    t->set_table(table);
+    for (size_t i = from; i < to; ++i) t->add_rows(lost[i]);
+    req.set_prefetch(true);
+    v1::PullResponse answer;
+    return replacement->Pull(req, &answer);
+  };
+  auto stats = [&] {
+    v1::ServerStats st;
+    replacement->FillStats(&st);
+    return st;
+  };
+  auto wait_rebuilt = [&](int64_t rows) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (stats().on_demand_rebuilds() < rows && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return stats().on_demand_rebuilds();
+  };
+  // A worker's cadence: hints 30 ms apart (the sleep is the workload, not a wait for the
+  // server). Each of these finds the previous one's rows rebuilt.
+  for (size_t h = 0; h < 3; ++h) {
+    if (h > 0) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    ASSERT_TRUE(hint(h * 10, h * 10 + 5).ok());
+    ASSERT_EQ(wait_rebuilt(static_cast<int64_t>(h + 1) * 5), static_cast<int64_t>(h + 1) * 5);
+  }
+  const int64_t batches = stats().on_demand_batches();
+  EXPECT_GE(batches, 1);
+  EXPECT_LE(batches, 3);
+  // The next hint waits for the one after it (10 ms later: two workers, or a faster step)
+  // and both are rebuilt in one batch; without the wait, the first would have had a batch
+  // of its own long before the second came.
+  ASSERT_TRUE(hint(30, 33).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(hint(33, 36).ok());
+  ASSERT_EQ(wait_rebuilt(21), 21);
+  EXPECT_EQ(stats().on_demand_batches(), batches + 1) << "the two hints share a batch";
+  // A pull that needs rows does not wait for another hint: it starts a batch with the rows
+  // hinted before it.
+  ASSERT_TRUE(hint(36, 38).ok());
+  UniqueIds ids;
+  ids.rows.assign(spec.model.num_sparse, {});
+  ids.rows[table].assign(lost.begin() + 36, lost.end());
+  std::vector<std::vector<float>> rows;
+  ASSERT_TRUE(client->PullRows(ids, &rows).ok());
+  v1::ServerStats after = stats();
+  EXPECT_EQ(after.on_demand_rebuilds(), 25);
+  EXPECT_EQ(after.on_demand_batches(), batches + 2);
+  EXPECT_FALSE(replacement->rebuilt()) << "the background sweep is far from done";
+}
+
 // Once every worker has finished there is no training left to protect: the rebuild drops its
 // rate limit, so the end of the job (its final scrub and checkpoint) does not wait for it.
 TEST(OnlineRebuild, RateLimitEndsWhenTrainingIsDone) {
