@@ -61,7 +61,7 @@ std::string Bytes(int64_t bytes) {
   return absl::StrFormat("%.1f %s", value, units[unit]);
 }
 
-// "rebuilt 45% (450/1000 rows), 120 on demand, 900 rows/s, ETA 0.6s".
+// "rebuilt 45% (450/1000 rows), 120 on demand in 6 batches, 900 rows/s, ETA 0.6s".
 std::string RebuildProgress(const v1::ServerStats& s) {
   if (s.rebuild_rows_total() <= 0) return "rebuilding";
   const double pct = 100.0 * static_cast<double>(s.rebuild_rows_done()) /
@@ -69,6 +69,9 @@ std::string RebuildProgress(const v1::ServerStats& s) {
   std::string text = absl::StrFormat("rebuilt %.0f%% (%d/%d rows), %d on demand", pct,
                                      s.rebuild_rows_done(), s.rebuild_rows_total(),
                                      s.on_demand_rebuilds());
+  if (s.on_demand_batches() > 0) {
+    absl::StrAppend(&text, absl::StrFormat(" in %d batches", s.on_demand_batches()));
+  }
   if (s.rebuild_rows_per_s() > 0) {
     const double eta = static_cast<double>(s.rebuild_rows_total() - s.rebuild_rows_done()) /
                        s.rebuild_rows_per_s();

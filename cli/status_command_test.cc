@@ -125,6 +125,23 @@ TEST(FormatStatusTableTest, FailedJobShowsItsErrorAndUnknowns) {
   EXPECT_THAT(text, HasSubstr("loss -"));
 }
 
+TEST(FormatStatusTableTest, RecoveringServerShowsItsRebuild) {
+  v1::StatusResponse status = SampleStatus();
+  v1::NodeInfo* server = status.mutable_nodes(0);
+  server->set_state(v1::NODE_RECOVERING);
+  v1::ServerStats* s = server->mutable_server();
+  s->set_rebuild_rows_done(450);
+  s->set_rebuild_rows_total(1000);
+  s->set_on_demand_rebuilds(120);
+  s->set_on_demand_batches(6);
+  s->set_rebuild_rows_per_s(900);
+  EXPECT_THAT(FormatStatusTable(status),
+              HasSubstr("rebuilt 45% (450/1000 rows), 120 on demand in 6 batches, 900 rows/s"));
+  s->set_on_demand_batches(0);
+  s->set_on_demand_rebuilds(0);
+  EXPECT_THAT(FormatStatusTable(status), HasSubstr("(450/1000 rows), 0 on demand, 900 rows/s"));
+}
+
 TEST(FormatStatusJsonTest, IsTheStatusAsJson) {
   const std::string json = FormatStatusJson(SampleStatus());
   EXPECT_THAT(json, HasSubstr("\"phase\": \"JOB_RUNNING\""));
