@@ -191,8 +191,9 @@ class Rebuilder {
   std::deque<Item> on_demand_;  // guarded by mu_
   std::deque<Item> hot_;        // guarded by mu_: hottest first, swept before the slots
   int64_t on_demand_count_ = 0;  // guarded by mu_: rows the on-demand thread rebuilt
-  // Guarded by mu_: a request waits for rows in on_demand_; when the oldest hint still queued
-  // arrived; when the last hint arrived, and the mean interval between hints (0: unknown).
+  // Guarded by mu_: a request waits for rows in on_demand_; when the oldest row still queued
+  // arrived (a hint's, or a request's); when the last hint arrived, and the mean interval
+  // between hints (0: unknown).
   bool urgent_ = false;
   std::chrono::steady_clock::time_point first_hint_{};
   std::chrono::steady_clock::time_point last_hint_{};
