@@ -46,6 +46,17 @@ std::unique_ptr<PsClient> Client(const JobSpec& spec, TestCluster* cluster, cons
   return std::move(*ps);
 }
 
+// Up to `count` rows of `table` held by `server`, from the table's end (the sweep reaches
+// them last).
+std::vector<int64_t> RowsHeldBy(const PsClient& client, const JobSpec& spec, int table,
+                                int server, size_t count) {
+  std::vector<int64_t> rows;
+  for (int64_t row = spec.model.table_rows[table] - 1; row >= 0 && rows.size() < count; --row) {
+    if (client.placement().DataLocation(table, row).server == server) rows.push_back(row);
+  }
+  return rows;
+}
+
 void Train(const JobSpec& spec, TestCluster* cluster, int workers, std::atomic<int64_t>* steps) {
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
@@ -332,12 +343,7 @@ TEST(OnlineRebuild, PrefetchHintRebuildsRowsBeforeThePull) {
   auto client = Client(spec, cluster.get(), "prefetcher");
   UniqueIds ids;
   ids.rows.assign(spec.model.num_sparse, {});
-  for (int64_t row = spec.model.table_rows[table] - 1; row >= 0 && ids.rows[table].size() < 20;
-       --row) {
-    if (client->placement().DataLocation(table, row).server == victim) {
-      ids.rows[table].push_back(row);
-    }
-  }
+  ids.rows[table] = RowsHeldBy(*client, spec, table, victim, 20);
   // No server recovers in the map: no hint goes out.
   client->PrefetchRows(ids);
   v1::ServerStats stats;
@@ -389,10 +395,7 @@ TEST(OnlineRebuild, HintsShareABatchAndPullsDoNotWait) {
   ParameterServerCore* replacement = cluster->Replace(spec, kToken, victim);
   ASSERT_NE(replacement, nullptr);
   auto client = Client(spec, cluster.get(), "hinter");
-  std::vector<int64_t> lost;  // the victim's rows of the table, last first
-  for (int64_t row = spec.model.table_rows[table] - 1; row >= 0 && lost.size() < 40; --row) {
-    if (client->placement().DataLocation(table, row).server == victim) lost.push_back(row);
-  }
+  const std::vector<int64_t> lost = RowsHeldBy(*client, spec, table, victim, 40);
   ASSERT_EQ(lost.size(), 40u);
   auto hint = [&](size_t from, size_t to) {
     v1::PullRequest req;
