@@ -1,6 +1,6 @@
 // The per-row "valid" flags of a replacement's stores: written under the row's lock, read
 // without it (the replacement checks every row of every request while it rebuilds, and a row
-// once valid stays valid), so both sides are atomic. A byte per flag, or a bit (ValidBits).
+// once valid stays valid), so both sides are atomic. A byte per flag (FlagSet, SetFlag), or a bit (BitSet, SetBit).
 #ifndef ECPS_PS_VALID_FLAG_H_
 #define ECPS_PS_VALID_FLAG_H_
 
