@@ -1,5 +1,6 @@
 // Parity deltas from this (data) server to the parity holders: one ordered stream per
-// (this server, parity server) pair, batched, with sequence numbers and acks (DESIGN §4).
+// (this server, parity server) pair, batched, with sequence numbers and acks
+// (docs/architecture.md, "Parity, replicas and scrub").
 //
 // Enqueue hands a delta to the stream of one parity server and returns its ticket (the
 // stream's count of deltas so far). A sender thread per stream takes everything pending,

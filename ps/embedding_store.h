@@ -1,4 +1,5 @@
-// The embedding rows one parameter server holds, in dense local arrays (DESIGN §3).
+// The embedding rows one parameter server holds, in dense local arrays
+// (docs/architecture.md, "Parameter server").
 //
 // A row's payload is its `dim` weights followed by the sparse optimizer's state, as float32.
 // Rows are initialised deterministically from (seed, table, row), so a row's initial value

@@ -1,4 +1,4 @@
-// The parameter server's request handlers, apart from any transport (STYLE: the gRPC glue in
+// The parameter server's request handlers, apart from any transport (the gRPC glue in
 // grpc_parameter_server.h only adapts this class). Thread-safe.
 //
 // Every handler first checks the request header (token: UNAUTHENTICATED; epoch older than

@@ -1,8 +1,9 @@
-// The rebuild at a replacement server (DESIGN §5): every data and parity row the dead server
-// held is rebuilt from any k surviving members of its stripe, rows that workers ask for
-// first (on demand, on a thread of their own), the rest in the background in pipelined
-// batches, hottest first (the parity holders know how often each data row they protect was
-// updated); dense tensors are restored from another holder.
+// The rebuild at a replacement server (docs/recovery.md, "Rebuild at the replacement"):
+// every data and parity row the dead server held is rebuilt from any k surviving members of
+// its stripe, rows that workers ask for first (on demand, on a thread of their own), the
+// rest in the background in pipelined batches, hottest first (the parity holders know how
+// often each data row they protect was updated); dense tensors are restored from another
+// holder.
 //
 // Consistency without stopping training: every data row carries a version (its count of
 // updates) and every parity row the versions of the data members it contains. A batch reads

@@ -154,6 +154,7 @@ class MalformedInput : public ::testing::Test {
     std::vector<std::string> lines;
     std::string l;
     while (std::getline(in, l)) lines.push_back(l);
+    ASSERT_GE(lines.size(), 6u) << "cannot read " << kDataDir << "/criteo_sample.tsv";
     std::ofstream out(path_);
     out << lines[0] << "\n";  // line 1 good
     out << "0\t1\t2\n";       // line 2: 3 columns
