@@ -1,16 +1,21 @@
 #include "ps/parameter_server.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <map>
 #include <thread>
 #include <vector>
 
+#include <filesystem>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint.h"
 #include "runtime/rpc.h"
+#include "spdlog/spdlog.h"
 
 namespace ecps {
 namespace {
@@ -18,6 +23,22 @@ namespace {
 absl::Span<const int64_t> RowsOf(const v1::TableRows& t) {
   return absl::MakeConstSpan(t.rows().data(), t.rows().size());
 }
+
+// The index of the first float in `bytes` that is NaN or infinite, or -1.
+int64_t FirstNonFinite(const std::string& bytes) {
+  const size_t n = bytes.size() / sizeof(float);
+  const char* p = bytes.data();
+  for (size_t i = 0; i < n; ++i) {
+    float v;
+    std::memcpy(&v, p + i * sizeof(float), sizeof(float));
+    if (!std::isfinite(v)) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+constexpr std::chrono::milliseconds kDefaultLease{30000};
+constexpr std::chrono::milliseconds kMaxLease{15 * 60 * 1000};
+constexpr std::chrono::milliseconds kFreezeWait{30000};
 
 }  // namespace
 
@@ -63,43 +84,105 @@ void ParameterServerCore::Install(ServerParts parts) {
   ready_.store(true, std::memory_order_release);
 }
 
-namespace {
-
-uint64_t StripeKey(int table, int64_t stripe) {
-  return (static_cast<uint64_t>(table) << 40) + static_cast<uint64_t>(stripe);
-}
-
-}  // namespace
-
-bool ParameterServerCore::CoveredLocked(const v1::PushRequest* push) const {
-  if (whole_freezes_ > 0) return true;
-  if (push == nullptr || stripe_frozen_.empty()) return false;
-  const int k = parts_.embeddings->placement().k();
-  for (const v1::TableRows& t : push->tables()) {
-    for (int64_t row : t.rows()) {
-      if (stripe_frozen_.count(StripeKey(t.table(), row / k)) > 0) return true;
-    }
-  }
-  return false;
-}
-
 absl::StatusOr<uint64_t> ParameterServerCore::BeginUpdate(const v1::PushRequest* push) {
-  std::unique_lock<std::mutex> lock(freeze_mu_);
-  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(60),
-                           [&] { return !CoveredLocked(push); })) {
-    return absl::UnavailableError("server frozen for over 60 s");
-  }
-  ++in_flight_[generation_];
-  return generation_;
+  constexpr std::chrono::seconds kWait{60};
+  if (push == nullptr) return gate_.Begin(nullptr, kWait);
+  const int k = parts_.embeddings->placement().k();
+  const UpdateGate::Touches touches = [push, k](const std::function<bool(uint64_t)>& frozen) {
+    for (const v1::TableRows& t : push->tables()) {
+      for (int64_t row : t.rows()) {
+        if (frozen(UpdateGate::StripeKey(t.table(), row / k))) return true;
+      }
+    }
+    return false;
+  };
+  return gate_.Begin(&touches, kWait);
 }
 
-void ParameterServerCore::EndUpdate(uint64_t generation) {
+void ParameterServerCore::EndUpdate(uint64_t generation) { gate_.End(generation); }
+
+void ParameterServerCore::FollowMap(const v1::ClusterMap& map) {
   {
-    std::lock_guard<std::mutex> lock(freeze_mu_);
-    auto it = in_flight_.find(generation);
-    if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+    std::lock_guard<std::mutex> lock(map_mu_);
+    if (map.epoch() < members_epoch_) return;
+    members_.resize(map.servers_size());
+    for (int s = 0; s < map.servers_size(); ++s) {
+      members_[s].instance = map.servers(s).instance();
+      members_[s].state = map.servers(s).state();
+    }
+    members_epoch_ = map.epoch();
   }
-  freeze_cv_.notify_all();
+  // A freeze whose owner the map no longer lists as its id's live holder can never be
+  // released by it: the coordinator declared it dead (or gave its id to a replacement).
+  const std::vector<UpdateGate::Lease> dropped = gate_.ReleaseIf([&](const UpdateGate::Lease& l) {
+    if (l.owner_server < 0 || l.owner_server >= map.servers_size()) return false;
+    if (map.epoch() < l.epoch) return false;  // the map is older than the freeze
+    const v1::NodeInfo& holder = map.servers(l.owner_server);
+    return holder.instance() != l.owner || holder.state() == v1::NODE_DEAD;
+  });
+  for (const UpdateGate::Lease& l : dropped) {
+    spdlog::warn("server {}: released freeze {} of server {} (instance {}): the cluster map "
+                 "(epoch {}) says its owner is dead or replaced",
+                 parts_.server, l.id, l.owner_server, l.owner, map.epoch());
+  }
+}
+
+absl::Status ParameterServerCore::CheckPeer(int server, const std::string& instance,
+                                            uint64_t epoch, const char* what) const {
+  const int servers = parts_.embeddings->placement().servers();
+  if (server < 0 || server >= servers || server == parts_.server) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " from server ", server,
+                                                   ": not a peer of server ", parts_.server,
+                                                   " (servers 0..", servers - 1, ")"));
+  }
+  if (instance.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " from server ", server,
+                                                   " names no sender instance"));
+  }
+  std::lock_guard<std::mutex> lock(map_mu_);
+  if (members_epoch_ == 0 || server >= static_cast<int>(members_.size())) {
+    return absl::OkStatus();  // no map followed: nothing to check against
+  }
+  const Member& m = members_[server];
+  if (m.instance == instance && m.state != v1::NODE_DEAD) return absl::OkStatus();
+  if (members_epoch_ < epoch) {
+    return absl::UnavailableError(absl::StrCat(
+        what, " from server ", server, " instance ", instance, " at epoch ", epoch,
+        ": not in this server's cluster map yet (epoch ", members_epoch_, ")"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " from server ", server, " instance ", instance, ": the cluster map (epoch ",
+      members_epoch_, ") gives server ", server, " to ",
+      m.instance.empty() ? std::string("nobody") : m.instance,
+      m.state == v1::NODE_DEAD ? " (dead)" : ""));
+}
+
+absl::Status ParameterServerCore::Refuse(absl::Status status, const v1::RequestHeader& header,
+                                         const char* what) const {
+  const int64_t n = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
+  // Every refusal counts; the log gets the first few and then one in a thousand, so that a
+  // client repeating a bad request cannot fill the disk.
+  if (n <= 20 || n % 1000 == 0) {
+    spdlog::warn("server {}: refused {} from {} ({} refused so far): {}", parts_.server, what,
+                 header.sender().empty() ? std::string("an unnamed sender") : header.sender(),
+                 n, status.ToString());
+  }
+  return status;
+}
+
+absl::Status ParameterServerCore::CheckLimits(int64_t ids, int64_t reply_bytes,
+                                              const char* what) const {
+  if (ids > parts_.max_request_ids) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " names ", ids, " row ids, more than cluster.max_request_ids = ",
+        parts_.max_request_ids, ": split it"));
+  }
+  if (reply_bytes > parts_.max_reply_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        what, " would be answered with ", reply_bytes >> 20, " MiB, more than cluster.max_reply_mb = ",
+        parts_.max_reply_bytes >> 20, ": split it"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header,
@@ -123,6 +206,12 @@ absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
                                        v1::PullResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   const int dim = parts_.embeddings->dim();
+  int64_t ids = 0;
+  for (const v1::TableRows& t : request.tables()) ids += t.rows_size();
+  const int64_t reply = request.prefetch() ? 0 : ids * dim * static_cast<int64_t>(sizeof(float));
+  if (absl::Status s = CheckLimits(ids, reply, "pull"); !s.ok()) {
+    return Refuse(s, request.header(), "a pull");
+  }
   for (const v1::TableRows& t : request.tables()) {
     if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
   }
@@ -150,6 +239,11 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
                                       " tables but " + std::to_string(request.grads_size()) +
                                       " gradient blocks");
   }
+  int64_t ids = 0;
+  for (const v1::TableRows& t : request.tables()) ids += t.rows_size();
+  if (absl::Status s = CheckLimits(ids, 0, "push"); !s.ok()) {
+    return Refuse(s, request.header(), "a push");
+  }
   for (int i = 0; i < request.tables_size(); ++i) {
     const v1::TableRows& t = request.tables(i);
     size_t want = sizeof(float) * dim * t.rows_size();
@@ -161,6 +255,14 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
           ")");
     }
     if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+    if (const int64_t bad = FirstNonFinite(request.grads(i)); bad >= 0) {
+      float v;
+      std::memcpy(&v, request.grads(i).data() + bad * sizeof(float), sizeof(float));
+      return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                        "gradient of table ", t.table(), " row ", t.rows(bad / dim), " is ", v,
+                        " (not finite): nothing of this push was applied")),
+                    request.header(), "a push");
+    }
   }
   // A replacement rebuilds the rows first; waiting for that is not an update in flight
   // (a freeze must not wait for it: the rebuild itself freezes the other servers).
@@ -266,6 +368,12 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
     }
     absl::Status s = parts_.dense->Check(request.tensors(i), static_cast<int64_t>(g.size() / sizeof(float)));
     if (!s.ok()) return s;
+    if (const int64_t bad = FirstNonFinite(g); bad >= 0) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                        "dense gradient of tensor ", request.tensors(i), " has a non-finite "
+                        "value at ", bad, ": nothing of this push was applied")),
+                    request.header(), "a dense push");
+    }
   }
   if (parts_.rebuilder != nullptr) {
     if (absl::Status s = parts_.rebuilder->EnsureDense(parts_.rebuild_wait_ms); !s.ok()) return s;
@@ -289,6 +397,8 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
           rep.set_tensor(tensor);
           rep.set_version(version);
           rep.set_grad(g);
+          rep.set_from_server(parts_.server);
+          rep.set_sender_instance(parts_.instance);
           // A replica that is down is being replaced: keep shipping (to the replacement's
           // address once the map has it) rather than let primary and replica drift apart.
           const auto give_up = std::chrono::steady_clock::now() +
@@ -325,9 +435,17 @@ absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
   if (request.has_rows()) tables.push_back(&request.rows());
   for (const v1::TableRows& t : request.tables()) tables.push_back(&t);
   size_t rows = 0;
+  int64_t stripes = 0;
+  for (const v1::TableRows* t : tables) rows += t->rows_size();
+  for (const v1::TableStripes& t : request.parity()) stripes += t.stripes_size();
+  const int64_t row_bytes = sizeof(float) * parts_.embeddings->payload_floats();
+  if (absl::Status s = CheckLimits(static_cast<int64_t>(rows) + stripes,
+                                   (static_cast<int64_t>(rows) + stripes) * row_bytes, "a read");
+      !s.ok()) {
+    return Refuse(s, request.header(), "a read");
+  }
   for (const v1::TableRows* t : tables) {
     if (absl::Status s = parts_.embeddings->Validate(t->table(), RowsOf(*t)); !s.ok()) return s;
-    rows += t->rows_size();
   }
   std::vector<std::pair<int, int64_t>> parity;
   for (const v1::TableStripes& t : request.parity()) {
@@ -367,6 +485,9 @@ absl::Status ParameterServerCore::Health(const v1::RequestHeader& header,
 }
 
 void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
+  stats->set_refused_requests(refused_.load(std::memory_order_relaxed));
+  stats->set_freezes_expired(gate_.expired());
+  stats->set_freezes_held(gate_.active());
   if (!ready()) return;
   stats->set_data_rows(parts_.embeddings->data_rows());
   stats->set_bytes(parts_.embeddings->bytes() + parts_.dense->bytes());
@@ -409,37 +530,20 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
     return absl::FailedPreconditionError("server " + std::to_string(parts_.server) +
                                          " keeps no parity (mode without erasure coding)");
   }
-  std::mutex* sender_mu;
-  {
-    std::lock_guard<std::mutex> lock(seq_mu_);
-    auto& m = sender_mu_[batch.from_server()];
-    if (m == nullptr) m = std::make_unique<std::mutex>();
-    sender_mu = m.get();
+  const int from = batch.from_server();
+  if (absl::Status s = CheckPeer(from, batch.sender_instance(), batch.header().epoch(),
+                                 "parity deltas");
+      !s.ok()) {
+    return Refuse(s, batch.header(), "parity deltas");
   }
-  // One batch of a sender at a time: sequence order is the apply order.
-  std::lock_guard<std::mutex> sender_lock(*sender_mu);
-  uint64_t applied;
-  {
-    std::lock_guard<std::mutex> lock(seq_mu_);
-    std::string& known = sender_instance_[batch.from_server()];
-    if (known != batch.sender_instance()) {
-      // A sender this server has not heard from (it is a replacement itself), or a new
-      // incarnation of the sender (a replacement data server): its stream starts here. What
-      // the old streams carried is already in the rows the rebuild reads.
-      known = batch.sender_instance();
-      applied_seq_[batch.from_server()] = batch.seq() - 1;
-    }
-    applied = applied_seq_[batch.from_server()];
+  if (batch.seq() == 0 || batch.seq() == UINT64_MAX) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                      "parity batch from server ", from, " has sequence number ", batch.seq(),
+                      ": streams count from 1 and never wrap")),
+                  batch.header(), "parity deltas");
   }
-  if (batch.seq() <= applied) {  // a resend after a lost ack: already applied
-    ack->set_applied_seq(applied);
-    return absl::OkStatus();
-  }
-  if (batch.seq() != applied + 1) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "parity batch ", batch.seq(), " from server ", batch.from_server(),
-        " out of order: applied up to ", applied));
-  }
+  // Decoded and checked before the sequence state is touched: a batch that is refused
+  // changes nothing.
   const size_t bytes = parts_.parity->payload_bytes();
   using Delta = ParityStore::DeltaRef;
   std::vector<Delta> deltas;
@@ -447,8 +551,9 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
   deltas.reserve(batch.deltas_size() + batch.packed().size() / record);
   for (const v1::ParityDelta& d : batch.deltas()) {
     if (d.delta().size() != bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("parity delta of ", d.delta().size(),
-                                                     " bytes, expected ", bytes));
+      return Refuse(absl::InvalidArgumentError(absl::StrCat("parity delta of ", d.delta().size(),
+                                                            " bytes, expected ", bytes)),
+                    batch.header(), "parity deltas");
     }
     deltas.push_back(Delta{d.table(), d.j(), d.stripe(),
                            reinterpret_cast<const uint8_t*>(d.delta().data()), d.from_version(),
@@ -456,9 +561,10 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
   }
   if (!batch.packed().empty()) {
     if (static_cast<size_t>(batch.delta_bytes()) != bytes || batch.packed().size() % record != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "packed parity deltas of ", batch.delta_bytes(), " bytes in ", batch.packed().size(),
-          " bytes; expected ", bytes, "-byte deltas"));
+      return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                        "packed parity deltas of ", batch.delta_bytes(), " bytes in ",
+                        batch.packed().size(), " bytes; expected ", bytes, "-byte deltas")),
+                    batch.header(), "parity deltas");
     }
     const char* p = batch.packed().data();
     for (size_t off = 0; off < batch.packed().size(); off += record) {
@@ -468,10 +574,68 @@ absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& 
                              h.from, h.to});
     }
   }
+  // Only the server holding a data row sends its deltas.
+  const Placement& placement = parts_.embeddings->placement();
+  for (const Delta& d : deltas) {
+    if (d.table < 0 || d.table >= placement.num_tables() || d.stripe < 0 ||
+        d.stripe >= placement.stripes(d.table) || d.j < 0 || d.j >= placement.k() ||
+        placement.ServerOf(d.table, d.stripe, d.j) != from) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                        "parity delta for table ", d.table, " stripe ", d.stripe, " member ",
+                        d.j, " from server ", from, ", which does not hold that data row")),
+                    batch.header(), "parity deltas");
+    }
+  }
+  std::mutex* sender_mu;
+  {
+    std::lock_guard<std::mutex> lock(seq_mu_);
+    auto& m = sender_mu_[from];
+    if (m == nullptr) m = std::make_unique<std::mutex>();
+    sender_mu = m.get();
+  }
+  // One batch of a sender at a time: sequence order is the apply order.
+  std::lock_guard<std::mutex> sender_lock(*sender_mu);
+  uint64_t applied;
+  bool restart = false;
+  {
+    std::lock_guard<std::mutex> lock(seq_mu_);
+    auto known = sender_instance_.find(from);
+    if (known == sender_instance_.end()) {
+      // A sender this server has not heard from (this server is a replacement itself, or
+      // the stream's first batch): its stream is taken up where it is.
+      restart = true;
+      applied = batch.seq() - 1;
+    } else if (known->second != batch.sender_instance()) {
+      // A new incarnation of the sender (a replacement data server): its streams start at
+      // 1. What the old streams carried is already in the rows the rebuild read.
+      if (batch.seq() != 1) {
+        return Refuse(absl::FailedPreconditionError(absl::StrCat(
+                          "parity batch ", batch.seq(), " from a new instance ",
+                          batch.sender_instance(), " of server ", from,
+                          ": a new instance's stream starts at 1")),
+                      batch.header(), "parity deltas");
+      }
+      restart = true;
+      applied = 0;
+    } else {
+      applied = applied_seq_[from];
+    }
+  }
+  if (batch.seq() <= applied) {  // a resend after a lost ack: already applied
+    ack->set_applied_seq(applied);
+    return absl::OkStatus();
+  }
+  if (batch.seq() != applied + 1) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat(
+                      "parity batch ", batch.seq(), " from server ", from,
+                      " out of order: applied up to ", applied)),
+                  batch.header(), "parity deltas");
+  }
   if (absl::Status s = parts_.parity->ApplyBatch(deltas); !s.ok()) return s;
   {
     std::lock_guard<std::mutex> lock(seq_mu_);
-    applied_seq_[batch.from_server()] = batch.seq();
+    if (restart) sender_instance_[from] = batch.sender_instance();
+    applied_seq_[from] = batch.seq();
   }
   ack->set_applied_seq(batch.seq());
   return absl::OkStatus();
@@ -491,6 +655,30 @@ absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest
   if (request.grad().size() % sizeof(float) != 0) {
     return absl::InvalidArgumentError("dense replica gradient size is not a multiple of 4");
   }
+  if (request.tensor() < 0 || request.tensor() >= parts_.dense->num_tensors()) {
+    return absl::InvalidArgumentError(absl::StrCat("dense replica update of tensor ",
+                                                   request.tensor(), ": no such tensor"));
+  }
+  // Only the primary orders a tensor's updates: one from anyone else would fork the replica.
+  const int primary = parts_.dense->PrimaryOf(request.tensor());
+  if (request.from_server() != primary) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat(
+                      "dense replica update of tensor ", request.tensor(), " from server ",
+                      request.from_server(), ", which is not its primary (server ", primary,
+                      ")")),
+                  request.header(), "a dense replica update");
+  }
+  if (absl::Status s = CheckPeer(request.from_server(), request.sender_instance(),
+                                 request.header().epoch(), "a dense replica update");
+      !s.ok()) {
+    return Refuse(s, request.header(), "a dense replica update");
+  }
+  if (FirstNonFinite(request.grad()) >= 0) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                      "dense replica update of tensor ", request.tensor(),
+                      " has a non-finite gradient")),
+                  request.header(), "a dense replica update");
+  }
   if (parts_.rebuilder != nullptr && !parts_.rebuilder->dense_ready()) {
     // The restore copies the primary while it is frozen, after this update: nothing is lost.
     return absl::OkStatus();
@@ -504,59 +692,66 @@ absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest
 absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
   // A release is accepted from an older epoch: whoever froze this server (a checkpoint, a
   // scrub, a rebuild) may see the epoch move on while it works, and a release refused for
-  // that would leave the server frozen for good. Releasing changes no data.
+  // that would leave the server frozen for good. Releasing changes no data, and only the
+  // freeze's owner can release it.
   if (absl::Status s = CheckRequest(request.header(), /*any_epoch=*/!request.freeze());
       !s.ok()) {
     return s;
   }
-  std::unique_lock<std::mutex> lock(freeze_mu_);
-  auto release = [&]() {  // undoes this freeze; freeze_mu_ held
-    if (request.stripes_size() == 0) {
-      if (whole_freezes_ > 0) --whole_freezes_;
-      return;
-    }
-    auto it = stripe_freezes_.find(request.freeze_id());
-    if (it == stripe_freezes_.end()) return;
-    for (uint64_t key : it->second) {
-      auto f = stripe_frozen_.find(key);
-      if (f != stripe_frozen_.end() && --f->second == 0) stripe_frozen_.erase(f);
-    }
-    stripe_freezes_.erase(it);
-  };
+  const char* what = request.freeze() ? "a freeze" : "a freeze release";
+  if (request.owner().empty()) {
+    return Refuse(absl::InvalidArgumentError("freeze without an owner"), request.header(), what);
+  }
   if (!request.freeze()) {
-    release();
-    lock.unlock();
-    freeze_cv_.notify_all();
-    return absl::OkStatus();
+    absl::Status s = gate_.Release(request.freeze_id(), request.owner());
+    if (absl::IsPermissionDenied(s)) return Refuse(s, request.header(), what);
+    return s;
   }
-  if (request.stripes_size() == 0) {
-    ++whole_freezes_;
-  } else {
-    std::vector<uint64_t>& keys = stripe_freezes_[request.freeze_id()];
-    for (const v1::TableStripes& t : request.stripes()) {
-      for (int64_t stripe : t.stripes()) {
-        keys.push_back(StripeKey(t.table(), stripe));
-        ++stripe_frozen_[keys.back()];
+  UpdateGate::Lease lease;
+  lease.id = request.freeze_id();
+  lease.owner = request.owner();
+  lease.epoch = request.header().epoch();
+  if (request.has_owner_server()) {
+    if (absl::Status s = CheckPeer(request.owner_server(), request.owner(),
+                                   request.header().epoch(), "a freeze");
+        !s.ok()) {
+      return Refuse(s, request.header(), what);
+    }
+    lease.owner_server = request.owner_server();
+  } else if (request.owner() != kCoordinatorFreezeOwner) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                      "freeze owner '", request.owner(), "' is neither a server (owner_server "
+                      "unset) nor the coordinator")),
+                  request.header(), what);
+  }
+  const std::chrono::milliseconds lease_ms(request.lease_ms());
+  if (lease_ms > kMaxLease) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat("freeze lease of ", request.lease_ms(),
+                                                          " ms: at most ", kMaxLease.count())),
+                  request.header(), what);
+  }
+  lease.duration = lease_ms.count() > 0 ? lease_ms : kDefaultLease;
+  const Placement& placement = parts_.embeddings->placement();
+  for (const v1::TableStripes& t : request.stripes()) {
+    for (int64_t stripe : t.stripes()) {
+      if (t.table() < 0 || t.table() >= placement.num_tables() || stripe < 0 ||
+          stripe >= placement.stripes(t.table())) {
+        return Refuse(absl::InvalidArgumentError(absl::StrCat("freeze of table ", t.table(),
+                                                              " stripe ", stripe,
+                                                              ": no such stripe")),
+                      request.header(), what);
       }
+      lease.stripes.push_back(UpdateGate::StripeKey(t.table(), stripe));
     }
   }
-  // Wait for the updates that started before this freeze; later ones either wait for it or
-  // touch none of its stripes.
-  const uint64_t generation = ++generation_;
-  if (!freeze_cv_.wait_for(lock, std::chrono::seconds(30), [&] {
-        return in_flight_.empty() || in_flight_.begin()->first >= generation;
-      })) {
-    release();
-    freeze_cv_.notify_all();
-    return absl::DeadlineExceededError("updates in flight did not finish within 30 s");
+  const uint64_t id = lease.id;
+  if (absl::Status s = gate_.Freeze(std::move(lease), kFreezeWait); !s.ok()) {
+    return absl::IsAlreadyExists(s) ? Refuse(s, request.header(), what) : s;
   }
-  lock.unlock();
   if (parts_.streams != nullptr) {
-    absl::Status s = parts_.streams->Drain(std::chrono::seconds(30));
+    absl::Status s = parts_.streams->Drain(kFreezeWait);
     if (!s.ok()) {
-      std::lock_guard<std::mutex> relock(freeze_mu_);
-      release();
-      freeze_cv_.notify_all();
+      gate_.Release(id, request.owner()).IgnoreError();
       return s;
     }
   }
@@ -701,9 +896,20 @@ absl::Status ParameterServerCore::WriteParity(const v1::WriteParityRequest& requ
                                                    " member versions, expected ",
                                                    k * request.stripes_size()));
   }
+  std::vector<uint64_t> keys;
   for (int64_t stripe : request.stripes()) {
     auto q = parts_.parity->ParityIndex(request.table(), stripe);
     if (!q.ok()) return q.status();
+    keys.push_back(UpdateGate::StripeKey(request.table(), stripe));
+  }
+  // Parity is overwritten only where its owner froze updates: else a push between the
+  // caller's read and this write would be lost from the parity.
+  if (!gate_.Holds(request.freeze_id(), request.owner(), keys)) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat(
+                      "parity write of ", request.stripes_size(), " stripes of table ",
+                      request.table(), " by '", request.owner(), "' under freeze ",
+                      request.freeze_id(), ": the caller holds no live freeze covering them")),
+                  request.header(), "a parity write");
   }
   for (int i = 0; i < request.stripes_size(); ++i) {
     absl::Status s = parts_.parity->Overwrite(
@@ -753,6 +959,34 @@ absl::Status ParameterServerCore::SaveCheckpoint(const v1::SaveCheckpointRequest
                                                  v1::SaveCheckpointResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   if (request.tmp_dir().empty()) return absl::InvalidArgumentError("checkpoint tmp_dir is empty");
+  {
+    // Only an uncommitted step-N.tmp folder (BeginCheckpoint's) is written: never a
+    // committed checkpoint, nor any other folder.
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::path(request.tmp_dir()).lexically_normal();
+    std::error_code ec;
+    const std::string name = dir.filename().string();
+    if (!absl::StartsWith(name, "step-") || !absl::EndsWith(name, ".tmp")) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                        "checkpoint folder ", request.tmp_dir(),
+                        " is not an uncommitted step-N.tmp folder")),
+                    request.header(), "a checkpoint write");
+    }
+    if (fs::exists(dir / "MANIFEST.json", ec)) {
+      return Refuse(absl::FailedPreconditionError(absl::StrCat(
+                        "checkpoint folder ", request.tmp_dir(),
+                        " holds a MANIFEST.json: a committed checkpoint is never rewritten")),
+                    request.header(), "a checkpoint write");
+    }
+    if (!parts_.checkpoint_root.empty() &&
+        fs::weakly_canonical(dir.parent_path(), ec) !=
+            fs::weakly_canonical(fs::path(parts_.checkpoint_root), ec)) {
+      return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                        "checkpoint folder ", request.tmp_dir(), " is not in this job's "
+                        "checkpoint directory ", parts_.checkpoint_root)),
+                    request.header(), "a checkpoint write");
+    }
+  }
   if (!rebuilt() || !parts_.embeddings->all_valid()) {
     return absl::FailedPreconditionError("server " + std::to_string(parts_.server) +
                                          " is still rebuilding: cannot checkpoint");

@@ -3,8 +3,17 @@
 //
 // Every handler first checks the request header (token: UNAUTHENTICATED; epoch older than
 // the server's: FAILED_PRECONDITION), then validates the whole request (tables, row ids,
-// ownership, sizes: INVALID_ARGUMENT), and only then changes state, so a bad request changes
+// ownership, sizes, finite gradients: INVALID_ARGUMENT; more ids or reply bytes than the
+// limits: RESOURCE_EXHAUSTED), and only then changes state, so a bad request changes
 // nothing. Before Install() every data request gets UNAVAILABLE (still initialising).
+//
+// Peer requests are checked for consistency whoever sends them (the token is the same for
+// every role): parity deltas only from a current member (the id, instance and epoch the
+// cluster map gives, once FollowMap has been called) holding the data rows they change,
+// with sequence numbers that neither skip nor wrap; parity writes only under the caller's
+// own freeze; dense replica updates only from the tensor's primary; checkpoint writes only
+// into an uncommitted step-N.tmp directory. Each refusal is logged and counted
+// (ServerStats.refused_requests).
 //
 // With fault tolerance (erasure_code or replication), a push also sends each row's delta
 // (old XOR new payload) to the row's r parity holders. With ack after_parity the push
@@ -33,6 +42,7 @@
 #include "ps/peer_client.h"
 #include "ps/rebuilder.h"
 #include "ps/row_code.h"
+#include "ps/update_gate.h"
 
 namespace ecps {
 namespace v1 {
@@ -65,11 +75,14 @@ class ReadDenseResponse;
 class SaveCheckpointRequest;
 class SaveCheckpointResponse;
 class LoadCheckpointRequest;
+class ClusterMap;
 }  // namespace v1
+
 
 // Everything a ready server holds. Without fault tolerance only embeddings and dense are set.
 struct ServerParts {
   int server = 0;
+  std::string instance;  // this process's incarnation (what peers' maps say holds `server`)
   std::unique_ptr<EmbeddingStore> embeddings;
   std::unique_ptr<DenseStore> dense;
   std::unique_ptr<RowCode> code;
@@ -84,6 +97,12 @@ struct ServerParts {
   // wait for an on-demand rebuild.
   std::unique_ptr<Rebuilder> rebuilder;
   int rebuild_wait_ms = 120000;
+  // Request limits (spec cluster.max_request_ids, max_reply_mb).
+  int64_t max_request_ids = 4 << 20;
+  int64_t max_reply_bytes = int64_t{128} << 20;
+  // fault_tolerance.checkpoint.dir: checkpoint writes go only into its step-N.tmp folders
+  // (empty: any step-N.tmp folder).
+  std::string checkpoint_root;
 };
 
 class ParameterServerCore {
@@ -155,6 +174,12 @@ class ParameterServerCore {
   // Points the peer client and delta streams at a server's new address (a replacement).
   void UpdatePeerAddress(int server, const std::string& address);
 
+  // The cluster map as this server follows it: who holds each server id now (what peer
+  // requests are checked against), and the coordinator's word on deaths: the freezes of an
+  // owner the map says is dead or replaced are dropped here. Before the first call peer
+  // requests are checked without it (servers started outside a job, in tests).
+  void FollowMap(const v1::ClusterMap& map);
+
   // Starts the rebuild of a replacement server (a no-op otherwise).
   void StartRebuild();
   // True once every row and dense tensor held here is valid (always, unless a replacement).
@@ -169,13 +194,23 @@ class ParameterServerCore {
  private:
   // Token, fencing, readiness and (unless `any_epoch`) the sender's epoch.
   absl::Status CheckRequest(const v1::RequestHeader& header, bool any_epoch = false) const;
-  // Waits while a freeze covers the update (every freeze for a dense update or a push when
+  // Whether `instance` is server `server`'s current holder, as far as this server can tell
+  // for a request of epoch `epoch`: FAILED_PRECONDITION when the map (at least that new)
+  // gives the id to another instance or says it is dead; UNAVAILABLE when the map is older
+  // than the request and does not know the instance yet (the sender retries).
+  absl::Status CheckPeer(int server, const std::string& instance, uint64_t epoch,
+                         const char* what) const;
+  // Counts and logs a refused peer request; returns `status`.
+  absl::Status Refuse(absl::Status status, const v1::RequestHeader& header,
+                      const char* what) const;
+  // Ids and reply bytes against the limits (RESOURCE_EXHAUSTED).
+  absl::Status CheckLimits(int64_t ids, int64_t reply_bytes, const char* what) const;
+  // Waits while a freeze covers the update (whole-server freezes for a dense update when
   // `push` is null; for a push, whole-server freezes and freezes of stripes its rows are in),
   // then counts it in flight; EndUpdate undoes it.
   // Returns the generation the update is counted in (pass it to EndUpdate).
   absl::StatusOr<uint64_t> BeginUpdate(const v1::PushRequest* push = nullptr);
   void EndUpdate(uint64_t generation);
-  bool CoveredLocked(const v1::PushRequest* push) const;
   absl::Status ApplyPush(const v1::PushRequest& request);
   // Parity reads of (table, stripe) pairs: whether this server holds each; the rows with
   // their versions, in order.
@@ -192,23 +227,28 @@ class ParameterServerCore {
   std::atomic<bool> fenced_{false};
   ServerParts parts_;
 
-  std::mutex freeze_mu_;
-  std::condition_variable freeze_cv_;
-  // Active freezes by id (several rebuilders may freeze at once): whole-server ones, and
-  // stripe sets keyed table * 2^40 + stripe.
-  std::unordered_map<uint64_t, std::vector<uint64_t>> stripe_freezes_;  // guarded by freeze_mu_
-  std::unordered_map<uint64_t, int> stripe_frozen_;                    // key -> freezes
-  int whole_freezes_ = 0;                                              // guarded by freeze_mu_
-  // Updates in flight by the freeze generation they started in: a freeze waits only for
-  // those that started before it, so a stream of new updates cannot starve it.
-  uint64_t generation_ = 0;                                  // guarded by freeze_mu_
-  std::map<uint64_t, int64_t> in_flight_;                    // guarded by freeze_mu_
+  // Freezes (leases; several rebuilders and the coordinator may freeze at once) and the
+  // updates in flight.
+  UpdateGate gate_;
+
+  // The map FollowMap was last given: each server id's holder and state.
+  struct Member {
+    std::string instance;
+    int state = 0;  // v1::NodeState
+  };
+  mutable std::mutex map_mu_;
+  std::vector<Member> members_;  // guarded by map_mu_
+  uint64_t members_epoch_ = 0;   // guarded by map_mu_; 0: no map yet
+
+  mutable std::atomic<int64_t> refused_{0};
 
   mutable std::mutex rate_mu_;
   mutable std::chrono::steady_clock::time_point rate_time_ = std::chrono::steady_clock::now();
   mutable int64_t rate_bytes_ = 0;  // guarded by rate_mu_
   mutable double rate_ = 0;         // guarded by rate_mu_
 
+  // Per-sender delta stream state, one entry per server id (never for made-up senders: the
+  // id is checked against the placement first).
   std::mutex seq_mu_;
   std::unordered_map<int, uint64_t> applied_seq_;             // guarded by seq_mu_
   std::unordered_map<int, std::string> sender_instance_;      // guarded by seq_mu_

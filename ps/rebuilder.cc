@@ -11,6 +11,12 @@
 #include "spdlog/spdlog.h"
 
 namespace ecps {
+namespace {
+
+// How long the survivors honour one of the rebuild's freezes without its release.
+constexpr uint32_t kFreezeLeaseMs = 30000;
+
+}  // namespace
 
 Rebuilder::Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore* embeddings,
                      ParityStore* parity, DenseStore* dense, PeerClient* peers)
@@ -424,6 +430,11 @@ absl::Status Rebuilder::RunFrozen(const std::vector<Item>& items, bool restore_d
   // dense restore.
   v1::FreezeRequest freeze;
   freeze.set_freeze_id((static_cast<uint64_t>(options_.server) << 48) | ++freeze_count_);
+  // A lease the survivors drop if this process dies holding it (the map then says so), or
+  // after kFreezeLeaseMs in any case: a frozen batch takes milliseconds.
+  freeze.set_owner(options_.instance);
+  freeze.set_owner_server(options_.server);
+  freeze.set_lease_ms(kFreezeLeaseMs);
   if (!restore_dense) {
     std::map<int, v1::TableStripes*> by_table;
     for (const Item& item : items) {
@@ -460,11 +471,16 @@ absl::Status Rebuilder::RunFrozen(const std::vector<Item>& items, bool restore_d
     freeze_all(false).IgnoreError();
     return frozen;
   }
+  if (options_.hold_freeze_ms > 0) {
+    spdlog::warn("server {}: holding freeze {} for {} ms (ECPS_DRILL_HOLD_FREEZE_MS)",
+                 options_.server, freeze.freeze_id(), options_.hold_freeze_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.hold_freeze_ms));
+  }
   absl::Status result;
   if (!items.empty()) {
     Members members;
     ReadMembers(items, &members);
-    result = Install(items, members, /*frozen=*/true, nullptr);
+    result = Install(items, members, /*frozen=*/true, nullptr, freeze.freeze_id());
   }
   if (result.ok() && restore_dense) result = RestoreDense();
   absl::Status resumed = freeze_all(false);
@@ -586,7 +602,7 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
 }
 
 absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& mem, bool frozen,
-                                std::vector<Item>* retry) {
+                                std::vector<Item>* retry, uint64_t freeze_id) {
   const int k = placement_.k(), n = placement_.n(), r = placement_.r();
   const size_t bytes = payload_bytes_;
   const uint64_t epoch = options_.epoch();
@@ -700,6 +716,8 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const Members& m
   for (auto& [key, fix] : fixes) {
     if (!result.ok()) break;
     FillHeader(fix.mutable_header(), options_.token, epoch, sender_);
+    fix.set_freeze_id(freeze_id);
+    fix.set_owner(options_.instance);
     result = peers_->WriteParity(key.first, fix);
     if (result.ok()) {
       spdlog::info("server {}: made {} parity rows of table {} on server {} agree with their data",

@@ -45,6 +45,7 @@ namespace ecps {
 
 struct RebuildOptions {
   int server = 0;
+  std::string instance;  // this process's incarnation: the owner of its freezes
   std::string token;
   std::function<uint64_t()> epoch;
   // Servers that hold nothing usable now (dead, or rebuilding themselves), besides this one.
@@ -66,6 +67,9 @@ struct RebuildOptions {
   // and at most this long, so that two hints share one on-demand batch; rows a request waits
   // for (EnsureRows) start a batch at once. 0: every hint starts a batch.
   int max_hint_linger_ms = 50;
+  // A drill aid (environment ECPS_DRILL_HOLD_FREEZE_MS): every freeze is held this much
+  // longer, so that a test can kill a rebuilder while it holds freezes. 0 in production.
+  int hold_freeze_ms = 0;
 };
 
 // The rows of one table that a request touches (a view of the request's ids).
@@ -163,8 +167,9 @@ class Rebuilder {
   // Decodes and installs every item whose members agree on the versions (every item, when
   // frozen); appends the others to `retry`. Frozen, it also writes back parity rows that
   // disagree with the rebuilt data.
+  // `freeze_id`: the freeze the items are under when `frozen` (parity writes name it).
   absl::Status Install(const std::vector<Item>& items, const Members& members, bool frozen,
-                       std::vector<Item>* retry);
+                       std::vector<Item>* retry, uint64_t freeze_id = 0);
   absl::Status RestoreDense();
   // The member position this server holds of (table, stripe).
   int MyMember(int table, int64_t stripe) const;

@@ -195,7 +195,9 @@ int RunServer(const ServerOptions& options) {
                                     });
       if (!parts.ok()) {
         spdlog::error("server {}: {}", self, parts.status().ToString());
-        exit_code.store(1);
+        // A server that cannot hold its tables will not on a restart either: say so with an
+        // exit code of its own, so that the launcher does not start it again.
+        exit_code.store(absl::IsResourceExhausted(parts.status()) ? kExitCannotAllocate : 1);
       } else {
         int64_t rows = parts->embeddings->data_rows();
         int64_t parity = parts->parity != nullptr ? parts->parity->parity_rows() : 0;
@@ -227,6 +229,7 @@ int RunServer(const ServerOptions& options) {
       break;
     }
     if (map.epoch() > core.epoch()) core.SetEpoch(map.epoch());
+    if (core.ready()) core.FollowMap(map);
     known.resize(map.servers_size());
     for (int s = 0; s < map.servers_size(); ++s) {
       const std::string& address = map.servers(s).address();

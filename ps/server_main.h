@@ -8,6 +8,9 @@
 
 namespace ecps {
 
+// The exit code of a server that cannot allocate its tables (not worth restarting).
+inline constexpr int kExitCannotAllocate = 3;
+
 struct ServerOptions {
   JobSpec spec;
   std::string coordinator;          // host:port
@@ -19,7 +22,7 @@ struct ServerOptions {
 
 // Starts the gRPC service, registers with the coordinator, initialises its rows, serves
 // until the job finishes (or this instance is fenced, or SIGTERM/SIGINT). Returns the exit
-// code: 0 on a finished job, 1 on an error.
+// code: 0 on a finished job, kExitCannotAllocate when its tables do not fit, 1 on an error.
 int RunServer(const ServerOptions& options);
 
 }  // namespace ecps

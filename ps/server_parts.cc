@@ -1,9 +1,15 @@
 #include "ps/server_parts.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <new>
+#include <string>
 
+#include "absl/strings/str_format.h"
 #include "kernels/dlrm.h"
+#include "kernels/optimizers.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint_job.h"
 #include "runtime/rpc.h"
@@ -23,13 +29,14 @@ void RowCodeShape(const FaultToleranceSection& ft, int* k, int* r) {
   }
 }
 
-absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
-                                             const std::vector<std::string>& addresses,
-                                             const ParameterServerCore* core,
-                                             const std::string& instance,
-                                             DeltaTransport* transport,
-                                             const RecoveryHooks* recovery,
-                                             UnreachableFn report_unreachable) {
+namespace {
+
+absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
+                                       const std::vector<std::string>& addresses,
+                                       const ParameterServerCore* core,
+                                       const std::string& instance, DeltaTransport* transport,
+                                       const RecoveryHooks* recovery,
+                                       UnreachableFn report_unreachable) {
   const bool lost = recovery != nullptr;
   const FaultToleranceSection& ft = spec.fault_tolerance;
   int k = 1, r = 0;
@@ -41,6 +48,10 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
 
   ServerParts parts;
   parts.server = server;
+  parts.instance = instance;
+  parts.max_request_ids = spec.cluster.max_request_ids;
+  parts.max_reply_bytes = int64_t{spec.cluster.max_reply_mb} << 20;
+  parts.checkpoint_root = spec.fault_tolerance.checkpoint.dir;
   // Resuming (and not a replacement, which rebuilds from its peers): rows, parity and dense
   // tensors come from the checkpoint, read by logical row id whatever layout wrote it.
   const bool resume = !spec.job.resume_from.empty() && !lost;
@@ -135,6 +146,10 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
   if (lost) {
     RebuildOptions rebuild;
     rebuild.server = server;
+    rebuild.instance = instance;
+    if (const char* hold = std::getenv("ECPS_DRILL_HOLD_FREEZE_MS"); hold != nullptr) {
+      rebuild.hold_freeze_ms = std::max(0, std::atoi(hold));
+    }
     rebuild.token = core->token();
     rebuild.epoch = [core] { return core->epoch(); };
     rebuild.unusable = recovery->unusable;
@@ -154,6 +169,62 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
     parts.rebuild_wait_ms = std::max(spec.cluster.rpc_timeout_ms, 60000);
   }
   return parts;
+}
+
+}  // namespace
+
+int64_t ServerTableBytes(const JobSpec& spec, int server) {
+  int k = 1, r = 0;
+  RowCodeShape(spec.fault_tolerance, &k, &r);
+  auto placement = Placement::Create(spec.cluster.servers, k, r, spec.model.table_rows);
+  if (!placement.ok()) return 0;
+  const int64_t row_bytes =
+      sizeof(float) * (spec.model.embedding_dim +
+                       SparseStateFloats(spec.optimizer.sparse, spec.model.embedding_dim));
+  int64_t bytes = 0;
+  for (int t = 0; t < placement->num_tables(); ++t) {
+    bytes += (placement->DataSlots(t) + placement->ParitySlots(t)) * row_bytes;
+  }
+  return bytes;
+}
+
+int64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
+                                             const std::vector<std::string>& addresses,
+                                             const ParameterServerCore* core,
+                                             const std::string& instance,
+                                             DeltaTransport* transport,
+                                             const RecoveryHooks* recovery,
+                                             UnreachableFn report_unreachable) {
+  // Refused up front, with the figures, rather than allocated and then killed by the kernel
+  // on first touch (or thrown out of an mmap as std::bad_alloc).
+  const int64_t need = ServerTableBytes(spec, server);
+  const int64_t have = AvailableMemoryBytes();
+  auto too_big = [&](const char* why) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "server %d cannot allocate its tables: they need %.2f GiB (data rows and parity of "
+        "%d tables) and %s (MemAvailable %.2f GiB); make model.table_rows smaller or add "
+        "servers",
+        server, need / double(1 << 30), static_cast<int>(spec.model.table_rows.size()), why,
+        have / double(1 << 30)));
+  };
+  if (have > 0 && need > have) return too_big("this machine has less memory free");
+  try {
+    return BuildParts(spec, server, addresses, core, instance, transport, recovery,
+                      std::move(report_unreachable));
+  } catch (const std::bad_alloc&) {
+    return too_big("the allocation failed");
+  }
 }
 
 }  // namespace ecps

@@ -36,11 +36,18 @@ struct RecoveryHooks {
 // replacement: its rows start lost and a Rebuilder rebuilds them (call core->StartRebuild()
 // after Install). `report_unreachable`, when set, hears of every peer server an RPC to
 // which failed as if it were down.
+// RESOURCE_EXHAUSTED, naming the sizes, when the tables cannot be allocated (more than the
+// machine's available memory, or the allocation fails).
 absl::StatusOr<ServerParts> BuildServerParts(
     const JobSpec& spec, int server, const std::vector<std::string>& addresses,
     const ParameterServerCore* core, const std::string& instance,
     DeltaTransport* transport = nullptr, const RecoveryHooks* recovery = nullptr,
     UnreachableFn report_unreachable = nullptr);
+
+// Bytes of the data and parity row arrays `server` allocates for `spec`.
+int64_t ServerTableBytes(const JobSpec& spec, int server);
+// MemAvailable of /proc/meminfo in bytes, or -1 when it cannot be read.
+int64_t AvailableMemoryBytes();
 
 }  // namespace ecps
 

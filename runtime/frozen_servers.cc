@@ -1,8 +1,22 @@
 #include "runtime/frozen_servers.h"
 
+#include <random>
+
 #include "absl/strings/str_cat.h"
 
 namespace ecps {
+namespace {
+
+// The servers honour the coordinator's freeze this long without a release: longer than any
+// scrub or checkpoint save, and a coordinator that dies ends the job anyway.
+constexpr uint32_t kCoordinatorLeaseMs = 15 * 60 * 1000;
+
+uint64_t NewFreezeId() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
 
 FrozenServers::FrozenServers(const std::vector<std::unique_ptr<v1::ParameterServer::Stub>>& stubs,
                              std::string token, uint64_t epoch, std::string sender,
@@ -11,7 +25,8 @@ FrozenServers::FrozenServers(const std::vector<std::unique_ptr<v1::ParameterServ
       token_(std::move(token)),
       epoch_(epoch),
       sender_(std::move(sender)),
-      options_(options) {
+      options_(options),
+      freeze_id_(NewFreezeId()) {
   for (; frozen_ < stubs_.size(); ++frozen_) {
     if (absl::Status s = Freeze(frozen_, true); !s.ok()) {
       error_ = absl::StrCat("cannot freeze server ", frozen_, ": ", s.ToString());
@@ -24,6 +39,9 @@ absl::Status FrozenServers::Freeze(size_t server, bool on) {
   v1::FreezeRequest req;
   FillHeader(req.mutable_header(), token_, epoch_, sender_);
   req.set_freeze(on);
+  req.set_freeze_id(freeze_id_);
+  req.set_owner(kCoordinatorFreezeOwner);
+  req.set_lease_ms(kCoordinatorLeaseMs);
   v1::FreezeResponse resp;
   return CallWithRetry(options_, [&](grpc::ClientContext* ctx) {
     return stubs_[server]->Freeze(ctx, req, &resp);

@@ -17,6 +17,7 @@ namespace ecps {
 
 class FrozenServers {
  public:
+
   // Freezes the servers in order; stops at the first that cannot be frozen (see error()).
   FrozenServers(const std::vector<std::unique_ptr<v1::ParameterServer::Stub>>& stubs,
                 std::string token, uint64_t epoch, std::string sender, RpcOptions options);
@@ -37,6 +38,7 @@ class FrozenServers {
   const uint64_t epoch_;
   const std::string sender_;
   const RpcOptions options_;
+  const uint64_t freeze_id_;  // one lease id on every server, owned by "coordinator"
   size_t frozen_ = 0;  // servers [0, frozen_) are frozen
   std::string error_;
 };

@@ -26,6 +26,10 @@ class RequestHeader;
 // Largest message any ecps channel or server accepts (rows are packed into few messages).
 inline constexpr int kMaxMessageBytes = 256 << 20;
 
+// The owner the coordinator names in its freezes (FreezeRequest.owner); servers name their
+// instance.
+inline constexpr char kCoordinatorFreezeOwner[] = "coordinator";
+
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

@@ -47,7 +47,8 @@ const std::vector<SectionKeys>& Schema() {
         "synchronous"}},
       {"cluster",
        {"servers", "spares", "workers", "host", "coordinator_port", "heartbeat_interval_ms",
-        "heartbeat_timeout_ms", "rpc_timeout_ms", "worker_threads", "server_threads"}},
+        "heartbeat_timeout_ms", "rpc_timeout_ms", "worker_threads", "server_threads",
+        "max_request_ids", "max_reply_mb"}},
       {"model",
        {"num_dense", "num_sparse", "embedding_dim", "table_rows", "bottom_mlp", "top_mlp",
         "pooling"}},
@@ -659,6 +660,8 @@ void SpecParser::ReadCluster(const YAML::Node& n, ClusterSection* c) {
   Int(e, p, "rpc_timeout_ms", 1, 3'600'000, &c->rpc_timeout_ms);
   Int(e, p, "worker_threads", 1, 256, &c->worker_threads);
   Int(e, p, "server_threads", 1, 256, &c->server_threads);
+  Int(e, p, "max_request_ids", 1, 1 << 28, &c->max_request_ids);
+  Int(e, p, "max_reply_mb", 1, 240, &c->max_reply_mb);
 }
 
 void SpecParser::ReadModel(const YAML::Node& n, ModelSection* m) {
@@ -1225,6 +1228,8 @@ std::string SpecToYaml(const JobSpec& spec) {
   line(2, "rpc_timeout_ms", absl::StrCat(c.rpc_timeout_ms));
   line(2, "worker_threads", absl::StrCat(c.worker_threads));
   line(2, "server_threads", absl::StrCat(c.server_threads));
+  line(2, "max_request_ids", absl::StrCat(c.max_request_ids));
+  line(2, "max_reply_mb", absl::StrCat(c.max_reply_mb));
 
   const ModelSection& m = spec.model;
   section(0, "model");

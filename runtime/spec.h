@@ -38,6 +38,10 @@ struct ClusterSection {
   int rpc_timeout_ms = 10000;
   int worker_threads = 1;            // compute threads per worker (OpenBLAS)
   int server_threads = 2;            // gRPC handler threads per server
+  // A server refuses (RESOURCE_EXHAUSTED, before any work) a request naming more row ids than
+  // this, or whose reply would exceed max_reply_mb (below gRPC's 256 MiB message limit).
+  int max_request_ids = 4 << 20;
+  int max_reply_mb = 128;
 };
 
 struct ModelSection {

@@ -15,7 +15,12 @@
 #include <sstream>
 #include <thread>
 
+#include <functional>
+#include <optional>
+
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "proto/ecps.pb.h"
 #include "tests/ecps_process.h"
 
 namespace ecps {
@@ -141,6 +146,164 @@ TEST(EndToEndRecovery, KilledServerWithoutSpareGetsANewProcess) {
   EXPECT_NE(report.find("\"by_spare\": false"), std::string::npos) << report;
   EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
       << report;
+  fs::remove_all(dir);
+}
+
+// Runs a spec that must fail; returns the exit status, with report.json and the run's log.
+int RunToFailure(const fs::path& dir, const std::string& spec, std::string* report,
+                 std::string* run_log, std::chrono::seconds deadline) {
+  std::ofstream(dir / "job.yaml") << spec;
+  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
+                     "--no-progress"},
+                    dir / "run.log");
+  const int status = WaitFor(pid, deadline);
+  *run_log = ReadFile(dir / "run.log");
+  *report = ReadFile(dir / "out" / "report.json");
+  return status;
+}
+
+// `ecps status --job DIR --json` of a running job (the job folder's token and address, as
+// a user runs it), parsed; nullopt while it does not answer.
+std::optional<v1::StatusResponse> Status(const fs::path& dir, const fs::path& job) {
+  const fs::path out = dir / "status.json";
+  pid_t pid = Start({"status", "--job", job.string(), "--json"}, out);
+  const int status = WaitFor(pid, std::chrono::seconds(20));
+  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
+  v1::StatusResponse response;
+  if (!google::protobuf::util::JsonStringToMessage(ReadFile(out), &response).ok()) {
+    return std::nullopt;
+  }
+  return response;
+}
+
+// Polls the job's status until `done` holds (true) or the deadline passes (false).
+bool WaitForStatus(const fs::path& dir, const fs::path& job, std::chrono::seconds deadline,
+                   const std::function<bool(const v1::StatusResponse&)>& done,
+                   v1::StatusResponse* last) {
+  const auto until = Clock::now() + deadline;
+  while (Clock::now() < until) {
+    if (auto st = Status(dir, job); st.has_value()) {
+      *last = *st;
+      if (done(*st)) return true;
+    }
+  }
+  return false;
+}
+
+// The rebuilding replacement dies while it holds a freeze on every survivor (the drill aid
+// ECPS_DRILL_HOLD_FREEZE_MS makes each of its freezes last 4 s; the test kills it with
+// SIGKILL as soon as a survivor reports the freeze). The survivors drop the dead owner's
+// freeze as soon as the coordinator's map says it is dead, a new replacement finishes the
+// rebuild, and the job ends with a clean scrub. Before freezes were leases the survivors
+// stayed frozen for good: every push timed out and the job failed about 130 s later.
+TEST(EndToEndRecovery, RebuilderKilledWhileHoldingFreezesDoesNotWedgeTheJob) {
+  fs::path dir = TempDir("rebuilder");
+  const fs::path job = dir / "out";
+  std::ofstream(dir / "job.yaml") << Spec(
+      "kill-rebuilder", 1500, 3, 0, 1,
+      "  mode: erasure_code\n  k: 2\n  r: 1\n  rebuild_rate_mb_s: 0.5\n",
+      "  - {at_step: 100, action: kill_server, target: 1}\n");
+  setenv("ECPS_DRILL_HOLD_FREEZE_MS", "4000", 1);
+  pid_t run = Start({"run", (dir / "job.yaml").string(), "--output", job.string(),
+                     "--no-progress"},
+                    dir / "run.log");
+  unsetenv("ECPS_DRILL_HOLD_FREEZE_MS");
+
+  // Wait until the first replacement of server 1 rebuilds and a survivor holds its freeze.
+  v1::StatusResponse st;
+  int64_t rebuilder_pid = 0;
+  const bool frozen = WaitForStatus(dir, job, std::chrono::seconds(120), [&](const auto& s) {
+    int64_t pid = 0;
+    bool held = false;
+    for (const v1::NodeInfo& n : s.nodes()) {
+      if (n.role() != v1::ROLE_SERVER) continue;
+      if (n.id() == 1 && n.state() == v1::NODE_RECOVERING) pid = n.pid();
+      if (n.id() != 1 && n.server().freezes_held() > 0) held = true;
+    }
+    if (pid == 0 || !held) return false;
+    rebuilder_pid = pid;
+    return true;
+  }, &st);
+  ASSERT_TRUE(frozen) << "no survivor held a rebuild freeze; log:\n" << ReadFile(dir / "run.log");
+  const int64_t frozen_step = st.step();
+  ASSERT_EQ(kill(static_cast<pid_t>(rebuilder_pid), SIGKILL), 0);
+  const auto killed = Clock::now();
+
+  // Its freezes go with it: as soon as it is declared dead (heartbeat timeout 1 s), not
+  // when the 4 s hold would have ended nor at the 30 s lease.
+  const bool dropped = WaitForStatus(dir, job, std::chrono::seconds(60), [&](const auto& s) {
+    for (const v1::NodeInfo& n : s.nodes()) {
+      if (n.role() == v1::ROLE_SERVER && n.id() != 1 && n.server().freezes_expired() == 0) {
+        return false;
+      }
+    }
+    return true;
+  }, &st);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_TRUE(dropped) << "the survivors kept the dead rebuilder's freeze";
+  EXPECT_LT(seconds, 3.5) << "the survivors dropped the dead rebuilder's freeze only after "
+                          << seconds << " s";
+
+  const int status = WaitFor(run, std::chrono::seconds(300));
+  const std::string log = ReadFile(dir / "run.log");
+  ASSERT_NE(status, -1) << "ecps run did not finish; log:\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+  const std::string report = ReadFile(job / "report.json");
+  EXPECT_EQ(IntField(report, "steps"), 1500) << report;
+  EXPECT_GT(IntField(report, "steps"), frozen_step);
+  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
+      << report;
+  EXPECT_NE(log.find("started a replacement server 1"), std::string::npos) << log;
+  // Both deaths of slot 1 (the server, then its rebuilding replacement) were recovered.
+  int recovered = 0;
+  std::smatch m;
+  std::string rest = report;
+  while (std::regex_search(rest, m, std::regex("\"state\": \"recovered\""))) {
+    ++recovered;
+    rest = m.suffix();
+  }
+  EXPECT_EQ(recovered, 2) << report;
+  const std::string survivor = ReadFile(job / "logs" / "server-0.log");
+  EXPECT_NE(survivor.find("says its owner is dead or replaced"), std::string::npos) << survivor;
+  fs::remove_all(dir);
+}
+
+// Two servers of a (2, 1) code die at once: every stripe they share lost two members. The
+// job says so at once and every process exits, with the data-loss exit code (4), instead of
+// replacements waiting for ever for rows nobody can rebuild.
+TEST(EndToEndRecovery, LosingMoreThanRServersIsDataLossAndEndsTheJobAtOnce) {
+  fs::path dir = TempDir("dataloss");
+  std::string report, log;
+  const auto start = Clock::now();
+  const int status = RunToFailure(
+      dir,
+      Spec("data-loss", 100000, 3, 0, 1, "  mode: erasure_code\n  k: 2\n  r: 1\n",
+           "  - {at_step: 50, action: kill_server, target: 0}\n"
+           "  - {at_step: 50, action: kill_server, target: 1}\n"),
+      &report, &log, std::chrono::seconds(120));
+  ASSERT_NE(status, -1) << "the job did not end; log:\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 4) << status << "\n" << log;
+  EXPECT_NE(log.find("DATA LOST"), std::string::npos) << log;
+  EXPECT_NE(report.find("\"data_lost\": true"), std::string::npos) << report;
+  EXPECT_NE(report.find("stripes"), std::string::npos) << report;
+  // Detection takes about a second; the job must not wait for a replacement's deadline.
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(90));
+  fs::remove_all(dir);
+}
+
+// Tables that cannot fit in this machine's memory: every server refuses to start, naming the
+// sizes, and the job ends at once instead of starting replacement after replacement.
+TEST(EndToEndRecovery, TablesThatDoNotFitFailTheJobWithTheSizes) {
+  fs::path dir = TempDir("toobig");
+  std::string spec = Spec("too-big", 100, 2, 0, 1, "  mode: none\n", "  []\n");
+  spec.replace(spec.find("table_rows: 2000"), 16, "table_rows: 2000000000");
+  std::string report, log;
+  const int status = RunToFailure(dir, spec, &report, &log, std::chrono::seconds(120));
+  ASSERT_NE(status, -1) << "the job did not end; log:\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
+  EXPECT_NE(log.find("cannot allocate its tables"), std::string::npos) << log;
+  EXPECT_NE(log.find("GiB"), std::string::npos) << log;
+  EXPECT_EQ(log.find("started a replacement"), std::string::npos) << log;
   fs::remove_all(dir);
 }
 

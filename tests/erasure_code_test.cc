@@ -157,12 +157,14 @@ TEST(Scrub, DetectsACorruptedParityRow) {
   JobSpec spec = EcSpec("adagrad", 2, 1);
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
-  // Flip one byte of one parity row through the parity delta path itself.
+  // Flip one byte of one parity row through the parity delta path itself, as the data
+  // member's server would (a stream the holder has not heard from yet starts anywhere).
   auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
   int holder = placement->ParityLocation(0, 5, 0).server;
   v1::ParityDeltaBatch batch;
   FillHeader(batch.mutable_header(), kToken, 1, "test");
-  batch.set_from_server(99);
+  batch.set_from_server(placement->ServerOf(0, 5, 0));
+  batch.set_sender_instance("test-corrupter");
   batch.set_seq(1);
   v1::ParityDelta* d = batch.add_deltas();
   d->set_table(0);

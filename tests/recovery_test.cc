@@ -542,6 +542,8 @@ TEST(Freeze, ReleaseFromAnOlderEpochIsAccepted) {
   v1::FreezeRequest freeze;
   FillHeader(freeze.mutable_header(), kToken, 1, "checkpoint");
   freeze.set_freeze(true);
+  freeze.set_freeze_id(7);
+  freeze.set_owner(kCoordinatorFreezeOwner);
   ASSERT_TRUE(cluster->core(0)->Freeze(freeze).ok());
   cluster->core(0)->SetEpoch(3);  // a failure was detected while frozen
 

@@ -1,0 +1,205 @@
+#include "ps/update_gate.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace ecps {
+namespace {
+
+constexpr size_t kEndedKept = 256;
+
+}  // namespace
+
+UpdateGate::UpdateGate(std::function<Clock::time_point()> now, std::chrono::milliseconds poll)
+    : now_(std::move(now)), poll_(poll) {}
+
+bool UpdateGate::CoveredLocked(const Touches* touches) const {
+  if (whole_ > 0) return true;
+  if (touches == nullptr || stripe_frozen_.empty()) return false;
+  return (*touches)([this](uint64_t key) { return stripe_frozen_.count(key) > 0; });
+}
+
+absl::StatusOr<uint64_t> UpdateGate::Begin(const Touches* touches,
+                                           std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const Clock::time_point deadline = now_() + timeout;
+  while (true) {
+    ReapLocked(now_());
+    if (!CoveredLocked(touches)) break;
+    if (now_() >= deadline) {
+      return absl::UnavailableError(absl::StrCat("server frozen for over ",
+                                                 timeout.count() / 1000, " s"));
+    }
+    cv_.wait_for(lock, poll_);
+  }
+  ++in_flight_[generation_];
+  return generation_;
+}
+
+void UpdateGate::End(uint64_t generation) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = in_flight_.find(generation);
+    if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+  }
+  cv_.notify_all();
+}
+
+absl::Status UpdateGate::Freeze(Lease lease, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const Clock::time_point now = now_();
+  ReapLocked(now);
+  const uint64_t id = lease.id;
+  auto it = leases_.find(id);
+  if (it != leases_.end()) {
+    if (it->second.lease.owner != lease.owner) {
+      return absl::AlreadyExistsError(absl::StrCat("freeze ", id, " is held by ",
+                                                   it->second.lease.owner, ", not ",
+                                                   lease.owner));
+    }
+    it->second.expiry = now + lease.duration;  // a retried request: renew
+  } else {
+    std::sort(lease.stripes.begin(), lease.stripes.end());
+    if (lease.stripes.empty()) {
+      ++whole_;
+    } else {
+      for (uint64_t key : lease.stripes) ++stripe_frozen_[key];
+    }
+    const Clock::time_point expiry = now + lease.duration;
+    leases_.emplace(id, Held{std::move(lease), expiry});
+  }
+  // Wait for the updates that started before this freeze; later ones either wait for it or
+  // touch none of its stripes.
+  const uint64_t generation = ++generation_;
+  const Clock::time_point deadline = now + timeout;
+  while (!(in_flight_.empty() || in_flight_.begin()->first >= generation)) {
+    if (leases_.count(id) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("freeze ", id, " lapsed before the updates in flight finished"));
+    }
+    if (now_() >= deadline) {
+      auto held = leases_.find(id);
+      if (held != leases_.end()) DropLocked(held, /*lapsed=*/false);
+      lock.unlock();
+      cv_.notify_all();
+      return absl::DeadlineExceededError(absl::StrCat(
+          "updates in flight did not finish within ", timeout.count() / 1000, " s"));
+    }
+    cv_.wait_for(lock, poll_);
+    ReapLocked(now_());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UpdateGate::Release(uint64_t id, const std::string& owner) {
+  std::unique_lock<std::mutex> lock(mu_);
+  ReapLocked(now_());
+  auto it = leases_.find(id);
+  if (it != leases_.end()) {
+    if (it->second.lease.owner != owner) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "freeze ", id, " is held by ", it->second.lease.owner, ", not ", owner));
+    }
+    DropLocked(it, /*lapsed=*/false);
+    lock.unlock();
+    cv_.notify_all();
+    return absl::OkStatus();
+  }
+  for (auto e = ended_.rbegin(); e != ended_.rend(); ++e) {
+    if (e->id != id) continue;
+    if (e->owner != owner) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("freeze ", id, " was held by ", e->owner, ", not ", owner));
+    }
+    if (e->lapsed) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "freeze ", id, " of ", owner,
+          " lapsed before its release (its lease ran out, or its owner was declared dead)"));
+    }
+    return absl::OkStatus();  // released already: a retried release
+  }
+  return absl::NotFoundError(absl::StrCat("no freeze ", id));
+}
+
+bool UpdateGate::Holds(uint64_t id, const std::string& owner,
+                       absl::Span<const uint64_t> stripes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ReapLocked(now_());
+  auto it = leases_.find(id);
+  if (it == leases_.end() || it->second.lease.owner != owner) return false;
+  const std::vector<uint64_t>& held = it->second.lease.stripes;
+  if (held.empty()) return true;
+  for (uint64_t key : stripes) {
+    if (!std::binary_search(held.begin(), held.end(), key)) return false;
+  }
+  return true;
+}
+
+std::vector<UpdateGate::Lease> UpdateGate::ReleaseIf(
+    const std::function<bool(const Lease&)>& dead) {
+  std::vector<Lease> dropped;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      auto next = std::next(it);
+      if (dead(it->second.lease)) {
+        dropped.push_back(it->second.lease);
+        DropLocked(it, /*lapsed=*/true);
+        ++expired_;
+      }
+      it = next;
+    }
+  }
+  if (!dropped.empty()) cv_.notify_all();
+  return dropped;
+}
+
+int64_t UpdateGate::expired() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return expired_;
+}
+
+int UpdateGate::active() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(leases_.size());
+}
+
+bool UpdateGate::ReapLocked(Clock::time_point now) {
+  bool any = false;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    auto next = std::next(it);
+    if (it->second.expiry <= now) {
+      spdlog::warn("freeze {} of {} lapsed: its {} ms lease ran out before a release",
+                   it->first, it->second.lease.owner, it->second.lease.duration.count());
+      DropLocked(it, /*lapsed=*/true);
+      ++expired_;
+      any = true;
+    }
+    it = next;
+  }
+  if (any) cv_.notify_all();
+  return any;
+}
+
+void UpdateGate::DropLocked(std::unordered_map<uint64_t, Held>::iterator it, bool lapsed) {
+  const Lease& lease = it->second.lease;
+  if (lease.stripes.empty()) {
+    --whole_;
+  } else {
+    for (uint64_t key : lease.stripes) {
+      auto f = stripe_frozen_.find(key);
+      if (f != stripe_frozen_.end() && --f->second == 0) stripe_frozen_.erase(f);
+    }
+  }
+  RememberLocked(it->first, lease.owner, lapsed);
+  leases_.erase(it);
+}
+
+void UpdateGate::RememberLocked(uint64_t id, const std::string& owner, bool lapsed) {
+  ended_.push_back(Ended{id, owner, lapsed});
+  if (ended_.size() > kEndedKept) ended_.pop_front();
+}
+
+}  // namespace ecps
