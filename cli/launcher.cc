@@ -19,9 +19,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/job_dir.h"
 #include "cli/process_group.h"
 #include "cli/python_script.h"
 #include "cli/timeline.h"
+#include "coordinator/coordinator_main.h"
+#include "ps/server_main.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint_job.h"
@@ -170,6 +173,8 @@ class Job {
     fs::create_directories(fs::path(out_) / "logs", ec);
     if (ec) return Fail(2, "cannot create output folder " + out_ + ": " + ec.message());
     token_ = spec_.job.token.empty() ? RandomToken() : spec_.job.token;
+    // The operator commands find the token here (--job DIR); nowhere else holds it.
+    if (absl::Status s = WriteJobToken(out_, token_); !s.ok()) return Fail(2, s.ToString());
     // Checkpoints follow --output when the spec left checkpoint.dir at its default.
     CheckpointSection& ckpt = spec_.fault_tolerance.checkpoint;
     if (!flags_.output_dir.empty() && ckpt.dir == spec_.job.output_dir + "/checkpoints") {
@@ -215,7 +220,9 @@ class Job {
     auto address = WaitForPort(port_file);
     if (!address.ok()) return Fail(2, address.status().ToString());
     address_ = *address;
-    std::printf("ecps: coordinator at %s (ecps status %s)\n", address_.c_str(), address_.c_str());
+    if (absl::Status s = WriteJobAddress(out_, address_); !s.ok()) return Fail(2, s.ToString());
+    std::printf("ecps: coordinator at %s (ecps status --job %s)\n", address_.c_str(),
+                out_.c_str());
     auto spawn_server = [&](int id, const std::string& name) -> absl::Status {
       return children_
           .Spawn(name, {self, "server", "--spec", spec_file, "--coordinator", address_, "--id",
@@ -335,8 +342,15 @@ class Job {
         if (c.name == "coordinator" && !(have_status && last.phase() == v1::JOB_FINISHED)) {
           failure = "the coordinator exited before the job finished";
         }
+        if (WIFEXITED(c.exit_status) && WEXITSTATUS(c.exit_status) == kExitCannotAllocate &&
+            failure.empty()) {
+          // Another process of the same spec would fail the same way: stop here.
+          failure = c.name + " cannot allocate its tables (" + c.log_path + "):\n" +
+                    TailFile(c.log_path, 3);
+        }
       }
       ResumeStopped(&events);
+      if (!failure.empty()) break;
       auto status = client.Status();
       double t = std::chrono::duration<double>(Clock::now() - start).count();
       if (status.ok()) {
@@ -347,7 +361,7 @@ class Job {
         FailureEvents(last, &events);
         if (last.phase() != v1::JOB_FINISHED && last.phase() != v1::JOB_FAILED) {
           RunDrills(last, t, &events);
-          StartReplacements(last, &events);
+          StartReplacements(last, &events, &failure);
         }
         int active = 0;
         for (const auto& n : last.nodes()) {
@@ -399,7 +413,7 @@ class Job {
     }
     std::fprintf(stderr, "ecps: job failed: %s (logs in %s/logs)\n",
                  failure.empty() ? "unknown error" : failure.c_str(), out_.c_str());
-    return 1;
+    return have_status && last.data_lost() ? kExitDataLost : 1;
   }
 
   void WriteReport(const v1::StatusResponse& last, bool have_status, double wall, bool ok,
@@ -507,10 +521,19 @@ class Job {
   }
 
   // A dead server slot with no standby spare left, or a dead worker: start a new process with
-  // that id (it registers as the replacement).
-  void StartReplacements(const v1::StatusResponse& st, std::string* events) {
+  // that id (it registers as the replacement). A slot whose replacements keep dying before
+  // it recovers (kMaxRestarts in a row) fails the job: the same spec on the same machine
+  // would only fail again.
+  void StartReplacements(const v1::StatusResponse& st, std::string* events,
+                         std::string* failure) {
+    constexpr int kMaxRestarts = 3;
     bool standby = false;
     for (const auto& n : st.nodes()) standby |= n.state() == v1::NODE_STANDBY;
+    for (const auto& n : st.nodes()) {
+      if (n.id() >= 0 && (n.state() == v1::NODE_ACTIVE || n.state() == v1::NODE_FINISHED)) {
+        restarts_.erase(std::make_pair(static_cast<int>(n.role()), n.id()));  // recovered
+      }
+    }
     for (const auto& n : st.nodes()) {
       if (n.id() < 0 || n.state() != v1::NODE_DEAD) continue;
       if (n.role() == v1::ROLE_SERVER &&
@@ -522,7 +545,15 @@ class Job {
       auto running = replacements_.find(key);
       if (running != replacements_.end() && !children_.child(running->second).exited) continue;
       int& count = restarts_[key];
-      if (count >= 5) continue;  // a replacement that keeps failing: leave it to the operator
+      if (count >= kMaxRestarts) {
+        const Child& last = children_.child(running->second);
+        *failure = absl::StrFormat(
+            "%s: %d replacements in a row died before it recovered (the last %s); giving up. "
+            "Its log %s ends with:\n%s",
+            NodeLabel(n.role(), n.id()), count, DescribeExit(last.exit_status), last.log_path,
+            TailFile(last.log_path, 8));
+        return;
+      }
       ++count;
       const bool server = n.role() == v1::ROLE_SERVER;
       const std::string name = absl::StrCat(server ? "server-" : "worker-", n.id(), "-r", count);

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/bench_command.h"
 #include "cli/checkpoint_command.h"
+#include "cli/job_dir.h"
 #include "cli/kill_command.h"
 #include "cli/launcher.h"
 #include "cli/scrub_command.h"
@@ -33,20 +34,23 @@ constexpr char kUsage[] =
     "      the same job in-process (no servers) and under `ecps run`; prints the ratio\n"
     "  bench recovery SPEC.yaml [--output DIR]\n"
     "      the same failure under erasure_code, replication and checkpoint; a report\n"
-    "  checkpoint ADDR\n"
+    "  checkpoint ADDR | --job DIR\n"
     "      save a checkpoint of a running job now (to fault_tolerance.checkpoint.dir)\n"
-    "  scrub ADDR\n"
+    "  scrub ADDR | --job DIR\n"
     "      check every stripe's parity and every dense replica of a running job\n"
-    "  status ADDR [--json] [--watch] [--interval-ms N]\n"
-    "      show a running job (token from --token or ECPS_TOKEN)\n"
-    "  kill ADDR server|worker N\n"
-    "      admin drill: the node holding that id kills itself (SIGKILL); needs the token\n"
+    "  status ADDR | --job DIR [--json] [--watch] [--interval-ms N]\n"
+    "      show a running job\n"
+    "  kill ADDR | --job DIR server|worker N\n"
+    "      admin drill: the node holding that id kills itself (SIGKILL)\n"
     "  coordinator --spec SPEC [--host H] [--port P] [--port-file F]\n"
     "  server --spec SPEC --coordinator ADDR [--id N] [--host H] [--port P]\n"
     "  worker --spec SPEC --coordinator ADDR --id N\n"
     "      single roles, for cluster deployments (deploy/)\n"
     "\n"
-    "Every role takes --token T (default: $ECPS_TOKEN) and --log-level L.\n";
+    "Every role takes --token T (default: $ECPS_TOKEN) and --log-level L. The operator\n"
+    "commands (checkpoint, scrub, status, kill) take --job DIR instead of ADDR: the output\n"
+    "folder of `ecps run`, which holds the coordinator's address and the job token (DIR/token,\n"
+    "mode 0600); --token or ECPS_TOKEN, when set, are used instead of DIR/token.\n";
 
 // Parses "--key value" and "--flag" options after the positional arguments.
 struct Args {
@@ -112,6 +116,52 @@ std::string TokenFrom(const Args& a) {
   return env == nullptr ? "" : env;
 }
 
+// The coordinator and token an operator command talks to: ADDR (the first positional
+// argument) or --job DIR's address, and --token, DIR/token or ECPS_TOKEN, in that order.
+// `operands` are the positional arguments after ADDR. Prints the error and returns false.
+struct Target {
+  std::string address;
+  std::string token;
+  std::vector<std::string> operands;
+};
+bool ResolveTarget(const Args& a, const std::string& command, size_t operands, Target* out) {
+  std::vector<std::string> pos = a.positional;
+  if (a.Has("job")) {
+    auto job = ReadJobDir(a.Get("job"));
+    if (!job.ok()) {
+      std::fprintf(stderr, "ecps %s: %s\n", command.c_str(),
+                   std::string(job.status().message()).c_str());
+      return false;
+    }
+    out->token = a.Has("token") ? a.Get("token") : job->token;
+    if (pos.size() == operands + 1) {
+      out->address = pos[0];
+      pos.erase(pos.begin());
+    } else if (job->address.empty()) {
+      std::fprintf(stderr, "ecps %s: %s has no coordinator.address (the job has not started "
+                   "listening yet?)\n", command.c_str(), a.Get("job").c_str());
+      return false;
+    } else {
+      out->address = job->address;
+    }
+  } else {
+    if (pos.empty()) {
+      UsageError(command + " needs ADDR (host:port) or --job DIR");
+      return false;
+    }
+    out->address = pos[0];
+    pos.erase(pos.begin());
+    out->token = TokenFrom(a);
+  }
+  if (pos.size() != operands) {
+    UsageError(command == "kill" ? "usage: ecps kill ADDR|--job DIR server|worker N"
+                                 : command + " takes ADDR or --job DIR and no other argument");
+    return false;
+  }
+  out->operands = pos;
+  return true;
+}
+
 // Loads the spec and sets up logging for a single role.
 bool LoadRole(const Args& a, const std::string& role, JobSpec* spec) {
   if (!a.Has("spec")) {
@@ -162,31 +212,21 @@ int Main(int argc, char** argv) {
     }
     return UsageError("usage: ecps bench throughput|recovery SPEC.yaml [--output DIR]");
   }
-  if (command == "checkpoint") {
-    if (!a.Only({"token"})) return UsageError(a.error);
-    if (a.positional.size() != 1) {
-      return UsageError("checkpoint takes exactly one ADDR (host:port)");
-    }
-    return RunCheckpointCommand(a.positional[0], TokenFrom(a));
-  }
-  if (command == "scrub") {
-    if (!a.Only({"token"})) return UsageError(a.error);
-    if (a.positional.size() != 1) return UsageError("scrub takes exactly one ADDR (host:port)");
-    return RunScrubCommand(a.positional[0], TokenFrom(a));
-  }
-  if (command == "kill") {
-    if (!a.Only({"token"})) return UsageError(a.error);
-    if (a.positional.size() != 3) {
-      return UsageError("usage: ecps kill ADDR server|worker N");
-    }
-    return RunKillCommand(a.positional[0], TokenFrom(a), a.positional[1], a.positional[2]);
+  if (command == "checkpoint" || command == "scrub" || command == "kill") {
+    if (!a.Only({"token", "job"})) return UsageError(a.error);
+    Target target;
+    if (!ResolveTarget(a, command, command == "kill" ? 2 : 0, &target)) return 2;
+    if (command == "checkpoint") return RunCheckpointCommand(target.address, target.token);
+    if (command == "scrub") return RunScrubCommand(target.address, target.token);
+    return RunKillCommand(target.address, target.token, target.operands[0], target.operands[1]);
   }
   if (command == "status") {
-    if (!a.Only({"json", "watch", "interval-ms", "token"})) return UsageError(a.error);
-    if (a.positional.size() != 1) return UsageError("status takes exactly one ADDR (host:port)");
+    if (!a.Only({"json", "watch", "interval-ms", "token", "job"})) return UsageError(a.error);
+    Target target;
+    if (!ResolveTarget(a, command, 0, &target)) return 2;
     int interval = 1000;
     if (!a.GetInt("interval-ms", 1000, &interval)) return UsageError(a.error);
-    return RunStatusCommand(a.positional[0], TokenFrom(a), a.Has("json"), a.Has("watch"),
+    return RunStatusCommand(target.address, target.token, a.Has("json"), a.Has("watch"),
                             interval);
   }
   if (command == "coordinator") {

@@ -223,6 +223,7 @@ int RunCoordinator(const CoordinatorOptions& options) {
   server->server->Wait();
   const v1::JobPhase phase = service->phase();
   if (phase == v1::JOB_FINISHED) return 0;
+  if (phase == v1::JOB_FAILED && service->data_lost()) return kExitDataLost;
   if (phase != v1::JOB_FAILED) spdlog::warn("coordinator stopped before the job ended");
   return 1;
 }

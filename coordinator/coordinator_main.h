@@ -8,6 +8,10 @@
 
 namespace ecps {
 
+// The exit code of the coordinator and of `ecps run` when the job failed because data was
+// lost (more than r members of some stripes gone): distinct from any other failure (1).
+inline constexpr int kExitDataLost = 4;
+
 struct CoordinatorOptions {
   JobSpec spec;
   std::string listen_host = "127.0.0.1";
@@ -25,8 +29,8 @@ struct CoordinatorOptions {
 // Runs the coordinator until the job finishes or fails, then keeps serving for linger_ms so
 // the launcher can read the final Status (or until SIGTERM/SIGINT), then shuts down cleanly
 // (open WatchClusterMap streams end). Returns the process exit code: 0 when the job
-// finished, 1 when it failed, could not start (bad spec, port in use) or was interrupted
-// before it finished.
+// finished, kExitDataLost when it failed for data loss, 1 when it failed otherwise, could
+// not start (bad spec, port in use) or was interrupted before it finished.
 //
 // SIGTERM and SIGINT are blocked in the calling thread (and so in the threads it starts) and
 // consumed with sigtimedwait; call it from the main thread before starting other threads

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "proto/ecps.pb.h"
+#include "runtime/placement.h"
 #include "runtime/rpc.h"
 #include "runtime/status_macros.h"
 #include "spdlog/spdlog.h"
@@ -100,6 +101,9 @@ CoordinatorService::CoordinatorService(const JobSpec& spec, std::string token, c
       interval_seconds_(spec.fault_tolerance.checkpoint.interval_seconds),
       history_(RowPayloadBytes(spec.model.embedding_dim, spec.optimizer.sparse.type)) {
   absl::MutexLock lock(&mu_);
+  auto placement = Placement::Create(spec.cluster.servers, membership_.config().k,
+                                     membership_.config().r, spec.model.table_rows);
+  if (placement.ok()) placement_ = std::move(*placement);
   published_version_ = MapVersionLocked();
 }
 
@@ -343,6 +347,7 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
   response->set_k(membership_.config().k);
   response->set_r(membership_.config().r);
   response->set_error(error_);
+  response->set_data_lost(data_lost_);
   if (last_scrub_ != nullptr) *response->mutable_scrub() = *last_scrub_;
   if (last_checkpoint_ != nullptr) *response->mutable_checkpoint() = *last_checkpoint_;
   history_.Fill(response);
@@ -687,6 +692,11 @@ void CoordinatorService::RunPendingScrub() {
   PublishLocked();
 }
 
+bool CoordinatorService::data_lost() const {
+  absl::MutexLock lock(&mu_);
+  return data_lost_;
+}
+
 v1::JobPhase CoordinatorService::phase() const {
   absl::MutexLock lock(&mu_);
   return phase_;
@@ -820,11 +830,58 @@ std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
   return dead_servers;
 }
 
+std::string CoordinatorService::DataLossLocked() const {
+  const std::string& mode = membership_.config().mode;
+  if (!placement_ || (mode != "erasure_code" && mode != "replication")) return "";
+  v1::ClusterMap map;
+  membership_.FillClusterMap(&map);
+  // A replacement still rebuilding holds only some of its rows, and which is not known
+  // here: it counts as lost until it is ACTIVE.
+  std::vector<int> lost;
+  for (int s = 0; s < map.servers_size(); ++s) {
+    const v1::NodeState st = map.servers(s).state();
+    if (st == v1::NODE_DEAD || st == v1::NODE_RECOVERING) lost.push_back(s);
+  }
+  const std::vector<Placement::Loss> losses = placement_->Unrecoverable(lost);
+  if (losses.empty()) return "";
+  int64_t stripes = 0;
+  std::vector<std::string> tables;
+  for (const Placement::Loss& l : losses) {
+    stripes += l.stripes;
+    if (tables.size() < 8) {
+      tables.push_back(absl::StrCat("table ", l.table, ": ", l.stripes, " stripes from ",
+                                    l.first_stripe));
+    }
+  }
+  if (losses.size() > tables.size()) {
+    tables.push_back(absl::StrCat("and ", losses.size() - tables.size(), " more tables"));
+  }
+  std::vector<std::string> names;
+  for (int s : lost) {
+    names.push_back(absl::StrCat(s, map.servers(s).state() == v1::NODE_DEAD ? " (dead)"
+                                                                            : " (rebuilding)"));
+  }
+  return absl::StrCat("DATA LOST: servers ", absl::StrJoin(names, ", "), " are gone, more than ",
+                      "r = ", membership_.config().r, " members of ", stripes,
+                      " stripes (", absl::StrJoin(tables, "; "),
+                      "): those rows cannot be rebuilt; restart from a checkpoint "
+                      "(job.resume_from)");
+}
+
 void CoordinatorService::HandleDeadServers(const std::vector<DeadServer>& dead) {
   for (const DeadServer& server : dead) {
     ServerDeadHandler handler;
     {
       absl::MutexLock lock(&mu_);
+      // Recovery is pointless once a stripe lost more than r members: say so at once and
+      // end the job, rather than leave replacements waiting for members that are gone.
+      if (Final()) return;
+      if (std::string loss = DataLossLocked(); !loss.empty()) {
+        data_lost_ = true;
+        FailJobLocked(loss);
+        PublishLocked();
+        return;
+      }
       handler = server_dead_handler_;
     }
     const bool handled = handler && handler(server.id);

@@ -49,6 +49,7 @@
 #include "coordinator/membership.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint_job.h"
+#include "runtime/placement.h"
 #include "runtime/spec.h"
 
 namespace ecps {
@@ -233,6 +234,7 @@ class CoordinatorService {
 
   v1::JobPhase phase() const;
   std::string error() const;  // why the job failed ("" unless FAILED)
+  bool data_lost() const;     // it failed because data was lost
   uint64_t epoch() const;
   // A copy of the current map (what WatchClusterMap would send).
   void GetClusterMap(v1::ClusterMap* map) const;
@@ -257,7 +259,11 @@ class CoordinatorService {
   void FailJobLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Declares dead whatever the detector says is; returns the servers among them.
   std::vector<DeadServer> DetectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs the ServerDeadHandler for each; fails the job for those it does not take.
+  // In modes with parity, when more than r members of some stripes are gone (dead, or a
+  // replacement not rebuilt yet): the data-loss message naming them; else "".
+  std::string DataLossLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the ServerDeadHandler for each, unless data was lost (the job then fails at once,
+  // data_lost set); fails the job for those it does not take.
   void HandleDeadServers(const std::vector<DeadServer>& dead) ABSL_LOCKS_EXCLUDED(mu_);
   // The suspected servers whose ports options_.process_gone may probe.
   std::vector<NodeRef> SuspectedServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -290,6 +296,8 @@ class CoordinatorService {
   uint64_t phase_changes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t published_version_ ABSL_GUARDED_BY(mu_) = 0;
   std::string error_ ABSL_GUARDED_BY(mu_);
+  bool data_lost_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<Placement> placement_ ABSL_GUARDED_BY(mu_);  // unset: the spec had no tables
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   ServerDeadHandler server_dead_handler_ ABSL_GUARDED_BY(mu_);
   Scrubber scrubber_ ABSL_GUARDED_BY(mu_);

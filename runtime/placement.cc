@@ -58,4 +58,39 @@ int64_t Placement::ParityRowsOn(int table, int server) const {
   return count;
 }
 
+std::vector<Placement::Loss> Placement::Unrecoverable(const std::vector<int>& lost) const {
+  std::vector<bool> gone(servers_, false);
+  for (int s : lost) {
+    if (s >= 0 && s < servers_) gone[s] = true;
+  }
+  // Stripe s of table t has its members on the n servers from (s + t) mod S on, so whether
+  // it is lost depends only on that offset.
+  std::vector<bool> bad_offset(servers_, false);
+  bool any = false;
+  for (int o = 0; o < servers_; ++o) {
+    int missing = 0;
+    for (int m = 0; m < n(); ++m) missing += gone[(o + m) % servers_] ? 1 : 0;
+    bad_offset[o] = missing > r_;
+    any |= bad_offset[o];
+  }
+  std::vector<Loss> out;
+  if (!any) return out;
+  for (int t = 0; t < num_tables(); ++t) {
+    Loss loss;
+    loss.table = t;
+    loss.first_stripe = -1;
+    const int64_t total = stripes(t);
+    for (int o = 0; o < servers_; ++o) {
+      if (!bad_offset[o]) continue;
+      // The stripes s in [0, total) with (s + t) mod S == o: s = first, first + S, ...
+      const int64_t first = ((o - t) % servers_ + servers_) % servers_;
+      if (first >= total) continue;
+      loss.stripes += (total - 1 - first) / servers_ + 1;
+      if (loss.first_stripe < 0 || first < loss.first_stripe) loss.first_stripe = first;
+    }
+    if (loss.stripes > 0) out.push_back(loss);
+  }
+  return out;
+}
+
 }  // namespace ecps

@@ -71,6 +71,15 @@ class Placement {
   int64_t DataRowsOn(int table, int server) const;
   int64_t ParityRowsOn(int table, int server) const;
 
+  // The stripes of each table that more than r of the servers in `lost` hold members of:
+  // those cannot be rebuilt. Empty when nothing is lost. O(tables * servers).
+  struct Loss {
+    int table = 0;
+    int64_t stripes = 0;       // how many
+    int64_t first_stripe = 0;  // the lowest
+  };
+  std::vector<Loss> Unrecoverable(const std::vector<int>& lost) const;
+
  private:
   Placement(int servers, int k, int r, std::vector<int64_t> table_rows)
       : servers_(servers), k_(k), r_(r), table_rows_(std::move(table_rows)) {}

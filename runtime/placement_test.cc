@@ -77,5 +77,45 @@ TEST(Placement, RejectsBadArguments) {
   EXPECT_FALSE(Placement::Create(3, 1, 1, {0}).ok());
 }
 
+// The count of unrecoverable stripes against a brute-force walk over every stripe.
+TEST(Placement, UnrecoverableCountsStripesWithMoreThanRMembersLost) {
+  for (auto [servers, k, r] : {std::make_tuple(5, 4, 1), std::make_tuple(6, 2, 2),
+                               std::make_tuple(7, 3, 2), std::make_tuple(3, 1, 1)}) {
+    auto p = Placement::Create(servers, k, r, {101, 7, 64});
+    ASSERT_TRUE(p.ok());
+    for (int a = 0; a < servers; ++a) {
+      for (int b = a; b < servers; ++b) {
+        for (int c = b; c < servers; ++c) {
+          std::vector<int> lost = {a, b, c};
+          lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+          std::vector<Placement::Loss> got = p->Unrecoverable(lost);
+          size_t at = 0;
+          for (int t = 0; t < p->num_tables(); ++t) {
+            int64_t count = 0, first = -1;
+            for (int64_t s = 0; s < p->stripes(t); ++s) {
+              int missing = 0;
+              for (int m = 0; m < p->n(); ++m) {
+                missing += std::count(lost.begin(), lost.end(), p->ServerOf(t, s, m)) > 0;
+              }
+              if (missing > r) {
+                ++count;
+                if (first < 0) first = s;
+              }
+            }
+            if (count == 0) continue;
+            ASSERT_LT(at, got.size()) << "table " << t;
+            EXPECT_EQ(got[at].table, t);
+            EXPECT_EQ(got[at].stripes, count) << servers << " " << k << " " << r << " table " << t;
+            EXPECT_EQ(got[at].first_stripe, first);
+            ++at;
+          }
+          EXPECT_EQ(at, got.size());
+          if (static_cast<int>(lost.size()) <= r) EXPECT_TRUE(got.empty());
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ecps
