@@ -123,9 +123,35 @@ std::string JsonEscape(const std::string& in) {
       out += "\\n";
       continue;
     }
+    if (static_cast<unsigned char>(c) < 0x20) {  // JSON strings hold no raw control bytes
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<unsigned char>(c));
+      continue;
+    }
     out += c;
   }
   return out;
+}
+
+// What the workers' readers saw, from their last progress reports (a finished worker's
+// report stays in the coordinator's map).
+struct DataNotes {
+  int64_t bad_lines = 0;
+  std::vector<std::string> bad_line_examples;  // the first few over the workers, in id order
+  std::vector<int> exhausted;                  // workers whose partition ran out
+};
+
+DataNotes CollectDataNotes(const v1::StatusResponse& st) {
+  constexpr int kMaxExamples = 5;
+  DataNotes notes;
+  for (const auto& n : st.nodes()) {
+    if (n.role() != v1::ROLE_WORKER || n.id() < 0) continue;
+    notes.bad_lines += n.worker().bad_lines();
+    for (const std::string& e : n.worker().bad_line_examples()) {
+      if (notes.bad_line_examples.size() < kMaxExamples) notes.bad_line_examples.push_back(e);
+    }
+    if (n.worker().data_exhausted()) notes.exhausted.push_back(n.id());
+  }
+  return notes;
 }
 
 // The live progress line: rewritten in place on a terminal, one line every 5 s otherwise.
@@ -389,12 +415,21 @@ class Job {
     children_.StopAll(5000);
     PrintFailures(last);
     if (last.failures_size() > 0 || !drills_.empty()) PlotTimeline();
+    const DataNotes notes = CollectDataNotes(last);
     if (ok) {
       double rate = last.elapsed_s() > 0 ? last.samples() / last.elapsed_s() : 0;
-      std::printf("ecps: finished %lld steps, %lld samples in %.1f s (%.0f samples/s); "
-                  "AUC %.4f, logloss %.4f\n",
-                  static_cast<long long>(last.step()), static_cast<long long>(last.samples()),
-                  last.elapsed_s(), rate, last.eval_auc(), last.eval_logloss());
+      std::string ran_out;
+      if (!notes.exhausted.empty()) {
+        // Fewer steps than asked is easy to miss in a line that says "finished".
+        ran_out = absl::StrFormat("; data ran out at step %d of %d (%d of the %d samples asked)",
+                                  last.step(), spec_.job.steps, last.samples(), SamplesAsked());
+      }
+      std::printf(
+          "ecps: finished %lld steps, %lld samples in %.1f s (%.0f samples/s); "
+          "AUC %.4f, logloss %.4f%s\n",
+          static_cast<long long>(last.step()), static_cast<long long>(last.samples()),
+          last.elapsed_s(), rate, last.eval_auc(), last.eval_logloss(), ran_out.c_str());
+      PrintBadLines(notes);
       if (last.scrub().done()) {
         std::printf("ecps: scrub %s: %lld stripes and %lld dense replicas checked in %.2f s\n",
                     last.scrub().clean() ? "clean" : "NOT CLEAN",
@@ -411,9 +446,25 @@ class Job {
                   out_.c_str());
       return 0;
     }
+    PrintBadLines(notes);
     std::fprintf(stderr, "ecps: job failed: %s (logs in %s/logs)\n",
                  failure.empty() ? "unknown error" : failure.c_str(), out_.c_str());
     return have_status && last.data_lost() ? kExitDataLost : 1;
+  }
+
+  // What the job asked for: job.steps full batches from every worker.
+  int64_t SamplesAsked() const {
+    return spec_.job.steps * spec_.data.batch_size * spec_.cluster.workers;
+  }
+
+  // The malformed lines the workers skipped, which only their logs named before.
+  void PrintBadLines(const DataNotes& notes) {
+    if (notes.bad_lines == 0) return;
+    std::printf("ecps: skipped %lld malformed input lines (data.max_bad_lines %lld); the first:\n",
+                static_cast<long long>(notes.bad_lines),
+                static_cast<long long>(spec_.data.max_bad_lines));
+    for (const std::string& e : notes.bad_line_examples) std::printf("  %s\n", e.c_str());
+    std::fflush(stdout);
   }
 
   void WriteReport(const v1::StatusResponse& last, bool have_status, double wall, bool ok,
@@ -426,24 +477,28 @@ class Job {
       if (google::protobuf::util::MessageToJsonString(last, &s, options).ok()) status_json = s;
     }
     double rate = last.elapsed_s() > 0 ? last.samples() / last.elapsed_s() : 0;
-    std::string escaped;
-    for (char c : failure) {
-      if (c == '"' || c == '\\') escaped += '\\';
-      if (c == '\n') { escaped += "\\n"; continue; }
-      escaped += c;
+    const DataNotes notes = CollectDataNotes(last);
+    std::string examples = "[";
+    for (size_t i = 0; i < notes.bad_line_examples.size(); ++i) {
+      absl::StrAppend(&examples, i ? ",\n    \"" : "\n    \"",
+                      JsonEscape(notes.bad_line_examples[i]), "\"");
     }
+    examples += notes.bad_line_examples.empty() ? "]" : "\n  ]";
     std::ofstream f((fs::path(out_) / "report.json").string());
     f << absl::StrFormat(
         "{\n  \"job\": \"%s\",\n  \"ok\": %s,\n  \"error\": \"%s\",\n  \"mode\": \"%s\",\n"
         "  \"servers\": %d,\n  \"workers\": %d,\n  \"steps\": %d,\n  \"samples\": %d,\n"
+        "  \"steps_asked\": %d,\n  \"samples_asked\": %d,\n  \"data_exhausted\": %s,\n"
+        "  \"bad_lines\": %d,\n  \"bad_line_examples\": %s,\n"
         "  \"train_seconds\": %.3f,\n  \"wall_seconds\": %.3f,\n  \"samples_per_s\": %.1f,\n"
         "  \"eval_auc\": %.6f,\n  \"eval_logloss\": %.6f,\n"
         "  \"scrub\": {\"done\": %s, \"clean\": %s, \"stripes_checked\": %d, "
         "\"parity_mismatches\": %d, \"dense_checked\": %d, \"dense_mismatches\": %d},\n"
         "  \"drills\": %s,\n  \"failures\": %s,\n"
         "  \"final_status\": %s\n}\n",
-        spec_.job.name, ok ? "true" : "false", escaped, spec_.fault_tolerance.mode,
-        spec_.cluster.servers, spec_.cluster.workers, last.step(), last.samples(),
+        spec_.job.name, ok ? "true" : "false", JsonEscape(failure), spec_.fault_tolerance.mode,
+        spec_.cluster.servers, spec_.cluster.workers, last.step(), last.samples(), spec_.job.steps,
+        SamplesAsked(), notes.exhausted.empty() ? "false" : "true", notes.bad_lines, examples,
         last.elapsed_s(), wall, rate, last.eval_auc(), last.eval_logloss(),
         last.scrub().done() ? "true" : "false", last.scrub().clean() ? "true" : "false",
         last.scrub().stripes_checked(), last.scrub().parity_mismatches(),

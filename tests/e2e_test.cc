@@ -127,6 +127,106 @@ TEST(EndToEnd, SigintLeavesNoProcessBehind) {
   fs::remove_all(dir);
 }
 
+// A job on Criteo TSV data at `path`: 1 server, `workers` workers, batches of 16.
+std::string CriteoSpec(const std::string& name, int steps, int workers, const fs::path& path) {
+  return "job:\n  name: " + name + "\n  steps: " + std::to_string(steps) +
+         "\n  eval_every: 0\n  token: e2e-token\n"
+         "cluster:\n  servers: 1\n  workers: " + std::to_string(workers) +
+         "\n  heartbeat_interval_ms: 100\n"
+         "model:\n  embedding_dim: 8\n  bottom_mlp: [32, 8]\n  top_mlp: [32, 16]\n"
+         "  table_rows: 1000\n"
+         "data:\n  source: criteo_tsv\n  paths: [" + path.string() +
+         "]\n  batch_size: 16\n  eval_fraction: 0\n"
+         "monitoring:\n  metrics_interval_ms: 100\n";
+}
+
+// The lines of tests/data/criteo_sample.tsv.
+std::vector<std::string> SampleLines() {
+  std::ifstream in(std::string(ECPS_TEST_DATA_DIR) + "/criteo_sample.tsv");
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+// Runs `ecps run` on the spec in dir/job.yaml; its wait status, or -1 when it did not end.
+int RunJob(const fs::path& dir) {
+  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
+                     "--no-progress"},
+                    dir / "run.log");
+  return WaitFor(pid, std::chrono::seconds(120));
+}
+
+TEST(EndToEnd, AShortFileSaysTheDataRanOutAndNamesItsMalformedLines) {
+  fs::path dir = TempDir("short");
+  const std::vector<std::string> lines = SampleLines();
+  ASSERT_EQ(lines.size(), 200u);
+  {
+    std::ofstream data(dir / "data.tsv");
+    for (size_t i = 0; i < lines.size(); ++i) {
+      data << lines[i] << "\n";
+      if (i == 9) data << "1\t2\t3\n";  // line 11
+    }
+    data << "0\tnot a sample\n";  // line 202
+  }
+  std::ofstream(dir / "job.yaml") << CriteoSpec("short", 100, 1, dir / "data.tsv");
+  const int status = RunJob(dir);
+  const std::string log = ReadFile(dir / "run.log");
+  ASSERT_NE(status, -1) << log;
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+  // 200 samples are 12 batches of 16 and one of 8: 13 steps of the 100 asked.
+  EXPECT_NE(log.find("data ran out at step 13 of 100 (200 of the 1600 samples asked)"),
+            std::string::npos)
+      << log;
+  const std::string where = (dir / "data.tsv").string();
+  EXPECT_NE(log.find("skipped 2 malformed input lines"), std::string::npos) << log;
+  EXPECT_NE(log.find("  " + where + ":11: expected 40 columns, found 3"), std::string::npos)
+      << log;
+  const std::string report = ReadFile(dir / "out" / "report.json");
+  EXPECT_NE(report.find("\"steps\": 13,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"samples\": 200,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"steps_asked\": 100,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"samples_asked\": 1600,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"data_exhausted\": true,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"bad_lines\": 2,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"" + where + ":11: expected 40 columns, found 3\""), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("\"" + where + ":202: expected 40 columns, found 2\""),
+            std::string::npos)
+      << report;
+  fs::remove_all(dir);
+}
+
+TEST(EndToEnd, ACompressedFileFailsTheJobNamingIt) {
+  fs::path dir = TempDir("gzip");
+  std::ofstream(dir / "data.tsv.gz", std::ios::binary) << std::string("\x1f\x8b\x08\0\0\0", 6);
+  std::ofstream(dir / "job.yaml") << CriteoSpec("gzip", 10, 1, dir / "data.tsv.gz");
+  const int status = RunJob(dir);
+  const std::string log = ReadFile(dir / "run.log");
+  ASSERT_NE(status, -1) << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << log;
+  EXPECT_NE(log.find("job failed: worker 0 failed: INVALID_ARGUMENT: data.paths: " +
+                     (dir / "data.tsv.gz").string() + " is gzip-compressed: decompress it first"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(ReadFile(dir / "out" / "report.json").find("\"ok\": false"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(EndToEnd, AWorkerWithNothingToTrainFailsTheJob) {
+  fs::path dir = TempDir("empty_partition");
+  std::ofstream(dir / "data.tsv") << SampleLines().at(0) << "\n";  // one row, two workers
+  std::ofstream(dir / "job.yaml") << CriteoSpec("empty_partition", 10, 2, dir / "data.tsv");
+  const int status = RunJob(dir);
+  const std::string log = ReadFile(dir / "run.log");
+  ASSERT_NE(status, -1) << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << log;
+  EXPECT_NE(log.find("worker 1 trained 0 samples: its partition (1 of 2 workers) of data.paths [" +
+                     (dir / "data.tsv").string() + "] is empty"),
+            std::string::npos)
+      << log;
+  fs::remove_all(dir);
+}
+
 TEST(EndToEnd, BadSpecStartsNothingAndNamesTheKey) {
   fs::path dir = TempDir("badspec");
   std::ofstream(dir / "job.yaml") << Spec("bad", 10, 1, "  bogus_key: 3\n");

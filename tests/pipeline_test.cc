@@ -4,7 +4,10 @@
 // resumes at the first sample not yet trained, and a finite partition is trained to its last
 // sample exactly once, however far ahead the reader got, its last short batch included.
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/dlrm.h"
 #include "tests/test_cluster.h"
@@ -13,7 +16,9 @@
 namespace ecps {
 namespace {
 
-v1::WorkerProgress Train(const JobSpec& spec) {
+// Trains worker `worker`'s partition against in-process servers; its final progress, and in
+// *status (when given) what Train returned, which otherwise must be OK.
+v1::WorkerProgress Train(const JobSpec& spec, int worker = 0, absl::Status* status = nullptr) {
   const std::string token = "pipeline";
   auto cluster = TestCluster::Start(spec, token);
   EXPECT_NE(cluster, nullptr);
@@ -29,9 +34,13 @@ v1::WorkerProgress Train(const JobSpec& spec) {
   if (!ps.ok()) return {};
   ProgressBoard board;
   std::atomic<bool> stop{false};
-  TrainingLoop loop(spec, 0, ps->get(), model->get(), &board, &stop);
+  TrainingLoop loop(spec, worker, ps->get(), model->get(), &board, &stop);
   absl::Status s = loop.Train();
-  EXPECT_TRUE(s.ok()) << s;
+  if (status != nullptr) {
+    *status = s;
+  } else {
+    EXPECT_TRUE(s.ok()) << s;
+  }
   return board.Snapshot();
 }
 
@@ -43,6 +52,7 @@ TEST(Pipeline, ReportsThePushedStepNotHowFarTheReaderGot) {
     EXPECT_EQ(p.step(), steps);
     EXPECT_EQ(p.samples(), steps * spec.data.batch_size);
     EXPECT_EQ(p.reader_position(), steps * spec.data.batch_size) << steps << " steps";
+    EXPECT_FALSE(p.data_exhausted()) << "an endless stream never runs out";
   }
 }
 
@@ -62,6 +72,88 @@ TEST(Pipeline, TrainsAFiniteFileToItsLastSampleOnce) {
   EXPECT_EQ(p.step(), 13);
   EXPECT_EQ(p.samples(), 200);
   EXPECT_EQ(p.reader_position(), 200);
+  EXPECT_TRUE(p.data_exhausted()) << "13 steps of the 1000 asked";
+}
+
+// The partition running out is reported exactly when it leaves the job short of what it
+// asked (job.steps full batches), in both loops: 200 rows are 10 batches of 20.
+TEST(Pipeline, DataExhaustedOnlyWhenTheFileEndsBeforeJobSteps) {
+  for (bool synchronous : {false, true}) {
+    for (int64_t steps : {9, 10, 11}) {
+      JobSpec spec = CriteoSpec(20, 0);
+      spec.job.synchronous = synchronous;
+      spec.job.steps = steps;
+      const v1::WorkerProgress p = Train(spec);
+      EXPECT_EQ(p.step(), std::min<int64_t>(steps, 10));
+      EXPECT_EQ(p.data_exhausted(), steps > 10) << steps << " steps, synchronous " << synchronous;
+    }
+    // A short last batch at the last step asked is short of samples: 13 x 16 = 208 > 200.
+    JobSpec spec = CriteoSpec(16, 0);
+    spec.job.synchronous = synchronous;
+    spec.job.steps = 13;
+    const v1::WorkerProgress p = Train(spec);
+    EXPECT_EQ(p.step(), 13);
+    EXPECT_EQ(p.samples(), 200);
+    EXPECT_TRUE(p.data_exhausted());
+  }
+}
+
+// A worker whose partition has nothing to train fails (the job then fails) instead of
+// finishing with 0 samples.
+class NothingToTrain : public ::testing::Test {
+ protected:
+  void TearDown() override { std::remove(path_.c_str()); }
+  // A TSV file of the given lines of tests/data/criteo_sample.tsv ("" for a malformed line).
+  void WriteLines(const std::vector<int>& lines) {
+    path_ = ::testing::TempDir() + "/ecps_pipeline_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".tsv";
+    std::ifstream in(std::string(ECPS_TEST_DATA_DIR) + "/criteo_sample.tsv");
+    std::vector<std::string> sample;
+    for (std::string l; std::getline(in, l);) sample.push_back(l);
+    std::ofstream out(path_);
+    for (int i : lines) out << (i < 0 ? "0\tmalformed" : sample.at(i)) << "\n";
+  }
+  JobSpec Spec(bool synchronous) const {
+    JobSpec spec = CriteoSpec(16, 0);
+    spec.data.paths = {path_};
+    spec.cluster.workers = 2;
+    spec.job.synchronous = synchronous;
+    return spec;
+  }
+  std::string path_;
+};
+
+TEST_F(NothingToTrain, AnEmptyPartitionFailsNamingTheData) {
+  WriteLines({0});  // one row for two workers: worker 1's partition is empty
+  for (bool synchronous : {false, true}) {
+    absl::Status status;
+    Train(Spec(synchronous), 1, &status);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::HasSubstr("worker 1 trained 0 samples: its partition (1 of 2 "
+                                     "workers) of data.paths [" +
+                                     path_ + "] is empty"));
+    const v1::WorkerProgress p = Train(Spec(synchronous), 0, &status);
+    EXPECT_TRUE(status.ok()) << status;  // worker 0 has its row
+    EXPECT_EQ(p.samples(), 1);
+  }
+}
+
+TEST_F(NothingToTrain, AnAllMalformedPartitionFailsNamingTheFirstLine) {
+  WriteLines({0, -1, 1, -1});  // worker 1 reads lines 2 and 4
+  for (bool synchronous : {false, true}) {
+    absl::Status status;
+    const v1::WorkerProgress p = Train(Spec(synchronous), 1, &status);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::HasSubstr("worker 1 trained 0 samples: all 2 lines of its partition"));
+    EXPECT_THAT(std::string(status.message()),
+                ::testing::HasSubstr("malformed, the first: " + path_ + ":2: expected 40 columns"));
+    // The board carries them for the job's report.
+    EXPECT_EQ(p.bad_lines(), 2);
+    ASSERT_EQ(p.bad_line_examples_size(), 2);
+    EXPECT_EQ(p.bad_line_examples(1), path_ + ":4: expected 40 columns, found 2");
+  }
 }
 
 TEST(Pipeline, EvaluatesAHeldOutSplitShorterThanABatch) {

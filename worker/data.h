@@ -62,9 +62,18 @@ class DataSource {
 // split, the i-th line goes to partition i % num_partitions.
 // max_samples > 0 caps this partition's position() at max_samples.
 //
-// INVALID_ARGUMENT for an inconsistent configuration (table_rows size, unknown source,
-// partition out of range, criteo with num_dense != 13 or num_sparse != 26); NOT_FOUND when a
-// criteo file cannot be opened.
+// Every criteo file is checked first; INVALID_ARGUMENT naming the file and what is wrong when
+// it is missing, unreadable or not a regular file (a directory, a FIFO, a device), is
+// compressed (gzip, bzip2, xz, zstd, zip), is binary (a NUL byte, or over 30 % of non-text
+// bytes, in its first 4 KiB), has no data rows (empty, blank, or only a CSV header), or has no
+// line that parses among its first 100 data lines (text that is not Criteo data).
+// INVALID_ARGUMENT too for an inconsistent configuration (table_rows size, unknown source,
+// partition out of range, criteo with num_dense != 13 or num_sparse != 26).
+//
+// A malformed line (skipped and counted, see Next) is one without 40 columns, with a label
+// other than 0 or 1, an integer column that is not a number or is past the int64 range
+// (integers may be written as floats, "260.0"), or a categorical that is not hexadecimal or is
+// past 64 bits.
 absl::StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSection& data,
                                                            const ModelSection& model, uint64_t seed,
                                                            int partition, int num_partitions,

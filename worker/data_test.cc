@@ -1,5 +1,7 @@
 #include "worker/data.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -213,7 +215,7 @@ TEST_F(MalformedInput, PastMaxBadLinesIsAnError) {
 TEST(CriteoReader, ConfigurationErrors) {
   DataSection d = CriteoData("criteo_tsv", "no_such_file.tsv");
   EXPECT_EQ(MakeDataSource(d, CriteoModel(), 1, 0, 1, false).status().code(),
-            absl::StatusCode::kNotFound);
+            absl::StatusCode::kInvalidArgument);
   d = CriteoData("criteo_tsv", "criteo_sample.tsv");
   ModelSection m = CriteoModel();
   m.table_rows.pop_back();
@@ -224,6 +226,236 @@ TEST(CriteoReader, ConfigurationErrors) {
   d.source = "parquet";
   EXPECT_EQ(MakeDataSource(d, CriteoModel(), 1, 0, 1, false).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Files that are not Criteo data are refused when the source is made, before any training,
+// with INVALID_ARGUMENT naming the file and what is wrong with it.
+class DataFileChecks : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    for (const std::string& p : written_) std::remove(p.c_str());
+  }
+  // A file of the test's own in the temp folder holding `content` (bytes, NULs included).
+  std::string Write(const std::string& name, const std::string& content) {
+    const std::string path = ::testing::TempDir() + "/ecps_check_" +
+                             ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                             name;
+    std::ofstream(path, std::ios::binary) << content;
+    written_.push_back(path);
+    return path;
+  }
+  static absl::Status Open(const std::string& path, const std::string& source = "criteo_tsv") {
+    DataSection d;
+    d.source = source;
+    d.paths = {path};
+    d.eval_fraction = 0;
+    return MakeDataSource(d, CriteoModel(), 1, 0, 1, false).status();
+  }
+  // Expects `path` refused with INVALID_ARGUMENT, the message naming it and saying `what`.
+  static void ExpectRefused(const std::string& path, const std::string& what,
+                            const std::string& source = "criteo_tsv") {
+    const absl::Status s = Open(path, source);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << path << ": " << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("data.paths: " + path)) << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(what)) << s;
+  }
+  static std::string SampleLine(int i) {
+    std::ifstream in(kDataDir + "/criteo_sample.tsv");
+    std::string l;
+    for (int k = 0; k <= i; ++k) std::getline(in, l);
+    return l;
+  }
+  std::vector<std::string> written_;
+};
+
+TEST_F(DataFileChecks, NotARegularFile) {
+  ExpectRefused(::testing::TempDir() + "/ecps_no_such_file.tsv", "does not exist");
+  const std::string dir = ::testing::TempDir();
+  ExpectRefused(dir, "is a directory");
+  const std::string fifo = dir + "/ecps_check_fifo";
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  written_.push_back(fifo);
+  ExpectRefused(fifo, "is a FIFO, not a regular file");  // and returns: it does not open it
+  ExpectRefused("/dev/null", "is a character device, not a regular file");
+}
+
+TEST_F(DataFileChecks, CompressedFiles) {
+  const std::string rest = "\x01\x02 some compressed bytes";
+  ExpectRefused(Write("a.tsv.gz", std::string("\x1f\x8b\x08\x00", 4) + rest),
+                "is gzip-compressed: decompress it first");
+  ExpectRefused(Write("a.tsv.bz2", "BZh91AY&SY" + rest), "is bzip2-compressed: decompress");
+  ExpectRefused(Write("a.tsv.xz", std::string("\xfd\x37\x7a\x58\x5a\x00\x00\x04", 8) + rest),
+                "is xz-compressed: decompress");
+  ExpectRefused(Write("a.tsv.zst", "\x28\xb5\x2f\xfd" + rest), "is zstd-compressed: decompress");
+  ExpectRefused(Write("a.zip", "PK\x03\x04" + rest), "is a zip archive: extract it first");
+  // The CSV form is checked the same way (its header skip does not hide the magic).
+  ExpectRefused(Write("b.csv.gz", std::string("\x1f\x8b\x08\x00", 4) + rest), "is gzip-compressed",
+                "criteo_csv");
+}
+
+TEST_F(DataFileChecks, BinaryFiles) {
+  // A NUL byte after a valid line: the head is binary whatever comes before it.
+  ExpectRefused(Write("nul.tsv", SampleLine(0) + "\n" + std::string(3, '\0')),
+                "is a binary file (a NUL byte at offset ");
+  // No NUL, but mostly bytes that are not text (here 0x80-0xff and control bytes).
+  std::string noise;
+  for (int i = 0; i < 2000; ++i) noise += static_cast<char>(i % 2 ? 0x80 + i % 128 : 1 + i % 8);
+  ExpectRefused(Write("noise.tsv", "0\t1\t2\n" + noise), "% of its first");
+}
+
+TEST_F(DataFileChecks, FilesWithoutDataRows) {
+  ExpectRefused(Write("empty.tsv", ""), "is empty: it has no data rows");
+  ExpectRefused(Write("empty.csv", ""), "is empty", "criteo_csv");
+  std::ifstream in(kDataDir + "/criteo_sample.txt");
+  std::string header;
+  std::getline(in, header);
+  ASSERT_EQ(header.rfind("label,", 0), 0u);
+  ExpectRefused(Write("header.csv", header + "\n"), "has no data rows (only a header line)",
+                "criteo_csv");
+  ExpectRefused(Write("blank.tsv", "\n\r\n\n"), "has no data rows (only blank lines)");
+  ExpectRefused(Write("blank.csv", "\n\n"), "has no data rows (only blank lines)", "criteo_csv");
+}
+
+TEST_F(DataFileChecks, TextThatIsNotCriteoData) {
+  // /etc/shadow is readable as root: text of one column a line, none of them a sample.
+  const std::string shadow =
+      "root:$6$Zq0x$kW1wJ8eWb3sVqTqN9fG0t/:19745:0:99999:7:::\n"
+      "daemon:*:19745:0:99999:7:::\n"
+      "bin:*:19745:0:99999:7:::\n"
+      "sys:*:19745:0:99999:7:::\n";
+  ExpectRefused(Write("shadow", shadow),
+                "is not criteo_tsv data: none of its 4 lines parse (line 1: expected 40 "
+                "columns, found 1)");
+  // As CSV its first line reads as a header; the other three still do not parse.
+  ExpectRefused(Write("shadow.csv", shadow), "is not criteo_csv data: none of its 3 lines parse",
+                "criteo_csv");
+  // A long file is judged on its first 100 data lines.
+  std::string many;
+  for (int i = 0; i < 150; ++i) many += "not criteo\n";
+  many += SampleLine(0) + "\n";
+  ExpectRefused(Write("long.txt", many), "none of its first 100 lines parse");
+  // The other form's file: the message suggests the other source.
+  ExpectRefused(kDataDir + "/criteo_sample.txt", "data.source criteo_csv?");
+  ExpectRefused(kDataDir + "/criteo_sample.tsv", "data.source criteo_tsv?", "criteo_csv");
+}
+
+TEST_F(DataFileChecks, SomeMalformedLinesBeforeTheFirstGoodOneAreAccepted) {
+  // The check wants one parsing line among the first 100; the rest is data.max_bad_lines'.
+  const std::string path =
+      Write("late.tsv", "junk\n0\t1\n\n" + SampleLine(0) + "\n" + SampleLine(1) + "\n");
+  DataSection d;
+  d.source = "criteo_tsv";
+  d.paths = {path};
+  d.eval_fraction = 0;
+  auto src = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(ReadAll(src->get()).size, 2);
+  EXPECT_EQ((*src)->bad_lines(), 3);  // the blank line is malformed when read, as before
+}
+
+TEST_F(DataFileChecks, EveryFileOfTheListIsChecked) {
+  DataSection d;
+  d.source = "criteo_tsv";
+  d.paths = {kDataDir + "/criteo_sample.tsv", Write("second.tsv", "")};
+  d.eval_fraction = 0;
+  const absl::Status s = MakeDataSource(d, CriteoModel(), 1, 0, 1, false).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(d.paths[1] + " is empty"));
+}
+
+// An integer column past int64 is a malformed line naming the column; floats written for
+// integers ("260.0") and the ends of the range still parse.
+TEST_F(DataFileChecks, IntegersPastInt64AreMalformed) {
+  const std::string good = SampleLine(0);  // I3 (the third field after the label) is 260
+  auto with_i3 = [&good](const std::string& v) {
+    std::string l = good;
+    const size_t a = l.find('\t', l.find('\t', l.find('\t') + 1) + 1) + 1;  // start of I3
+    l.replace(a, l.find('\t', a) - a, v);
+    return l + "\n";
+  };
+  ASSERT_EQ(with_i3("260"), good + "\n");
+  const std::vector<std::string> accepted = {
+      "260.0", "9223372036854775807", "9223372036854775807.0", "-9223372036854775808", "1e18",
+      "1e-400"};
+  const std::vector<std::string> refused = {"9223372036854775808",
+                                            "-9223372036854775809",
+                                            "99999999999999999999",
+                                            "99999999999999999999.0",
+                                            "1e19",
+                                            "-1e19",
+                                            "1e400"};
+  // Not a number at all, however long its digits run.
+  const std::string not_a_number = "99999999999999999999x";
+  std::string content = good + "\n";
+  for (const std::string& v : accepted) content += with_i3(v);
+  for (const std::string& v : refused) content += with_i3(v);
+  DataSection d;
+  d.source = "criteo_tsv";
+  d.paths = {Write("int64.tsv", content)};
+  d.eval_fraction = 0;
+  d.max_bad_lines = 100;
+  auto src = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok()) << src.status();
+  Batch all = ReadAll(src->get());
+  ASSERT_EQ(all.size, 1 + static_cast<int>(accepted.size()));
+  EXPECT_FLOAT_EQ(all.dense[13 + 2], L(260));
+  EXPECT_FLOAT_EQ(all.dense[2 * 13 + 2], L(9223372036854775807.0));
+  EXPECT_FLOAT_EQ(all.dense[4 * 13 + 2], 0.0f);  // negative: clamped to 0
+  EXPECT_FLOAT_EQ(all.dense[5 * 13 + 2], L(1e18));
+  EXPECT_FLOAT_EQ(all.dense[6 * 13 + 2], 0.0f);  // 1e-400 underflows to 0
+  EXPECT_EQ((*src)->bad_lines(), static_cast<int64_t>(refused.size()));
+  const auto ex = (*src)->bad_line_examples();
+  ASSERT_EQ(ex.size(), 5u);  // the first five are kept
+  // The first refused line's number.
+  const int first = 2 + static_cast<int>(accepted.size());
+  for (size_t i = 0; i < ex.size(); ++i) {
+    EXPECT_EQ(ex[i], d.paths[0] + ":" + std::to_string(first + i) + ": I3 '" + refused[i] +
+                         "' is past the 64-bit integer range");
+  }
+  d.paths = {Write("nan.tsv", good + "\n" + with_i3(not_a_number))};
+  src = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(ReadAll(src->get()).size, 1);
+  ASSERT_EQ((*src)->bad_line_examples().size(), 1u);
+  EXPECT_EQ((*src)->bad_line_examples()[0],
+            d.paths[0] + ":2: I3 '" + not_a_number + "' is not a number");
+}
+
+TEST_F(DataFileChecks, CategoricalsPast64BitsAreMalformed) {
+  std::string longer = SampleLine(1), not_hex = SampleLine(2);
+  longer.replace(longer.find("68fd1e64"), 8, "168fd1e6468fd1e64");  // C1: 17 hex digits
+  not_hex.replace(not_hex.find("05db9164"), 8, "05db9164zz");       // C1
+  DataSection d;
+  d.source = "criteo_tsv";
+  d.paths = {Write("hex.tsv", SampleLine(0) + "\n" + longer + "\n" + not_hex + "\n")};
+  d.eval_fraction = 0;
+  auto src = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok()) << src.status();
+  EXPECT_EQ(ReadAll(src->get()).size, 1);
+  const auto ex = (*src)->bad_line_examples();
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[0], d.paths[0] +
+                       ":2: C1 '168fd1e6468fd1e64' has more than 16 hex digits (a "
+                       "categorical is at most 64 bits)");
+  EXPECT_EQ(ex[1], d.paths[0] + ":3: C1 '05db9164zz' is not hexadecimal");
+}
+
+TEST_F(DataFileChecks, ReasonsQuoteFieldsAsPrintableAscii) {
+  // Reasons travel in protobuf strings (valid UTF-8 only) and end on a terminal.
+  std::string bad = SampleLine(1);
+  bad.replace(bad.find('\t', 2) + 1, 0, "\xff\x01" + std::string(40, 'x'));  // I2
+  DataSection d;
+  d.source = "criteo_tsv";
+  d.paths = {Write("bytes.tsv", SampleLine(0) + "\n" + bad + "\n")};
+  d.eval_fraction = 0;
+  auto src = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+  ASSERT_TRUE(src.ok()) << src.status();
+  ReadAll(src->get());
+  const auto ex = (*src)->bad_line_examples();
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(ex[0],
+            d.paths[0] + ":2: I2 '\\xff\\x01" + std::string(30, 'x') + "'... is not a number");
 }
 
 // ----------------------------------------------------------------------------------------

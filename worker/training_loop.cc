@@ -2,6 +2,8 @@
 
 #include <future>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 #include "worker/metrics.h"
 
@@ -13,22 +15,64 @@ absl::Status TrainingLoop::Train() {
                                /*eval=*/false);
   if (!source.ok()) return source.status();
   source_ = std::move(*source);
+  trained_step_ = start_step_;
+  trained_samples_ = start_position_;
   if (start_position_ > 0) {
     if (absl::Status s = source_->Seek(start_position_); !s.ok()) return s;
   }
-  if (absl::Status s = spec_.job.synchronous ? TrainInLockstep() : TrainPipelined(); !s.ok()) {
-    return s;
-  }
+  const absl::Status trained = spec_.job.synchronous ? TrainInLockstep() : TrainPipelined();
+  // Also when training failed (past data.max_bad_lines, say): the report names the lines.
+  board_->Data(source_->bad_lines(), source_->bad_line_examples(), /*exhausted=*/false);
+  if (!trained.ok()) return trained;
   if (source_->bad_lines() > 0) {
     std::string examples;
     for (const std::string& e : source_->bad_line_examples()) examples += "\n  " + e;
     spdlog::warn("worker {}: skipped {} malformed input lines (data.max_bad_lines {}):{}",
                  worker_, source_->bad_lines(), spec_.data.max_bad_lines, examples);
   }
+  const int64_t steps = spec_.job.steps, batch = spec_.data.batch_size;
+  if (start_step_ < steps && trained_samples_ == 0) return NothingTrained();
+  // Every step asked for a full batch: a missing step or a short batch means the reader ran
+  // out (a batch is short only at the partition's end; malformed lines are read past).
+  if (trained_step_ < steps || trained_samples_ - start_position_ < (steps - start_step_) * batch) {
+    spdlog::warn(
+        "worker {}: data ran out at step {} of {}: trained {} samples of the {} asked "
+        "(job.steps {} x data.batch_size {})",
+        worker_, trained_step_, steps, trained_samples_, steps * batch, steps, batch);
+    board_->Data(source_->bad_lines(), source_->bad_line_examples(), /*exhausted=*/true);
+  }
   // The final evaluation, at the last step trained (before job.steps when a finite
   // partition ran out first).
   if (worker_ == 0) return Evaluate(board_->Snapshot().step());
   return absl::OkStatus();
+}
+
+void TrainingLoop::Reported(int64_t step, int64_t samples, double loss, int64_t position) {
+  trained_step_ = step;
+  trained_samples_ = samples;
+  board_->Step(step, samples, loss, position, source_->bad_lines());
+}
+
+absl::Status TrainingLoop::NothingTrained() const {
+  const std::string data =
+      spec_.data.source == "synthetic"
+          ? absl::StrCat("data.synthetic.num_samples = ", spec_.data.synthetic.num_samples)
+          : absl::StrCat("data.paths [", absl::StrJoin(spec_.data.paths, ", "), "]");
+  const std::string partition = absl::StrCat("its partition (", worker_, " of ",
+                                             spec_.cluster.workers, " workers) of ", data);
+  if (source_->bad_lines() > 0) {
+    const auto examples = source_->bad_line_examples();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", worker_, " trained 0 samples: all ", source_->bad_lines(), " lines of ",
+        partition, " are malformed, the first: ", examples.empty() ? "?" : examples[0]));
+  }
+  std::string why;
+  if (spec_.cluster.workers > 1) {
+    why = absl::StrCat(": the training split has fewer rows than cluster.workers (",
+                       spec_.cluster.workers, ")");
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("worker ", worker_, " trained 0 samples: ", partition, " is empty", why));
 }
 
 bool TrainingLoop::EvaluatesAfter(int64_t step) const {
@@ -88,7 +132,7 @@ absl::Status TrainingLoop::TrainInLockstep() {
     samples += current.batch.size;
     // The position after the batch just trained: a job that resumes from this report (a
     // checkpoint, a replacement worker) trains the next batch.
-    board_->Step(step, samples, loss, current.end_position, source_->bad_lines());
+    Reported(step, samples, loss, current.end_position);
     if (EvaluatesAfter(step)) {
       if (absl::Status s = Evaluate(step); !s.ok()) return s;
     }
@@ -143,8 +187,7 @@ absl::Status TrainingLoop::TrainPipelined() {
     if (pushed_step >= 0) {
       const PreparedBatch& b = batches[(pushed_step - first) % kSlots];
       samples += b.batch.size;
-      board_->Step(pushed_step, samples, losses[(pushed_step - first) % 2], b.end_position,
-                   source_->bad_lines());
+      Reported(pushed_step, samples, losses[(pushed_step - first) % 2], b.end_position);
       pushed_step = -1;
     }
     return absl::OkStatus();

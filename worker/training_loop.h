@@ -53,6 +53,15 @@ class ProgressBoard {
     p_.set_eval_auc(auc);
     p_.set_eval_logloss(logloss);
   }
+  // What the reader saw: the malformed lines it skipped (the first few as "file:line:
+  // reason") and whether the partition ran out before job.steps.
+  void Data(int64_t bad, const std::vector<std::string>& examples, bool exhausted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    p_.set_bad_lines(bad);
+    p_.clear_bad_line_examples();
+    for (const std::string& e : examples) p_.add_bad_line_examples(e);
+    p_.set_data_exhausted(exhausted);
+  }
   void Done() { std::lock_guard<std::mutex> lock(mu_); p_.set_done(true); }
   // Mode checkpoint rollback: stopped for rollback `generation`; then rewound to a checkpoint.
   void Paused(uint64_t generation) {
@@ -120,8 +129,10 @@ class TrainingLoop {
     start_position_ = reader_position;
   }
 
-  // Runs job.steps steps (fewer when the partition ends), then worker 0 evaluates. Returns the
-  // first error of a data source or a server.
+  // Runs job.steps steps (fewer when the partition ends: then a warning, and the board's
+  // data_exhausted), then worker 0 evaluates. Returns the first error of a data source or a
+  // server; INVALID_ARGUMENT when the partition held no sample to train (empty, or every
+  // line malformed), which would otherwise end as a job that succeeded having trained nothing.
   absl::Status Train();
 
  private:
@@ -143,6 +154,10 @@ class TrainingLoop {
   float Compute(const PreparedBatch& p, const std::vector<std::vector<float>>& dense,
                 StepGrads* grads);
   absl::Status Evaluate(int64_t step);
+  // A step whose push was acknowledged: recorded here and reported on the board.
+  void Reported(int64_t step, int64_t samples, double loss, int64_t position);
+  // The error of a partition that gave no sample to train.
+  absl::Status NothingTrained() const;
 
   const JobSpec& spec_;
   const int worker_;
@@ -154,6 +169,8 @@ class TrainingLoop {
   std::vector<float> pooled_, d_pooled_;  // scratch of Compute
   int64_t start_step_ = 0;
   int64_t start_position_ = 0;
+  int64_t trained_step_ = 0;     // the last step reported
+  int64_t trained_samples_ = 0;  // samples trained by then (start_position_ included)
 };
 
 }  // namespace ecps
