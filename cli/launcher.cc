@@ -486,7 +486,8 @@ class Job {
     examples += notes.bad_line_examples.empty() ? "]" : "\n  ]";
     std::ofstream f((fs::path(out_) / "report.json").string());
     f << absl::StrFormat(
-        "{\n  \"job\": \"%s\",\n  \"ok\": %s,\n  \"error\": \"%s\",\n  \"mode\": \"%s\",\n"
+        "{\n  \"job\": \"%s\",\n  \"ok\": %s,\n  \"error\": \"%s\",\n  \"data_lost\": %s,\n"
+        "  \"mode\": \"%s\",\n"
         "  \"servers\": %d,\n  \"workers\": %d,\n  \"steps\": %d,\n  \"samples\": %d,\n"
         "  \"steps_asked\": %d,\n  \"samples_asked\": %d,\n  \"data_exhausted\": %s,\n"
         "  \"bad_lines\": %d,\n  \"bad_line_examples\": %s,\n"
@@ -496,7 +497,8 @@ class Job {
         "\"parity_mismatches\": %d, \"dense_checked\": %d, \"dense_mismatches\": %d},\n"
         "  \"drills\": %s,\n  \"failures\": %s,\n"
         "  \"final_status\": %s\n}\n",
-        spec_.job.name, ok ? "true" : "false", JsonEscape(failure), spec_.fault_tolerance.mode,
+        spec_.job.name, ok ? "true" : "false", JsonEscape(failure),
+        last.data_lost() ? "true" : "false", spec_.fault_tolerance.mode,
         spec_.cluster.servers, spec_.cluster.workers, last.step(), last.samples(), spec_.job.steps,
         SamplesAsked(), notes.exhausted.empty() ? "false" : "true", notes.bad_lines, examples,
         last.elapsed_s(), wall, rate, last.eval_auc(), last.eval_logloss(),
