@@ -6,6 +6,7 @@
 #   ECPS_BUILD_DIR=dir         build somewhere else (default: build)
 #   ECPS_CMAKE_ARGS="..."      extra CMake arguments (e.g. -DECPS_CUDA=OFF)
 #   ECPS_JOBS=n                parallel compile jobs (default: number of cores)
+#   deploy/setup.sh --deps-only    install the packages, build nothing
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ECPS_BUILD_DIR:-$root/build}"
@@ -14,7 +15,8 @@ jobs="${ECPS_JOBS:-$(nproc)}"
 packages=(cmake ninja-build pkg-config g++ ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libisal-dev python3-matplotlib)
+  libopenblas-dev libisal-dev python3-matplotlib
+  clang libclang-rt-dev)  # clang: deploy/sanitize.sh (ASan, UBSan, libFuzzer)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -27,6 +29,9 @@ if ((${#missing[@]})); then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+# --deps-only: install and stop (deploy/sanitize.sh builds elsewhere, with Clang).
+if [ "${1:-}" = "--deps-only" ]; then exit 0; fi
 
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)

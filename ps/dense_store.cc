@@ -1,5 +1,6 @@
 #include "ps/dense_store.h"
 
+#include <cstring>
 #include <string>
 
 #include "kernels/optimizers.h"
@@ -60,13 +61,33 @@ absl::Status DenseStore::ApplyReplica(int tensor, int64_t version, const float* 
 }
 
 absl::Status DenseStore::ApplyAndShip(int tensor, const float* grad, int64_t size,
-                                      const std::function<absl::Status(int64_t)>& ship) {
+                                      const ShipFn& ship) {
   if (absl::Status s = Check(tensor, size); !s.ok()) return s;
   Tensor& t = tensors_[tensor];
   std::lock_guard<std::mutex> lock(*t.mu);
   ++t.version;
   ApplyDenseUpdate(optimizer_, t.version, size, grad, t.weights.data(), t.state.data());
-  return ship(t.version);
+  return ship(t.version, t.weights, t.state);
+}
+
+absl::Status DenseStore::CatchUpReplica(int tensor, int64_t version, const std::string& weights,
+                                        const std::string& state) {
+  if (!Holds(tensor) || Owns(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not replicated on server " + std::to_string(server_));
+  }
+  Tensor& t = tensors_[tensor];
+  std::lock_guard<std::mutex> lock(*t.mu);
+  if (weights.size() != t.weights.size() * sizeof(float) ||
+      state.size() != t.state.size() * sizeof(float)) {
+    return absl::InvalidArgumentError("dense replica snapshot of tensor " +
+                                      std::to_string(tensor) + " has wrong sizes");
+  }
+  if (version <= t.version) return absl::OkStatus();
+  std::memcpy(t.weights.data(), weights.data(), weights.size());
+  std::memcpy(t.state.data(), state.data(), state.size());
+  t.version = version;
+  return absl::OkStatus();
 }
 
 absl::Status DenseStore::Snapshot(int tensor, std::vector<float>* weights,

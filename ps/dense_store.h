@@ -38,10 +38,16 @@ class DenseStore {
   // is ignored (a resend); a gap is FAILED_PRECONDITION. INVALID_ARGUMENT for a tensor not
   // replicated here or a wrong size.
   absl::Status ApplyReplica(int tensor, int64_t version, const float* grad, int64_t size);
-  // Primary side: like Apply, and calls `ship(version)` under the tensor's lock after the
-  // local apply, so updates reach replicas in version order; its error is returned.
-  absl::Status ApplyAndShip(int tensor, const float* grad, int64_t size,
-                            const std::function<absl::Status(int64_t version)>& ship);
+  // Replica side, catching up: replaces the tensor with the primary's at `version` when that
+  // is newer than the replica's (else a no-op). INVALID_ARGUMENT for wrong sizes.
+  absl::Status CatchUpReplica(int tensor, int64_t version, const std::string& weights,
+                              const std::string& state);
+  // Primary side: like Apply, and calls `ship(version, weights, state)` under the tensor's
+  // lock after the local apply, so updates reach replicas in version order (and a replica
+  // found behind can be sent the whole tensor); its error is returned.
+  using ShipFn = std::function<absl::Status(int64_t version, const std::vector<float>& weights,
+                                            const std::vector<float>& state)>;
+  absl::Status ApplyAndShip(int tensor, const float* grad, int64_t size, const ShipFn& ship);
   // Copies a held tensor (primary or replica) with its state and version.
   absl::Status Snapshot(int tensor, std::vector<float>* weights, std::vector<float>* state,
                         int64_t* version) const;

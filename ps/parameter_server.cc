@@ -159,6 +159,8 @@ absl::Status ParameterServerCore::CheckPeer(int server, const std::string& insta
 
 absl::Status ParameterServerCore::Refuse(absl::Status status, const v1::RequestHeader& header,
                                          const char* what) const {
+  // "Not in this server's map yet" asks the sender to retry: it is not a refusal.
+  if (absl::IsUnavailable(status)) return status;
   const int64_t n = refused_.fetch_add(1, std::memory_order_relaxed) + 1;
   // Every refusal counts; the log gets the first few and then one in a thousand, so that a
   // client repeating a bad request cannot fill the disk.
@@ -388,7 +390,8 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
     grad.resize(g.size() / sizeof(float));
     std::memcpy(grad.data(), g.data(), g.size());
     status = parts_.dense->ApplyAndShip(
-        tensor, grad.data(), static_cast<int64_t>(grad.size()), [&](int64_t version) {
+        tensor, grad.data(), static_cast<int64_t>(grad.size()),
+        [&](int64_t version, const std::vector<float>& weights, const std::vector<float>& state) {
           std::vector<int> replicas = parts_.dense->ReplicasOf(tensor);
           if (replicas.empty() || parts_.peers == nullptr) return absl::OkStatus();
           v1::ReplicateDenseRequest rep;
@@ -404,11 +407,28 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
           const auto give_up = std::chrono::steady_clock::now() +
                                std::chrono::milliseconds(parts_.rebuild_wait_ms);
           for (int peer : replicas) {
+            v1::ReplicateDenseRequest* send = &rep;
+            v1::ReplicateDenseRequest catch_up;
             while (true) {
-              rep.mutable_header()->set_epoch(epoch());
+              send->mutable_header()->set_epoch(epoch());
               const std::string address = parts_.peers->AddressOf(peer);
-              absl::Status s = parts_.peers->ReplicateDense(peer, rep);
+              absl::Status s = parts_.peers->ReplicateDense(peer, *send);
               if (s.ok()) break;
+              if (absl::IsFailedPrecondition(s) && send == &rep &&
+                  s.message().find("is at version") != std::string::npos) {
+                // The replica missed an update (the previous primary died between its
+                // replicas): send it the whole tensor at this version instead.
+                catch_up = rep;
+                catch_up.set_snapshot_weights(reinterpret_cast<const char*>(weights.data()),
+                                              weights.size() * sizeof(float));
+                catch_up.set_snapshot_state(reinterpret_cast<const char*>(state.data()),
+                                            state.size() * sizeof(float));
+                send = &catch_up;
+                spdlog::warn("server {}: dense replica of tensor {} on server {} is behind "
+                             "({}); sending it the whole tensor at version {}",
+                             parts_.server, tensor, peer, std::string(s.message()), version);
+                continue;
+              }
               const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
                                      absl::IsCancelled(s) ||
                                      (absl::IsFailedPrecondition(s) &&
@@ -682,6 +702,10 @@ absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest
   if (parts_.rebuilder != nullptr && !parts_.rebuilder->dense_ready()) {
     // The restore copies the primary while it is frozen, after this update: nothing is lost.
     return absl::OkStatus();
+  }
+  if (!request.snapshot_weights().empty()) {
+    return parts_.dense->CatchUpReplica(request.tensor(), request.version(),
+                                        request.snapshot_weights(), request.snapshot_state());
   }
   std::vector<float> grad(request.grad().size() / sizeof(float));
   std::memcpy(grad.data(), request.grad().data(), request.grad().size());

@@ -733,23 +733,26 @@ absl::Status Rebuilder::RestoreDense() {
   for (int t = 0; t < dense_->num_tensors(); ++t) {
     if (!dense_->Holds(t)) continue;
     // Any other live holder: the primary when this server is a replica, else a replica.
+    // Every live holder is read and the newest copy taken: a primary that died between its
+    // replicas may have left one of them an update ahead of the other (the primary then
+    // brings the other up to date, see ParameterServerCore::PushDense).
     std::vector<int> holders = dense_->ReplicasOf(t);
     holders.insert(holders.begin(), dense_->PrimaryOf(t));
-    int source = -1;
+    v1::ReadDenseResponse resp;
+    bool found = false;
     for (int h : holders) {
-      if (h != options_.server && unusable.count(h) == 0) {
-        source = h;
-        break;
-      }
+      if (h == options_.server || unusable.count(h) > 0) continue;
+      v1::ReadDenseRequest req;
+      FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender_);
+      req.set_tensor(t);
+      v1::ReadDenseResponse copy;
+      if (absl::Status s = peers_->ReadDense(h, req, &copy); !s.ok()) return s;
+      if (!found || copy.version() > resp.version()) resp = std::move(copy);
+      found = true;
     }
-    if (source < 0) {
+    if (!found) {
       return absl::DataLossError(absl::StrCat("dense tensor ", t, " has no live copy to restore"));
     }
-    v1::ReadDenseRequest req;
-    FillHeader(req.mutable_header(), options_.token, options_.epoch(), sender_);
-    req.set_tensor(t);
-    v1::ReadDenseResponse resp;
-    if (absl::Status s = peers_->ReadDense(source, req, &resp); !s.ok()) return s;
     std::vector<float> weights(resp.weights().size() / sizeof(float));
     std::vector<float> state(resp.state().size() / sizeof(float));
     std::memcpy(weights.data(), resp.weights().data(), resp.weights().size());

@@ -692,6 +692,8 @@ std::string ManifestToJson(const Manifest& m) {
   return out;
 }
 
+}  // namespace
+
 // Parses the manifest text; errors are plain reasons (the caller adds the file name).
 absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string& dir) {
   ASSIGN_OR_RETURN(Json root, JsonParser(text).Parse());
@@ -806,6 +808,8 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string
   }
   return m;
 }
+
+namespace {
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::StatusCode missing) {
   ASSIGN_OR_RETURN(int fd, OpenForRead(path, missing));

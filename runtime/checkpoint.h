@@ -41,6 +41,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace ecps {
 
@@ -208,6 +209,9 @@ absl::StatusOr<DenseEntry> WriteDense(const std::string& tmp_dir, int tensor, in
 // a file name or byte size that disagrees with the layout; FAILED_PRECONDITION for a format
 // version this build does not read.
 absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
+// The same checks on the manifest's text (errors are the reasons, without the file name):
+// what ReadManifest and the fuzz target run.
+absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string& dir);
 
 // FAILED_PRECONDITION naming DIR/MANIFEST.json and the field when the checkpoint cannot be
 // loaded into `expected`: dim, payload_floats, optimizers, table rows, dense sizes and state

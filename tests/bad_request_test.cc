@@ -7,7 +7,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <future>
 
+#include <grpcpp/generic/generic_stub.h>
+
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/grpc_parameter_server.h"
@@ -204,6 +208,48 @@ TEST_F(BadRequestTest, BadDenseRequestsChangeNothing) {
   ASSERT_TRUE(stub_->PullDense(&ctx, pull, &after).ok());
   EXPECT_EQ(after.values(0), before.values(0));
   EXPECT_EQ(after.versions(0), before.versions(0));
+}
+
+// Bytes that do not decode as the request are refused before any handler runs, with
+// INVALID_ARGUMENT naming the broken field (gRPC alone answers INTERNAL with no message).
+grpc::Status CallRaw(const std::string& address, const std::string& method,
+                     const std::string& bytes) {
+  grpc::GenericStub generic(MakeChannel(address));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::ClientContext ctx;
+  std::promise<grpc::Status> done;
+  generic.UnaryCall(&ctx, method, grpc::StubOptions(), &request, &response,
+                    [&done](grpc::Status s) { done.set_value(s); });
+  return done.get_future().get();
+}
+
+TEST_F(BadRequestTest, UndecodableRequestsAreInvalidArgumentNamingTheField) {
+  // PushRequest{tables: [TableRows{table: 0, rows: <100 bytes announced, 3 there>}]}.
+  const std::string rows_cut_short("\x12\x07\x08\x00\x12\x64\x01\x02\x03", 9);
+  grpc::Status s = CallRaw(cluster_->address(0), "/ecps.v1.ParameterServer/Push", rows_cut_short);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("ecps.v1.PushRequest"));
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("field tables[0].rows"));
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("runs past the end"));
+
+  // PullRequest{header: RequestHeader{token: "\xff\xfe"}}: proto3 strings are UTF-8.
+  const std::string bad_token("\x0a\x04\x0a\x02\xff\xfe", 6);
+  s = CallRaw(cluster_->address(0), "/ecps.v1.ParameterServer/Pull", bad_token);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("field header.token: not valid UTF-8"));
+
+  // A truncated varint at the top level.
+  s = CallRaw(cluster_->address(0), "/ecps.v1.ParameterServer/Freeze", std::string("\x10\xff", 2));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("field freeze: truncated"));
+  EXPECT_EQ(ReadRows(0, {0, 2}), before_);
+
+  // A well-formed request through the same path still works.
+  v1::PullRequest pull;
+  FillHeader(pull.mutable_header(), kToken, 1, "test");
+  s = CallRaw(cluster_->address(0), "/ecps.v1.ParameterServer/Pull", pull.SerializeAsString());
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 }  // namespace

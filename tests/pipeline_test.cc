@@ -98,6 +98,24 @@ TEST(Pipeline, DataExhaustedOnlyWhenTheFileEndsBeforeJobSteps) {
   }
 }
 
+// A model that diverges (a learning rate far too large) stops the worker at the step whose
+// loss or gradient is not finite, naming it, instead of pushing NaNs (which the servers
+// would refuse anyway) or training on.
+TEST(Pipeline, ANonFiniteLossIsAnErrorNamingTheStep) {
+  for (bool synchronous : {true, false}) {
+    JobSpec spec = SmallSpec(2, 200);
+    spec.job.synchronous = synchronous;
+    spec.optimizer.dense.type = "sgd";
+    spec.optimizer.dense.lr = 1e30f;
+    absl::Status status;
+    const v1::WorkerProgress p = Train(spec, 0, &status);
+    ASSERT_TRUE(absl::IsInvalidArgument(status)) << status;
+    EXPECT_NE(std::string(status.message()).find("not finite"), std::string::npos) << status;
+    EXPECT_NE(std::string(status.message()).find("step "), std::string::npos) << status;
+    EXPECT_LT(p.step(), 200) << "training stopped at the divergence";
+  }
+}
+
 // A worker whose partition has nothing to train fails (the job then fails) instead of
 // finishing with 0 samples.
 class NothingToTrain : public ::testing::Test {

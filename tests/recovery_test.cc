@@ -3,6 +3,8 @@
 // workers train is rebuilt on demand and in the background and the cluster ends consistent.
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <random>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -325,6 +327,69 @@ TEST(OnlineRebuild, EveryAcknowledgedUpdateSurvives) {
       EXPECT_GE(applied, acked.load() - 0.5) << "row " << rows[i] << " lost an acknowledged update";
     }
   }
+  ExpectClean(cluster.get());
+}
+
+// Soak (short form; ECPS_SOAK_FAILURES=20 for the long one): one server after another, in a
+// seeded random order, dies and is replaced while a pusher sends +1 gradients (SGD, lr 1) to
+// rows of every server, counting the acknowledged pushes. After every failure each row shows
+// at least that many updates, and the cluster ends with a clean scrub.
+TEST(Soak, EveryAcknowledgedUpdateSurvivesFailureAfterFailure) {
+  const char* env = std::getenv("ECPS_SOAK_FAILURES");
+  const int failures = env != nullptr ? std::max(1, std::atoi(env)) : 8;
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  spec.optimizer.sparse.type = "sgd";
+  spec.optimizer.sparse.lr = 1.0f;
+  spec.fault_tolerance.ack = "after_parity";
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  const int table = 5;
+  auto client = Client(spec, cluster.get(), "pusher");
+  std::vector<int64_t> rows;
+  for (int64_t row = 0; row < 60; ++row) rows.push_back(row);  // on every server
+  std::vector<float> initial;
+  int pf = 0;
+  ASSERT_TRUE(client->ReadPayloads(table, rows, &initial, &pf).ok());
+  UniqueIds ids;
+  ids.rows.assign(spec.model.num_sparse, {});
+  ids.rows[table] = rows;
+  std::vector<std::vector<float>> grads(spec.model.num_sparse);
+  grads[table].assign(rows.size() * spec.model.embedding_dim, 1.0f);
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> acked{0};
+  std::thread pusher([&] {
+    while (!stop.load()) {
+      if (client->Push(ids, grads, {}).ok()) acked.fetch_add(1);
+    }
+  });
+  std::mt19937 rng(20261201);
+  auto check = [&](const std::string& when) {
+    // Read while the pusher goes on: every push acknowledged before the read is in it.
+    const int64_t before = acked.load();
+    std::vector<float> now;
+    ASSERT_TRUE(client->ReadPayloads(table, rows, &now, &pf).ok()) << when;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const double applied = initial[i * pf] - now[i * pf];  // w = w0 - lr * count
+      ASSERT_GE(applied, before - 0.5) << when << ": row " << rows[i]
+                                       << " lost an acknowledged update";
+    }
+  };
+  for (int f = 0; f < failures; ++f) {
+    const int64_t start = acked.load();
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (acked.load() < start + 10 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    const int victim = static_cast<int>(rng() % 3);
+    ParameterServerCore* replacement = cluster->Replace(spec, kToken, victim);
+    ASSERT_NE(replacement, nullptr) << "failure " << f;
+    ASSERT_TRUE(WaitRebuilt(replacement)) << "failure " << f << ": server " << victim;
+    check("after failure " + std::to_string(f + 1) + " (server " + std::to_string(victim) + ")");
+  }
+  stop.store(true);
+  pusher.join();
+  check("at the end");
+  EXPECT_GE(acked.load(), 10 * failures);
   ExpectClean(cluster.get());
 }
 

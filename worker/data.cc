@@ -310,8 +310,8 @@ IntegerField ParseIntegerField(std::string_view f, double* v) {
   return IntegerField::kOk;
 }
 
-// Parses one Criteo line (label, I1..I13, C1..C26; tab- or comma-separated) into one
-// sample; on failure sets *reason (naming the column) and returns false.
+}  // namespace
+
 bool ParseCriteoLine(std::string_view line, bool csv, const std::vector<int64_t>& rows,
                      float* dense, int64_t* sparse, float* label, std::string* reason) {
   const char sep = csv ? ',' : '\t';
@@ -377,6 +377,8 @@ bool ParseCriteoLine(std::string_view line, bool csv, const std::vector<int64_t>
   }
   return true;
 }
+
+namespace {
 
 // Whether line `line_no` (1-based) of a file is a CSV header, which the readers skip.
 bool IsCsvHeader(bool csv, int64_t line_no, std::string_view line) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -83,6 +84,12 @@ absl::StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSection& da
 // `samples` held-out samples: the best AUC any model can expect on that data.
 absl::StatusOr<double> SyntheticCeilingAuc(const DataSection& data, const ModelSection& model,
                                            uint64_t seed, int64_t samples);
+
+// Parses one Criteo line (label, I1..I13, C1..C26; tab- or comma-separated) into one sample
+// (13 dense floats, 26 row ids within `rows`, the label); on a malformed line sets *reason
+// (naming the column) and returns false. Exposed for its fuzz target.
+bool ParseCriteoLine(std::string_view line, bool csv, const std::vector<int64_t>& rows,
+                     float* dense, int64_t* sparse, float* label, std::string* reason);
 
 // The row a raw Criteo categorical value maps to: 1 + Mix64(raw, table) % (table_rows - 1).
 // Row 0 is reserved for a missing value (and is the only row when table_rows == 1).

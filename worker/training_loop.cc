@@ -1,5 +1,6 @@
 #include "worker/training_loop.h"
 
+#include <cmath>
 #include <future>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +118,25 @@ float TrainingLoop::Compute(const PreparedBatch& p, const std::vector<std::vecto
   return loss;
 }
 
+absl::Status TrainingLoop::CheckFinite(int64_t step, float loss, const StepGrads& grads) {
+  if (!std::isfinite(loss)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "step ", step, ": the training loss is ", loss,
+        " (not finite): the model diverged; nothing of this step was pushed (try a smaller "
+        "optimizer lr)"));
+  }
+  for (size_t t = 0; t < grads.dense.size(); ++t) {
+    for (float g : grads.dense[t]) {
+      if (!std::isfinite(g)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "step ", step, ": a gradient of dense tensor ", t, " is ", g,
+            " (not finite): the model diverged; nothing of this step was pushed"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TrainingLoop::TrainInLockstep() {
   PreparedBatch current;
   std::vector<std::vector<float>> dense;
@@ -128,6 +148,7 @@ absl::Status TrainingLoop::TrainInLockstep() {
     if (!current.valid) break;
     if (absl::Status s = ps_->PullDense(&dense); !s.ok()) return s;
     const float loss = Compute(current, dense, &grads);
+    if (absl::Status s = CheckFinite(step, loss, grads); !s.ok()) return s;
     if (absl::Status s = ps_->Push(current.ids, grads.rows, grads.dense); !s.ok()) return s;
     samples += current.batch.size;
     // The position after the batch just trained: a job that resumes from this report (a
@@ -201,6 +222,10 @@ absl::Status TrainingLoop::TrainPipelined() {
       return absl::CancelledError("worker interrupted");
     }
     losses[i % 2] = Compute(current, dense[i % 2], &grads[i % 2]);
+    if (absl::Status s = CheckFinite(step, losses[i % 2], grads[i % 2]); !s.ok()) {
+      background.wait();
+      return s;
+    }
     if (absl::Status s = finish_background(); !s.ok()) return s;
     // Push this step, then pull what step i + 2 needs (its batch was read kHintLead tasks
     // ago) and read step i + 2 + kHintLead's into the slot of step i - 1, whose push is done;

@@ -151,6 +151,10 @@ class TrainingLoop {
   // Read, then pulls the rows.
   absl::Status Prepare(PreparedBatch* p);
   // Forward and backward on `p` with dense parameters `dense`; returns the loss.
+  // INVALID_ARGUMENT naming the step when the loss or a dense gradient is not finite (the
+  // model diverged): nothing of that step is pushed. Row gradients are checked by the
+  // servers, which refuse non-finite ones.
+  static absl::Status CheckFinite(int64_t step, float loss, const StepGrads& grads);
   float Compute(const PreparedBatch& p, const std::vector<std::vector<float>>& dense,
                 StepGrads* grads);
   absl::Status Evaluate(int64_t step);

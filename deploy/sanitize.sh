@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds ecps with Clang under AddressSanitizer and UndefinedBehaviorSanitizer into its own
+# folder (build-asan/; no benchmarks, no CUDA), runs the whole test suite there, then runs
+# every libFuzzer target under fuzz/ for a bounded time over its seed corpus.
+#
+#   deploy/sanitize.sh                 build, suite, fuzz (ECPS_FUZZ_SECONDS each, default 15)
+#   ECPS_ASAN_BUILD_DIR=dir            build somewhere else
+#   ECPS_FUZZ_SECONDS=0                skip the fuzzers
+# Extra arguments go to ctest (e.g. -R Peer). A sanitizer report fails the test that made it.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${ECPS_ASAN_BUILD_DIR:-$root/build-asan}"
+jobs="${ECPS_JOBS:-$(nproc)}"
+fuzz_seconds="${ECPS_FUZZ_SECONDS:-15}"
+
+"$root/deploy/setup.sh" --deps-only  # the packages, clang among them
+
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+if [ ! -f "$build/build.ninja" ]; then
+  # -O1 -g1: fast enough to run the suite, line numbers in reports, a shorter build.
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+    -DECPS_SANITIZE=address,undefined -DECPS_FUZZ=ON -DECPS_CUDA=OFF -DECPS_BUILD_BENCH=OFF \
+    "${launcher[@]}" >/dev/null
+fi
+cmake --build "$build" -j "$jobs" | grep -vE '^\[[0-9]+/[0-9]+\] ' || true
+cmake --build "$build" -j "$jobs" >/dev/null
+echo "sanitize: built into $build"
+
+# Leaks are reported too; every error aborts the process (a failed test, a fuzzer finding).
+export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+ctest --test-dir "$build" --output-on-failure -j "${ECPS_TEST_JOBS:-2}" "$@"
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+  for target in spec criteo_line manifest ps_requests; do
+    corpus="$(mktemp -d)"
+    cp -r "$root/fuzz/corpus/$target/." "$corpus/"
+    echo "sanitize: fuzzing $target for ${fuzz_seconds} s"
+    # New inputs go to a scratch corpus: the repository's seeds stay as they are.
+    if ! "$build/fuzz/fuzz_$target" -max_total_time="$fuzz_seconds" -timeout=10 \
+        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$build/fuzz/$target-" \
+        "$corpus" >"$build/fuzz/$target.log" 2>&1; then
+      tail -40 "$build/fuzz/$target.log"
+      echo "sanitize: fuzz_$target found a crash; the input is in $build/fuzz/$target-*"
+      rm -rf "$corpus"
+      exit 1
+    fi
+    grep -E "stat::number_of_executed_units|stat::new_units_added" "$build/fuzz/$target.log" |
+      tr '\n' ' '
+    echo
+    rm -rf "$corpus"
+  done
+fi
+echo "sanitize: suite and fuzzers clean"
