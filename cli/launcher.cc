@@ -692,8 +692,8 @@ class Job {
     return f;
   }
 
-  static std::string Num(double x, const char* format = "%.3f") {
-    return x < 0 ? std::string("null") : absl::StrFormat(format, x);
+  static std::string Num(double x, int decimals = 3) {
+    return x < 0 ? std::string("null") : absl::StrFormat("%.*f", decimals, x);
   }
 
   std::string DrillsJson() const {
@@ -732,7 +732,7 @@ class Job {
               Num(f.failed_at), Num(f.detected_at), Num(f.recovered_at), Num(e.detection_s()),
               Num(e.rebuild_s()), Num(e.recovery_s()), e.rows_rebuilt(), e.on_demand_rebuilds(),
               e.rebuild_mb_s() > 0 ? Num(e.rebuild_mb_s()) : std::string("null"),
-              Num(f.before, "%.1f"), Num(f.during, "%.1f"), Num(f.ratio, "%.4f")));
+              Num(f.before, 1), Num(f.during, 1), Num(f.ratio, 4)));
     }
     return out + (st.failures_size() == 0 ? "]" : "\n  ]");
   }

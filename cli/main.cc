@@ -22,6 +22,15 @@
 #include "runtime/spec.h"
 #include "worker/worker_main.h"
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ECPS_HAS_ASAN 1
+#endif
+#endif
+#ifndef ECPS_HAS_ASAN
+#define ECPS_HAS_ASAN 0
+#endif
+
 namespace ecps {
 namespace {
 
@@ -282,9 +291,12 @@ int main(int argc, char** argv) {
   // Every role receives and sends RPCs of hundreds of KiB. glibc would map, zero-fill and
   // unmap fresh pages for each such buffer; kept in the heap they are reused. (glibc refuses
   // a threshold above half its 64 MiB per-thread heap, silently: 32 MiB is the most.)
+#if !defined(__SANITIZE_ADDRESS__) && !ECPS_HAS_ASAN
+  // (AddressSanitizer's allocator takes no such settings.)
   if (mallopt(M_MMAP_THRESHOLD, 32 << 20) != 1 || mallopt(M_TRIM_THRESHOLD, 256 << 20) != 1) {
     std::fprintf(stderr, "ecps: warning: could not tune malloc; large RPCs will be slower\n");
   }
+#endif
   // Debian's Abseil is built with the mutex deadlock detector on, which gRPC pays for on
   // every lock; ecps does not rely on it.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

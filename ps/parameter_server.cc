@@ -24,6 +24,12 @@ absl::Span<const int64_t> RowsOf(const v1::TableRows& t) {
   return absl::MakeConstSpan(t.rows().data(), t.rows().size());
 }
 
+// memcpy of `n` bytes that is also defined for n == 0 (an empty request field: then
+// `dst` may be a null vector's data, which memcpy must not be given).
+void CopyBytes(void* dst, const void* src, size_t n) {
+  if (n > 0) std::memcpy(dst, src, n);
+}
+
 // The index of the first float in `bytes` that is NaN or infinite, or -1.
 int64_t FirstNonFinite(const std::string& bytes) {
   const size_t n = bytes.size() / sizeof(float);
@@ -299,7 +305,7 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
   for (int i = 0; i < request.tables_size(); ++i) {
     const v1::TableRows& t = request.tables(i);
     grads.resize(static_cast<size_t>(dim) * t.rows_size());
-    std::memcpy(grads.data(), request.grads(i).data(), request.grads(i).size());
+    CopyBytes(grads.data(), request.grads(i).data(), request.grads(i).size());
     EmbeddingStore::DeltaSink sink;
     if (streams != nullptr && r > 0) {
       const int table = t.table();
@@ -388,7 +394,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
     const std::string& g = request.grads(i);
     const int tensor = request.tensors(i);
     grad.resize(g.size() / sizeof(float));
-    std::memcpy(grad.data(), g.data(), g.size());
+    CopyBytes(grad.data(), g.data(), g.size());
     status = parts_.dense->ApplyAndShip(
         tensor, grad.data(), static_cast<int64_t>(grad.size()),
         [&](int64_t version, const std::vector<float>& weights, const std::vector<float>& state) {
@@ -708,7 +714,7 @@ absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest
                                         request.snapshot_weights(), request.snapshot_state());
   }
   std::vector<float> grad(request.grad().size() / sizeof(float));
-  std::memcpy(grad.data(), request.grad().data(), request.grad().size());
+  CopyBytes(grad.data(), request.grad().data(), request.grad().size());
   return parts_.dense->ApplyReplica(request.tensor(), request.version(), grad.data(),
                                     static_cast<int64_t>(grad.size()));
 }

@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace ecps {
@@ -407,7 +408,9 @@ bool SpecParser::ReadMap(const YAML::Node& node, const std::string& path,
   }
   const auto& keys = KeysOf(section);
   for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& key = it->first;
+    // A copy: yaml-cpp's iterator hands out a temporary pair, so a reference to its member
+    // would dangle past this line (AddressSanitizer: stack-use-after-scope).
+    const YAML::Node key = it->first;
     if (!key.IsScalar()) {
       Error(LineOfNode(key), path, "keys must be plain names, got " + Describe(key));
       continue;
@@ -1058,6 +1061,38 @@ void SpecParser::CrossCheck(JobSpec* spec) {
 
 absl::StatusOr<JobSpec> SpecParser::Parse(const std::string& text) {
   JobSpec spec;
+  // A spec is a small text file. Refused before yaml-cpp sees them: control characters (a
+  // NUL byte made yaml-cpp 0.7 run for minutes and take gigabytes: found by fuzz/spec) and
+  // anything larger than any spec needs.
+  constexpr size_t kMaxSpecBytes = 1 << 20;
+  if (text.size() > kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(source_, ": ", text.size(),
+                                                   " bytes; a spec is at most ", kMaxSpecBytes,
+                                                   " bytes of YAML text"));
+  }
+  int line = 1;
+  bool line_start = true;  // only blanks so far on this line
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      ++line;
+      line_start = true;
+      continue;
+    }
+    if (line_start && c == ',') {
+      // Never valid at the start of a block line, and a document that begins so sends
+      // yaml-cpp 0.7 into an endless loop (found by fuzz/spec).
+      return absl::InvalidArgumentError(absl::StrCat(
+          source_, ":", line, ": a line cannot start with ','; write a list as [a, b]"));
+    }
+    if (c != ' ' && c != '\t') line_start = false;
+    if ((c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7f) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s:%d: control character 0x%02x at byte %d: a spec is YAML text (is this the "
+          "right file?)",
+          source_, line, c, i));
+    }
+  }
   std::vector<YAML::Node> docs;
   try {
     docs = YAML::LoadAll(text);

@@ -844,6 +844,33 @@ TEST(SpecTest, MissingFileNamesThePath) {
   EXPECT_THAT(Msg(folder), HasSubstr(dir.path().string()));
 }
 
+// Found by fuzz/spec: a few NUL bytes in an otherwise short text made yaml-cpp run for
+// minutes and take gigabytes. Control characters are refused before the YAML parser runs,
+// naming the line and byte.
+TEST(SpecTest, ControlCharactersAreRefusedBeforeTheYamlParser) {
+  std::string text = "job:\n  steps: 10\n# a comment";
+  text += std::string(40, '\0');
+  text += "\n";
+  auto spec = ParseSpec(text, "nul.yaml");
+  ASSERT_FALSE(spec.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(spec.status()));
+  EXPECT_NE(std::string(spec.status().message()).find("nul.yaml:3: control character 0x00"),
+            std::string::npos)
+      << spec.status();
+  EXPECT_FALSE(ParseSpec(std::string("job: {steps: 1}\x07\n"), "bell.yaml").ok());
+  // Also found by fuzz/spec: a document starting with ',' never returned from yaml-cpp.
+  for (const char* text : {",", "- a\n, b", "a: b\n---\n,"}) {
+    auto comma = ParseSpec(text, "comma.yaml");
+    ASSERT_FALSE(comma.ok()) << text;
+    EXPECT_NE(std::string(comma.status().message()).find("a line cannot start with ','"),
+              std::string::npos)
+        << comma.status();
+  }
+  // CRLF line ends are text.
+  EXPECT_TRUE(ParseSpec("job:\r\n  steps: 10\r\n").ok());
+  EXPECT_FALSE(ParseSpec(std::string(2 << 20, '#'), "huge.yaml").ok());
+}
+
 TEST(SpecTest, FileErrorsNameTheFile) {
   TempDir dir;
   fs::path file = dir.Write(

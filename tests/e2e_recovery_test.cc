@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -18,10 +19,10 @@
 #include <functional>
 #include <optional>
 
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "tests/ecps_process.h"
+#include "tests/job_status.h"
 
 namespace ecps {
 namespace {
@@ -162,27 +163,13 @@ int RunToFailure(const fs::path& dir, const std::string& spec, std::string* repo
   return status;
 }
 
-// `ecps status --job DIR --json` of a running job (the job folder's token and address, as
-// a user runs it), parsed; nullopt while it does not answer.
-std::optional<v1::StatusResponse> Status(const fs::path& dir, const fs::path& job) {
-  const fs::path out = dir / "status.json";
-  pid_t pid = Start({"status", "--job", job.string(), "--json"}, out);
-  const int status = WaitFor(pid, std::chrono::seconds(20));
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  v1::StatusResponse response;
-  if (!google::protobuf::util::JsonStringToMessage(ReadFile(out), &response).ok()) {
-    return std::nullopt;
-  }
-  return response;
-}
-
 // Polls the job's status until `done` holds (true) or the deadline passes (false).
 bool WaitForStatus(const fs::path& dir, const fs::path& job, std::chrono::seconds deadline,
                    const std::function<bool(const v1::StatusResponse&)>& done,
                    v1::StatusResponse* last) {
   const auto until = Clock::now() + deadline;
   while (Clock::now() < until) {
-    if (auto st = Status(dir, job); st.has_value()) {
+    if (auto st = JobStatus(dir, job); st.has_value()) {
       *last = *st;
       if (done(*st)) return true;
     }
@@ -191,7 +178,7 @@ bool WaitForStatus(const fs::path& dir, const fs::path& job, std::chrono::second
 }
 
 // The rebuilding replacement dies while it holds a freeze on every survivor (the drill aid
-// ECPS_DRILL_HOLD_FREEZE_MS makes each of its freezes last 4 s; the test kills it with
+// ECPS_DRILL_HOLD_FREEZE_MS makes each of its freezes last 8 s; the test kills it with
 // SIGKILL as soon as a survivor reports the freeze). The survivors drop the dead owner's
 // freeze as soon as the coordinator's map says it is dead, a new replacement finishes the
 // rebuild, and the job ends with a clean scrub. Before freezes were leases the survivors
@@ -203,7 +190,7 @@ TEST(EndToEndRecovery, RebuilderKilledWhileHoldingFreezesDoesNotWedgeTheJob) {
       "kill-rebuilder", 1500, 3, 0, 1,
       "  mode: erasure_code\n  k: 2\n  r: 1\n  rebuild_rate_mb_s: 0.5\n",
       "  - {at_step: 100, action: kill_server, target: 1}\n");
-  setenv("ECPS_DRILL_HOLD_FREEZE_MS", "4000", 1);
+  setenv("ECPS_DRILL_HOLD_FREEZE_MS", "8000", 1);
   pid_t run = Start({"run", (dir / "job.yaml").string(), "--output", job.string(),
                      "--no-progress"},
                     dir / "run.log");
@@ -229,8 +216,8 @@ TEST(EndToEndRecovery, RebuilderKilledWhileHoldingFreezesDoesNotWedgeTheJob) {
   ASSERT_EQ(kill(static_cast<pid_t>(rebuilder_pid), SIGKILL), 0);
   const auto killed = Clock::now();
 
-  // Its freezes go with it: as soon as it is declared dead (heartbeat timeout 1 s), not
-  // when the 4 s hold would have ended nor at the 30 s lease.
+  // Its freezes go with it: as soon as it is declared dead (heartbeat timeout 1 s, and the
+  // status polls' own latency), not when the 8 s hold would have ended nor at the 30 s lease.
   const bool dropped = WaitForStatus(dir, job, std::chrono::seconds(60), [&](const auto& s) {
     for (const v1::NodeInfo& n : s.nodes()) {
       if (n.role() == v1::ROLE_SERVER && n.id() != 1 && n.server().freezes_expired() == 0) {
@@ -241,7 +228,8 @@ TEST(EndToEndRecovery, RebuilderKilledWhileHoldingFreezesDoesNotWedgeTheJob) {
   }, &st);
   const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   EXPECT_TRUE(dropped) << "the survivors kept the dead rebuilder's freeze";
-  EXPECT_LT(seconds, 3.5) << "the survivors dropped the dead rebuilder's freeze only after "
+  std::printf("rebuilder: the survivors dropped its freeze %.2f s after the SIGKILL\n", seconds);
+  EXPECT_LT(seconds, 6.0) << "the survivors dropped the dead rebuilder's freeze only after "
                           << seconds << " s";
 
   const int status = WaitFor(run, std::chrono::seconds(300));

@@ -282,6 +282,13 @@ TEST_F(PeerValidationTest, DenseReplicaUpdatesComeOnlyFromThePrimary) {
   rep.set_tensor(100000);
   EXPECT_TRUE(absl::IsInvalidArgument(core(1)->ReplicateDense(rep)));
   EXPECT_EQ(Refused(1), 1);
+  // Found by fuzz/ps_requests (UBSan: memcpy into a null vector): the primary itself with an
+  // empty gradient is a wrong size, not a crash.
+  rep.set_tensor(0);
+  rep.set_from_server(0);
+  rep.set_sender_instance("test-server-0");
+  rep.clear_grad();
+  EXPECT_TRUE(absl::IsInvalidArgument(core(1)->ReplicateDense(rep)));
 }
 
 TEST_F(PeerValidationTest, NonFiniteGradientsAreRefusedAndChangeNothing) {

@@ -274,6 +274,73 @@ TEST(SimultaneousFailures, SecondFailureDuringARecovery) {
   ExpectClean(cluster.get());
 }
 
+// Pushes +1 gradients (SGD, lr 1: each applied push takes 1 off every weight) to `rows` of
+// `table` from a thread of its own, counting the pushes that were acknowledged.
+class CountingPusher {
+ public:
+  CountingPusher(const JobSpec& spec, PsClient* client, int table, std::vector<int64_t> rows)
+      : client_(client), table_(table), rows_(std::move(rows)) {
+    ok_ = client_->ReadPayloads(table_, rows_, &initial_, &pf_).ok();
+    ids_.rows.assign(spec.model.num_sparse, {});
+    ids_.rows[table_] = rows_;
+    grads_.resize(spec.model.num_sparse);
+    grads_[table_].assign(rows_.size() * spec.model.embedding_dim, 1.0f);
+    thread_ = std::thread([this] {
+      while (!stop_.load()) {
+        if (client_->Push(ids_, grads_, {}).ok()) acked_.fetch_add(1);
+      }
+    });
+  }
+  ~CountingPusher() { Stop(); }
+  bool ok() const { return ok_; }  // the initial rows were read
+  int64_t acked() const { return acked_.load(); }
+  // Waits until `n` more pushes than now are acknowledged (at most `timeout`).
+  void WaitForMore(int64_t n, std::chrono::seconds timeout) const {
+    const int64_t start = acked();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (acked() < start + n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  void Stop() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  // Every dimension of every row shows at least `at_least` applied updates; else a failure
+  // naming the row.
+  ::testing::AssertionResult HoldsAtLeast(int64_t at_least, int dim) const {
+    std::vector<float> now;
+    int pf = 0;
+    if (!client_->ReadPayloads(table_, rows_, &now, &pf).ok()) {
+      return ::testing::AssertionFailure() << "cannot read the rows";
+    }
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      for (int d = 0; d < dim; ++d) {
+        const double applied = initial_[i * pf_ + d] - now[i * pf + d];  // w = w0 - count
+        if (applied < at_least - 0.5) {
+          return ::testing::AssertionFailure()
+                 << "row " << rows_[i] << " lost an acknowledged update: " << applied
+                 << " applied, " << at_least << " acknowledged";
+        }
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+ private:
+  PsClient* client_;
+  const int table_;
+  const std::vector<int64_t> rows_;
+  std::vector<float> initial_;
+  int pf_ = 0;
+  bool ok_ = false;
+  UniqueIds ids_;
+  std::vector<std::vector<float>> grads_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> acked_{0};
+  std::thread thread_;
+};
+
 // Pushes +1 gradients with SGD (lr 1) to rows of one server while it is replaced, counting
 // the pushes that were acknowledged; afterwards every row must show at least that many
 // updates: nothing acknowledged is lost (a push whose answer was lost may apply twice).
@@ -290,43 +357,17 @@ TEST(OnlineRebuild, EveryAcknowledgedUpdateSurvives) {
   for (int64_t row = 0; row < spec.model.table_rows[table] && rows.size() < 40; ++row) {
     if (client->placement().DataLocation(table, row).server == victim) rows.push_back(row);
   }
-  std::vector<float> initial;
-  int pf = 0;
-  ASSERT_TRUE(client->ReadPayloads(table, rows, &initial, &pf).ok());
-  UniqueIds ids;
-  ids.rows.assign(spec.model.num_sparse, {});
-  ids.rows[table] = rows;
-  std::vector<std::vector<float>> grads(spec.model.num_sparse);
-  grads[table].assign(rows.size() * spec.model.embedding_dim, 1.0f);
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> acked{0};
-  std::thread pusher([&] {
-    while (!stop.load()) {
-      if (client->Push(ids, grads, {}).ok()) acked.fetch_add(1);
-    }
-  });
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (acked.load() < 30 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  CountingPusher pusher(spec, client.get(), table, rows);
+  ASSERT_TRUE(pusher.ok());
+  pusher.WaitForMore(30, std::chrono::seconds(20));
   ParameterServerCore* replacement = cluster->Replace(spec, kToken, victim);
   ASSERT_NE(replacement, nullptr);
-  const int64_t at_replace = acked.load();
-  while (acked.load() < at_replace + 30 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  stop.store(true);
-  pusher.join();
+  const int64_t at_replace = pusher.acked();
+  pusher.WaitForMore(30, std::chrono::seconds(20));
+  pusher.Stop();
   ASSERT_TRUE(WaitRebuilt(replacement));
-  EXPECT_GE(acked.load(), at_replace + 30) << "pushes must go on through the replacement";
-  std::vector<float> now;
-  ASSERT_TRUE(client->ReadPayloads(table, rows, &now, &pf).ok());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    for (int d = 0; d < spec.model.embedding_dim; ++d) {
-      double applied = initial[i * pf + d] - now[i * pf + d];  // w = w0 - lr * count
-      EXPECT_GE(applied, acked.load() - 0.5) << "row " << rows[i] << " lost an acknowledged update";
-    }
-  }
+  EXPECT_GE(pusher.acked(), at_replace + 30) << "pushes must go on through the replacement";
+  EXPECT_TRUE(pusher.HoldsAtLeast(pusher.acked(), spec.model.embedding_dim));
   ExpectClean(cluster.get());
 }
 
@@ -347,49 +388,22 @@ TEST(Soak, EveryAcknowledgedUpdateSurvivesFailureAfterFailure) {
   auto client = Client(spec, cluster.get(), "pusher");
   std::vector<int64_t> rows;
   for (int64_t row = 0; row < 60; ++row) rows.push_back(row);  // on every server
-  std::vector<float> initial;
-  int pf = 0;
-  ASSERT_TRUE(client->ReadPayloads(table, rows, &initial, &pf).ok());
-  UniqueIds ids;
-  ids.rows.assign(spec.model.num_sparse, {});
-  ids.rows[table] = rows;
-  std::vector<std::vector<float>> grads(spec.model.num_sparse);
-  grads[table].assign(rows.size() * spec.model.embedding_dim, 1.0f);
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> acked{0};
-  std::thread pusher([&] {
-    while (!stop.load()) {
-      if (client->Push(ids, grads, {}).ok()) acked.fetch_add(1);
-    }
-  });
+  CountingPusher pusher(spec, client.get(), table, rows);
+  ASSERT_TRUE(pusher.ok());
   std::mt19937 rng(20261201);
-  auto check = [&](const std::string& when) {
-    // Read while the pusher goes on: every push acknowledged before the read is in it.
-    const int64_t before = acked.load();
-    std::vector<float> now;
-    ASSERT_TRUE(client->ReadPayloads(table, rows, &now, &pf).ok()) << when;
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const double applied = initial[i * pf] - now[i * pf];  // w = w0 - lr * count
-      ASSERT_GE(applied, before - 0.5) << when << ": row " << rows[i]
-                                       << " lost an acknowledged update";
-    }
-  };
   for (int f = 0; f < failures; ++f) {
-    const int64_t start = acked.load();
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (acked.load() < start + 10 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::yield();
-    }
+    pusher.WaitForMore(10, std::chrono::seconds(30));
     const int victim = static_cast<int>(rng() % 3);
     ParameterServerCore* replacement = cluster->Replace(spec, kToken, victim);
     ASSERT_NE(replacement, nullptr) << "failure " << f;
     ASSERT_TRUE(WaitRebuilt(replacement)) << "failure " << f << ": server " << victim;
-    check("after failure " + std::to_string(f + 1) + " (server " + std::to_string(victim) + ")");
+    // Read while the pusher goes on: every push acknowledged before the read is in it.
+    ASSERT_TRUE(pusher.HoldsAtLeast(pusher.acked(), 1))
+        << "after failure " << f + 1 << " (server " << victim << ")";
   }
-  stop.store(true);
-  pusher.join();
-  check("at the end");
-  EXPECT_GE(acked.load(), 10 * failures);
+  pusher.Stop();
+  EXPECT_TRUE(pusher.HoldsAtLeast(pusher.acked(), spec.model.embedding_dim));
+  EXPECT_GE(pusher.acked(), 10 * failures);
   ExpectClean(cluster.get());
 }
 

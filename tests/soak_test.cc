@@ -18,10 +18,10 @@
 #include <regex>
 #include <string>
 
-#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "tests/ecps_process.h"
+#include "tests/job_status.h"
 
 namespace ecps {
 namespace {
@@ -31,18 +31,6 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kSpacing = 300;  // steps between drills
-
-std::optional<v1::StatusResponse> Status(const fs::path& dir, const fs::path& job) {
-  const fs::path out = dir / "status.json";
-  pid_t pid = Start({"status", "--job", job.string(), "--json"}, out);
-  const int status = WaitFor(pid, std::chrono::seconds(20));
-  if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  v1::StatusResponse response;
-  if (!google::protobuf::util::JsonStringToMessage(ReadFile(out), &response).ok()) {
-    return std::nullopt;
-  }
-  return response;
-}
 
 // Resident memory of `pid` in KiB (0 when it is gone).
 int64_t RssKib(int64_t pid) {
@@ -123,7 +111,7 @@ TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
       run = -status - 1;  // exited: keep its status
       break;
     }
-    auto st = Status(dir, job);
+    auto st = JobStatus(dir, job);
     if (!st.has_value()) continue;
     int recovered = 0;
     for (const v1::FailureEvent& e : st->failures()) {
