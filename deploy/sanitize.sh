@@ -34,6 +34,9 @@ echo "sanitize: built into $build"
 # Leaks are reported too; every error aborts the process (a failed test, a fuzzer finding).
 export ASAN_OPTIONS="${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# The soak's shortest form here (the plain build runs 8 failures): processes under ASan are
+# several times slower, and CI's time is shared with the plain build.
+export ECPS_SOAK_FAILURES="${ECPS_SOAK_FAILURES:-5}"
 ctest --test-dir "$build" --output-on-failure -j "${ECPS_TEST_JOBS:-2}" "$@"
 
 # Inputs per target in the deterministic mode: about 15 s each under ASan on these cores.

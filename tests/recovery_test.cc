@@ -274,6 +274,16 @@ TEST(SimultaneousFailures, SecondFailureDuringARecovery) {
   ExpectClean(cluster.get());
 }
 
+// A (2, 1) job whose every applied +1 push takes exactly 1 off each weight (SGD, lr 1), with
+// pushes acknowledged only once their parity is: what the counting tests below need.
+JobSpec CountingSpec() {
+  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  spec.optimizer.sparse.type = "sgd";
+  spec.optimizer.sparse.lr = 1.0f;
+  spec.fault_tolerance.ack = "after_parity";
+  return spec;
+}
+
 // Pushes +1 gradients (SGD, lr 1: each applied push takes 1 off every weight) to `rows` of
 // `table` from a thread of its own, counting the pushes that were acknowledged.
 class CountingPusher {
@@ -345,10 +355,7 @@ class CountingPusher {
 // the pushes that were acknowledged; afterwards every row must show at least that many
 // updates: nothing acknowledged is lost (a push whose answer was lost may apply twice).
 TEST(OnlineRebuild, EveryAcknowledgedUpdateSurvives) {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
-  spec.optimizer.sparse.type = "sgd";
-  spec.optimizer.sparse.lr = 1.0f;
-  spec.fault_tolerance.ack = "after_parity";
+  const JobSpec spec = CountingSpec();
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   const int victim = 1, table = 3;
@@ -378,10 +385,7 @@ TEST(OnlineRebuild, EveryAcknowledgedUpdateSurvives) {
 TEST(Soak, EveryAcknowledgedUpdateSurvivesFailureAfterFailure) {
   const char* env = std::getenv("ECPS_SOAK_FAILURES");
   const int failures = env != nullptr ? std::max(1, std::atoi(env)) : 8;
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
-  spec.optimizer.sparse.type = "sgd";
-  spec.optimizer.sparse.lr = 1.0f;
-  spec.fault_tolerance.ack = "after_parity";
+  const JobSpec spec = CountingSpec();
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   const int table = 5;
