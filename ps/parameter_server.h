@@ -24,12 +24,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <map>
 #include <unordered_map>
 #include <utility>
 #include <vector>

@@ -166,7 +166,7 @@ int UpdateGate::active() const {
   return static_cast<int>(leases_.size());
 }
 
-bool UpdateGate::ReapLocked(Clock::time_point now) {
+void UpdateGate::ReapLocked(Clock::time_point now) {
   bool any = false;
   for (auto it = leases_.begin(); it != leases_.end();) {
     auto next = std::next(it);
@@ -180,7 +180,6 @@ bool UpdateGate::ReapLocked(Clock::time_point now) {
     it = next;
   }
   if (any) cv_.notify_all();
-  return any;
 }
 
 void UpdateGate::DropLocked(std::unordered_map<uint64_t, Held>::iterator it, bool lapsed) {

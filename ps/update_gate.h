@@ -89,8 +89,8 @@ class UpdateGate {
     Lease lease;
     Clock::time_point expiry;
   };
-  // Drops expired leases (mu_ held); true when any was.
-  bool ReapLocked(Clock::time_point now);
+  // Drops expired leases and wakes the waiters (mu_ held).
+  void ReapLocked(Clock::time_point now);
   void DropLocked(std::unordered_map<uint64_t, Held>::iterator it, bool lapsed);
   bool CoveredLocked(const Touches* touches) const;
   // Remembers how a lease ended, for a Release that comes after (bounded).

@@ -48,17 +48,27 @@ std::string Spec(const std::string& name, int steps, int servers, int spares, in
          "monitoring:\n  metrics_interval_ms: 100\n  report_every_steps: 1\n";
 }
 
-// Runs a spec to the end; returns report.json (fails the test when the run did not succeed).
-std::string RunToEnd(const fs::path& dir, const std::string& spec, std::string* run_log) {
+// Runs a spec under `ecps run` into dir/out; returns its wait status (-1: not done by the
+// deadline), with report.json and the run's log.
+int RunSpec(const fs::path& dir, const std::string& spec, std::string* report,
+            std::string* run_log, std::chrono::seconds deadline) {
   std::ofstream(dir / "job.yaml") << spec;
   pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
                      "--no-progress"},
                     dir / "run.log");
-  const int status = WaitFor(pid, std::chrono::seconds(240));
+  const int status = WaitFor(pid, deadline);
   *run_log = ReadFile(dir / "run.log");
+  *report = ReadFile(dir / "out" / "report.json");
+  return status;
+}
+
+// Runs a spec to the end; returns report.json (fails the test when the run did not succeed).
+std::string RunToEnd(const fs::path& dir, const std::string& spec, std::string* run_log) {
+  std::string report;
+  const int status = RunSpec(dir, spec, &report, run_log, std::chrono::seconds(240));
   EXPECT_NE(status, -1) << "ecps run did not finish; log:\n" << *run_log;
   EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << *run_log;
-  return ReadFile(dir / "out" / "report.json");
+  return report;
 }
 
 int64_t IntField(const std::string& json, const std::string& key) {
@@ -148,19 +158,6 @@ TEST(EndToEndRecovery, KilledServerWithoutSpareGetsANewProcess) {
   EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
       << report;
   fs::remove_all(dir);
-}
-
-// Runs a spec that must fail; returns the exit status, with report.json and the run's log.
-int RunToFailure(const fs::path& dir, const std::string& spec, std::string* report,
-                 std::string* run_log, std::chrono::seconds deadline) {
-  std::ofstream(dir / "job.yaml") << spec;
-  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
-                     "--no-progress"},
-                    dir / "run.log");
-  const int status = WaitFor(pid, deadline);
-  *run_log = ReadFile(dir / "run.log");
-  *report = ReadFile(dir / "out" / "report.json");
-  return status;
 }
 
 // Polls the job's status until `done` holds (true) or the deadline passes (false).
@@ -263,7 +260,7 @@ TEST(EndToEndRecovery, LosingMoreThanRServersIsDataLossAndEndsTheJobAtOnce) {
   fs::path dir = TempDir("dataloss");
   std::string report, log;
   const auto start = Clock::now();
-  const int status = RunToFailure(
+  const int status = RunSpec(
       dir,
       Spec("data-loss", 100000, 3, 0, 1, "  mode: erasure_code\n  k: 2\n  r: 1\n",
            "  - {at_step: 50, action: kill_server, target: 0}\n"
@@ -286,7 +283,7 @@ TEST(EndToEndRecovery, TablesThatDoNotFitFailTheJobWithTheSizes) {
   std::string spec = Spec("too-big", 100, 2, 0, 1, "  mode: none\n", "  []\n");
   spec.replace(spec.find("table_rows: 2000"), 16, "table_rows: 2000000000");
   std::string report, log;
-  const int status = RunToFailure(dir, spec, &report, &log, std::chrono::seconds(120));
+  const int status = RunSpec(dir, spec, &report, &log, std::chrono::seconds(120));
   ASSERT_NE(status, -1) << "the job did not end; log:\n" << log;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
   EXPECT_NE(log.find("cannot allocate its tables"), std::string::npos) << log;
