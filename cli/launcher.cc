@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/job_dir.h"
+#include "cli/launch_backend.h"
 #include "cli/process_group.h"
 #include "cli/python_script.h"
 #include "cli/timeline.h"
@@ -29,6 +30,7 @@
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint_job.h"
 #include "runtime/coordinator_client.h"
+#include "runtime/net.h"
 #include "runtime/spec.h"
 
 namespace ecps {
@@ -190,8 +192,10 @@ class ProgressPrinter {
 
 class Job {
  public:
-  Job(JobSpec spec, const RunFlags& flags) : spec_(std::move(spec)), flags_(flags),
-      printer_(flags.progress && spec_.monitoring.progress) {}
+  Job(JobSpec spec, const RunFlags& flags, std::unique_ptr<LaunchBackend> backend)
+      : spec_(std::move(spec)), flags_(flags),
+        printer_(flags.progress && spec_.monitoring.progress), children_(std::move(backend)) {}
+  ~Job() { children_->StopAll(2000); }
 
   int Run() {
     out_ = flags_.output_dir.empty() ? spec_.job.output_dir : flags_.output_dir;
@@ -226,35 +230,40 @@ class Job {
       f << SpecToYaml(spec_);
       if (!f) return Fail(2, "cannot write " + spec_file);
     }
-    std::printf("ecps: job '%s': %d servers (+%d spares), %d workers, mode %s; output in %s\n",
+    std::printf("ecps: job '%s': %d servers (+%d spares), %d workers, mode %s; output in %s%s\n",
                 spec_.job.name.c_str(), spec_.cluster.servers, spec_.cluster.spares,
-                spec_.cluster.workers, spec_.fault_tolerance.mode.c_str(), out_.c_str());
+                spec_.cluster.workers, spec_.fault_tolerance.mode.c_str(), out_.c_str(),
+                children_->name() == std::string("local") ? "" : "; roles as Slurm job steps");
     std::fflush(stdout);
 
     const std::string self = SelfPath();
     self_ = self;
     spec_file_ = spec_file;
     const std::vector<std::string> env = {"ECPS_TOKEN=" + token_};
-    std::string port_file = (fs::path(out_) / "coordinator.port").string();
+    bind_host_ = spec_.cluster.host.empty() ? children_->DefaultBindHost() : spec_.cluster.host;
+    // The coordinator writes the address it advertises (host:port) where the operator
+    // commands look for it (--job DIR); under Slurm it may be on another node, so this is
+    // also how the launcher learns it.
+    const std::string port_file = (fs::path(out_) / "coordinator.port").string();
+    const std::string address_file = (fs::path(out_) / "coordinator.address").string();
     fs::remove(port_file, ec);
-    auto coord = children_.Spawn("coordinator",
-                                 {self, "coordinator", "--spec", spec_file, "--port-file",
-                                  port_file, "--host", spec_.cluster.host, "--port",
-                                  std::to_string(spec_.cluster.coordinator_port)},
-                                 env, Log("coordinator"));
+    fs::remove(address_file, ec);
+    std::vector<std::string> coordinator_argv = {
+        self, "coordinator", "--spec", spec_file, "--port-file", port_file, "--address-file",
+        address_file, "--host", bind_host_, "--port",
+        std::to_string(spec_.cluster.coordinator_port)};
+    if (!spec_.cluster.advertise.empty()) {
+      coordinator_argv.insert(coordinator_argv.end(), {"--advertise", spec_.cluster.advertise});
+    }
+    auto coord = children_->Spawn("coordinator", coordinator_argv, env, Log("coordinator"));
     if (!coord.ok()) return Fail(2, coord.status().ToString());
-    auto address = WaitForPort(port_file);
+    auto address = WaitForAddress(address_file);
     if (!address.ok()) return Fail(2, address.status().ToString());
     address_ = *address;
-    if (absl::Status s = WriteJobAddress(out_, address_); !s.ok()) return Fail(2, s.ToString());
     std::printf("ecps: coordinator at %s (ecps status --job %s)\n", address_.c_str(),
                 out_.c_str());
     auto spawn_server = [&](int id, const std::string& name) -> absl::Status {
-      return children_
-          .Spawn(name, {self, "server", "--spec", spec_file, "--coordinator", address_, "--id",
-                        std::to_string(id), "--host", spec_.cluster.host},
-                 env, Log(name))
-          .status();
+      return children_->Spawn(name, ServerArgv(id), env, Log(name)).status();
     };
     for (int i = 0; i < spec_.cluster.servers; ++i) {
       if (absl::Status s = spawn_server(i, "server-" + std::to_string(i)); !s.ok()) {
@@ -273,15 +282,27 @@ class Job {
     }
     for (int w = 0; w < spec_.cluster.workers; ++w) {
       std::string name = "worker-" + std::to_string(w);
-      auto s = children_.Spawn(name, {self, "worker", "--spec", spec_file, "--coordinator",
-                                      address_, "--id", std::to_string(w)},
-                               env, Log(name));
+      auto s = children_->Spawn(name, WorkerArgv(w), env, Log(name));
       if (!s.ok()) return Fail(2, s.status().ToString());
     }
     return Monitor();
   }
 
  private:
+  // A server's command line; id -1 is a spare. It binds what the coordinator binds.
+  std::vector<std::string> ServerArgv(int id) const {
+    std::vector<std::string> argv = {self_, "server", "--spec", spec_file_, "--coordinator",
+                                     address_, "--id", std::to_string(id), "--host", bind_host_};
+    if (!spec_.cluster.advertise.empty()) {
+      argv.insert(argv.end(), {"--advertise", spec_.cluster.advertise});
+    }
+    return argv;
+  }
+  std::vector<std::string> WorkerArgv(int id) const {
+    return {self_, "worker", "--spec", spec_file_, "--coordinator", address_, "--id",
+            std::to_string(id)};
+  }
+
   std::string Log(const std::string& name) const {
     return (fs::path(out_) / "logs" / (name + ".log")).string();
   }
@@ -289,7 +310,7 @@ class Job {
   int Fail(int code, const std::string& message) {
     printer_.Finish();
     std::fprintf(stderr, "ecps: %s\n", message.c_str());
-    children_.StopAll(3000);
+    children_->StopAll(3000);
     return code;
   }
 
@@ -306,8 +327,8 @@ class Job {
         }
         if (registered >= spec_.cluster.servers) return absl::OkStatus();
       }
-      for (int i : children_.Poll()) {
-        const Child& c = children_.child(i);
+      for (int i : children_->Poll()) {
+        const Child& c = children_->child(i);
         return absl::InternalError(c.name + " exited (" + DescribeExit(c.exit_status) +
                                    ") while starting; its log " + c.log_path + " ends with:\n" +
                                    TailFile(c.log_path, 10));
@@ -317,22 +338,25 @@ class Job {
     return absl::DeadlineExceededError("the servers did not register within 120 s");
   }
 
-  absl::StatusOr<std::string> WaitForPort(const std::string& port_file) {
-    auto deadline = Clock::now() + std::chrono::seconds(30);
+  absl::StatusOr<std::string> WaitForAddress(const std::string& address_file) {
+    // A Slurm step may first wait for a node to start it.
+    const int wait_s = children_->name() == std::string("local") ? 30 : 120;
+    auto deadline = Clock::now() + std::chrono::seconds(wait_s);
     while (Clock::now() < deadline) {
       if (g_signal.load() != 0) return absl::CancelledError("interrupted");
-      std::ifstream f(port_file);
-      int port = 0;
-      if (f >> port && port > 0) return spec_.cluster.host + ":" + std::to_string(port);
-      for (int i : children_.Poll()) {
+      std::ifstream f(address_file);
+      std::string address;
+      if (std::getline(f, address) && CheckDialAddress(address).ok()) return address;
+      for (int i : children_->Poll()) {
         return absl::InternalError("the coordinator exited (" +
-                                   DescribeExit(children_.child(i).exit_status) +
-                                   ") before listening; its log " + children_.child(i).log_path +
-                                   " ends with:\n" + TailFile(children_.child(i).log_path, 10));
+                                   DescribeExit(children_->child(i).exit_status) +
+                                   ") before listening; its log " + children_->child(i).log_path +
+                                   " ends with:\n" + TailFile(children_->child(i).log_path, 10));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return absl::DeadlineExceededError("the coordinator did not start listening within 30 s");
+    return absl::DeadlineExceededError(
+        absl::StrFormat("the coordinator did not start listening within %d s", wait_s));
   }
 
   int Monitor() {
@@ -351,12 +375,12 @@ class Job {
     while (true) {
       if (g_signal.load() != 0) {
         printer_.Event("ecps: interrupted; stopping every process");
-        children_.StopAll(3000);
+        children_->StopAll(3000);
         return 130;
       }
       std::string events;
-      for (int i : children_.Poll()) {
-        const Child& c = children_.child(i);
+      for (int i : children_->Poll()) {
+        const Child& c = children_->child(i);
         std::string what = c.name + " exited (" + DescribeExit(c.exit_status) + ")";
         events += (events.empty() ? "" : "; ") + what;
         bool clean = WIFEXITED(c.exit_status) && WEXITSTATUS(c.exit_status) == 0;
@@ -386,7 +410,7 @@ class Job {
         timeline_.push_back(TimelinePoint{t, static_cast<double>(last.samples())});
         FailureEvents(last, &events);
         if (last.phase() != v1::JOB_FINISHED && last.phase() != v1::JOB_FAILED) {
-          RunDrills(last, t, &events);
+          RunDrills(&client, last, t, &events);
           StartReplacements(last, &events, &failure);
         }
         int active = 0;
@@ -412,7 +436,7 @@ class Job {
     bool ok = failure.empty() && have_status && last.phase() == v1::JOB_FINISHED;
     if (failure.empty() && have_status && last.phase() == v1::JOB_FAILED) failure = last.error();
     WriteReport(last, have_status, wall, ok, failure);
-    children_.StopAll(5000);
+    children_->StopAll(5000);
     PrintFailures(last);
     if (last.failures_size() > 0 || !drills_.empty()) PlotTimeline();
     const DataNotes notes = CollectDataNotes(last);
@@ -515,8 +539,8 @@ class Job {
 
   // The index of the running child with `pid`, or -1 (a drill only signals our own children).
   int ChildWithPid(int64_t pid) const {
-    for (int i = 0; i < children_.size(); ++i) {
-      if (children_.child(i).pid == pid && !children_.child(i).exited) return i;
+    for (int i = 0; i < children_->size(); ++i) {
+      if (children_->child(i).pid == pid && !children_->child(i).exited) return i;
     }
     return -1;
   }
@@ -528,7 +552,8 @@ class Job {
 
   // Fault drills from the spec: when the job's step reaches at_step, signal the process that
   // holds the logical id now (it may be a promoted spare or a replacement).
-  void RunDrills(const v1::StatusResponse& st, double t, std::string* events) {
+  void RunDrills(CoordinatorClient* client, const v1::StatusResponse& st, double t,
+                 std::string* events) {
     for (size_t i = 0; i < spec_.faults.size(); ++i) {
       const FaultSpec& f = spec_.faults[i];
       if (drill_done_[i] || st.step() < f.at_step) continue;
@@ -541,13 +566,22 @@ class Job {
         index = ChildWithPid(n.pid());
         pid = n.pid();
       }
-      if (index < 0) continue;  // nobody holds it right now: try again at the next poll
+      // Nobody holds it right now: try again at the next poll.
+      if (pid == 0 || (children_->SignalsRoles() && index < 0)) continue;
       drill_done_[i] = true;
       const std::string label = NodeLabel(role, f.target);
       drill_victims_.insert(static_cast<pid_t>(pid));
       drills_.push_back(DrillRecord{f, t, pid});
-      if (f.action == "stop_server") {
-        children_.Signal(index, SIGSTOP);
+      if (!children_->SignalsRoles()) {
+        // The role may be on another node: the coordinator has it kill itself (SIGKILL) at
+        // its next heartbeat, as `ecps kill` does. (stop_server was refused at the start.)
+        absl::Status killed = client->Kill(role, f.target);
+        AddEvent(absl::StrFormat("drill at step %d: kill %s (pid %d) through the coordinator%s",
+                                 st.step(), label, pid,
+                                 killed.ok() ? "" : ": " + killed.ToString()),
+                 events);
+      } else if (f.action == "stop_server") {
+        children_->Signal(index, SIGSTOP);
         stopped_.push_back(Stopped{index, Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(
                                                              f.duration_s * 1000)),
                                    label, pid});
@@ -555,7 +589,7 @@ class Job {
                                  label, pid, f.duration_s),
                  events);
       } else {
-        children_.Signal(index, SIGKILL);
+        children_->Signal(index, SIGKILL);
         AddEvent(absl::StrFormat("drill at step %d: SIGKILL %s (pid %d)", st.step(), label, pid),
                  events);
       }
@@ -569,7 +603,7 @@ class Job {
         ++it;
         continue;
       }
-      children_.Signal(it->index, SIGCONT);
+      children_->Signal(it->index, SIGCONT);
       AddEvent(absl::StrFormat("drill: SIGCONT %s (pid %d); the old instance must find itself "
                                "fenced", it->label, it->pid),
                events);
@@ -600,10 +634,10 @@ class Job {
       }
       const auto key = std::make_pair(static_cast<int>(n.role()), n.id());
       auto running = replacements_.find(key);
-      if (running != replacements_.end() && !children_.child(running->second).exited) continue;
+      if (running != replacements_.end() && !children_->child(running->second).exited) continue;
       int& count = restarts_[key];
       if (count >= kMaxRestarts) {
-        const Child& last = children_.child(running->second);
+        const Child& last = children_->child(running->second);
         *failure = absl::StrFormat(
             "%s: %d replacements in a row died before it recovered (the last %s); giving up. "
             "Its log %s ends with:\n%s",
@@ -614,13 +648,8 @@ class Job {
       ++count;
       const bool server = n.role() == v1::ROLE_SERVER;
       const std::string name = absl::StrCat(server ? "server-" : "worker-", n.id(), "-r", count);
-      std::vector<std::string> argv = {self_, server ? "server" : "worker", "--spec", spec_file_,
-                                       "--coordinator", address_, "--id", std::to_string(n.id())};
-      if (server) {
-        argv.push_back("--host");
-        argv.push_back(spec_.cluster.host);
-      }
-      auto spawned = children_.Spawn(name, argv, {"ECPS_TOKEN=" + token_}, Log(name));
+      auto spawned = children_->Spawn(name, server ? ServerArgv(n.id()) : WorkerArgv(n.id()),
+                                      {"ECPS_TOKEN=" + token_}, Log(name));
       if (!spawned.ok()) {
         AddEvent("cannot start a replacement " + NodeLabel(n.role(), n.id()) + ": " +
                      spawned.status().ToString(),
@@ -629,7 +658,7 @@ class Job {
       }
       replacements_[key] = *spawned;
       AddEvent(absl::StrFormat("started a replacement %s (pid %d)", NodeLabel(n.role(), n.id()),
-                               children_.child(*spawned).pid),
+                               children_->child(*spawned).pid),
                events);
     }
   }
@@ -791,8 +820,9 @@ class Job {
   JobSpec spec_;
   RunFlags flags_;
   ProgressPrinter printer_;
-  ProcessGroup children_;
+  std::unique_ptr<LaunchBackend> children_;
   std::string out_;
+  std::string bind_host_;
   std::string token_;
   std::string address_;
   std::string self_;
@@ -816,12 +846,38 @@ int RunJob(const RunFlags& flags) {
     std::fprintf(stderr, "ecps: invalid spec:\n%s\n", std::string(spec.status().message()).c_str());
     return 2;
   }
+  std::unique_ptr<LaunchBackend> backend;
+  if (flags.backend == "local") {
+    backend = MakeLocalBackend();
+  } else if (flags.backend == "slurm") {
+    auto slurm = MakeSlurmBackend();
+    if (!slurm.ok()) {
+      std::fprintf(stderr, "ecps: %s\n", std::string(slurm.status().message()).c_str());
+      return 2;
+    }
+    backend = std::move(*slurm);
+  } else {
+    std::fprintf(stderr, "ecps: --backend must be local or slurm, got '%s'\n",
+                 flags.backend.c_str());
+    return 2;
+  }
+  if (!backend->SignalsRoles()) {
+    for (const FaultSpec& f : spec->faults) {
+      if (f.action == "stop_server") {
+        std::fprintf(stderr,
+                     "ecps: faults: stop_server drills need processes the launcher can signal "
+                     "(the local backend); under %s only kill_server and kill_worker run\n",
+                     backend->name());
+        return 2;
+      }
+    }
+  }
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
-  Job job(std::move(*spec), flags);
+  Job job(std::move(*spec), flags, std::move(backend));
   return job.Run();
 }
 

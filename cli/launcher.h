@@ -1,5 +1,6 @@
 // `ecps run SPEC`: the embedded launcher. Starts the coordinator, the servers (and spares)
-// and the workers of a job as child processes on this machine, shows one live progress line,
+// and the workers of a job, as child processes on this machine or as Slurm job steps
+// (cli/launch_backend.h), replaces those that die, shows one live progress line,
 // writes the metrics timeline (metrics.csv) and the final report (report.json) into the
 // job's output folder, and stops every child on exit, error or Ctrl-C.
 #ifndef ECPS_CLI_LAUNCHER_H_
@@ -13,6 +14,7 @@ struct RunFlags {
   std::string spec_path;
   std::string output_dir;  // overrides job.output_dir when not empty
   bool progress = true;    // the live progress line (also off when the spec says so)
+  std::string backend = "local";  // local | slurm (inside the allocation of `ecps slurm`)
 };
 
 // Returns the process exit code: 0 when the job finished, 1 when it failed, 2 for a bad

@@ -15,10 +15,12 @@
 #include "cli/kill_command.h"
 #include "cli/launcher.h"
 #include "cli/scrub_command.h"
+#include "cli/slurm_script.h"
 #include "cli/status_command.h"
 #include "coordinator/coordinator_main.h"
 #include "ps/server_main.h"
 #include "runtime/logging.h"
+#include "runtime/net.h"
 #include "runtime/spec.h"
 #include "worker/worker_main.h"
 
@@ -37,8 +39,9 @@ namespace {
 constexpr char kUsage[] =
     "usage: ecps <command> [options]\n"
     "\n"
-    "  run SPEC.yaml [--output DIR] [--no-progress]\n"
-    "      start a whole job on this machine (coordinator, servers, workers), train, report\n"
+    "  run SPEC.yaml [--output DIR] [--no-progress] [--backend local|slurm]\n"
+    "      start a whole job on this machine (coordinator, servers, workers), train, report;\n"
+    "      --backend slurm: the roles as job steps of the Slurm allocation it runs in\n"
     "  bench throughput SPEC.yaml [--output DIR]\n"
     "      the same job in-process (no servers) and under `ecps run`; prints the ratio\n"
     "  bench recovery SPEC.yaml [--output DIR]\n"
@@ -51,10 +54,19 @@ constexpr char kUsage[] =
     "      show a running job\n"
     "  kill ADDR | --job DIR server|worker N\n"
     "      admin drill: the node holding that id kills itself (SIGKILL)\n"
-    "  coordinator --spec SPEC [--host H] [--port P] [--port-file F]\n"
-    "  server --spec SPEC --coordinator ADDR [--id N] [--host H] [--port P]\n"
-    "  worker --spec SPEC --coordinator ADDR --id N\n"
-    "      single roles, for cluster deployments (deploy/)\n"
+    "  slurm SPEC.yaml [-o FILE] [--output DIR]\n"
+    "      write an sbatch script that runs the job under Slurm (docs/deploy.md); default\n"
+    "      FILE: DIR/<job name>.sbatch, DIR the job's folder (job.output_dir); -o - prints it\n"
+    "  coordinator --spec SPEC [--host H] [--advertise A] [--port P] [--port-file F]\n"
+    "              [--address-file F] [--final-status F]\n"
+    "  server --spec SPEC [--coordinator ADDR] [--id N] [--host H] [--advertise A] [--port P]\n"
+    "  worker --spec SPEC [--coordinator ADDR] --id N\n"
+    "      single roles, for cluster deployments (docs/deploy.md). --host: the address to bind\n"
+    "      (default cluster.host, else 0.0.0.0); --advertise: the address peers dial (default:\n"
+    "      the bound host, or for 0.0.0.0 this host's first non-loopback IPv4 address).\n"
+    "      ADDR (host:port, a DNS name allowed): --coordinator, else $ECPS_COORDINATOR, else\n"
+    "      cluster.coordinator. A role keeps trying to reach the coordinator for\n"
+    "      cluster.connect_timeout_s, so the roles may start in any order.\n"
     "\n"
     "Every role takes --token T (default: $ECPS_TOKEN) and --log-level L. The operator\n"
     "commands (checkpoint, scrub, status, kill) take --job DIR instead of ADDR: the output\n"
@@ -171,6 +183,42 @@ bool ResolveTarget(const Args& a, const std::string& command, size_t operands, T
   return true;
 }
 
+// The address a single role binds: --host, else cluster.host, else every interface (a role
+// started by hand or by a scheduler is there to be reached from other hosts).
+std::string BindHost(const Args& a, const JobSpec& spec) {
+  if (a.Has("host")) return a.Get("host");
+  return spec.cluster.host.empty() ? "0.0.0.0" : spec.cluster.host;
+}
+
+// The coordinator a server or worker dials: --coordinator, $ECPS_COORDINATOR, then
+// cluster.coordinator. Prints the error and returns false when none is set or it is bad.
+bool CoordinatorAddress(const Args& a, const std::string& role, const JobSpec& spec,
+                        std::string* out) {
+  const char* env = std::getenv("ECPS_COORDINATOR");
+  std::string from;
+  if (a.Has("coordinator")) {
+    *out = a.Get("coordinator");
+    from = "--coordinator";
+  } else if (env != nullptr && *env != '\0') {
+    *out = env;
+    from = "ECPS_COORDINATOR";
+  } else {
+    *out = spec.cluster.coordinator;
+    from = "cluster.coordinator";
+  }
+  if (out->empty()) {
+    UsageError(role + " needs the coordinator's address: --coordinator HOST:PORT, "
+               "ECPS_COORDINATOR or cluster.coordinator in the spec");
+    return false;
+  }
+  if (absl::Status s = CheckDialAddress(*out); !s.ok()) {
+    std::fprintf(stderr, "ecps %s: %s: %s\n", role.c_str(), from.c_str(),
+                 std::string(s.message()).c_str());
+    return false;
+  }
+  return true;
+}
+
 // Loads the spec and sets up logging for a single role.
 bool LoadRole(const Args& a, const std::string& role, JobSpec* spec) {
   if (!a.Has("spec")) {
@@ -203,13 +251,29 @@ int Main(int argc, char** argv) {
   if (!a.error.empty()) return UsageError(a.error);
 
   if (command == "run") {
-    if (!a.Only({"output", "no-progress"})) return UsageError(a.error);
+    if (!a.Only({"output", "no-progress", "backend"})) return UsageError(a.error);
     if (a.positional.size() != 1) return UsageError("run takes exactly one SPEC.yaml");
     RunFlags flags;
+    flags.backend = a.Get("backend", "local");
     flags.spec_path = a.positional[0];
     flags.output_dir = a.Get("output");
     flags.progress = !a.Has("no-progress");
     return RunJob(flags);
+  }
+  if (command == "slurm") {
+    if (!a.Only({"output", "script"})) return UsageError(a.error);
+    // -o FILE (the script) reads as two positional arguments here.
+    std::vector<std::string> pos = a.positional;
+    std::string script = a.Get("script");
+    for (size_t i = 0; i < pos.size(); ++i) {
+      if (pos[i] != "-o") continue;
+      if (i + 1 == pos.size()) return UsageError("-o needs a file (or - for standard output)");
+      script = pos[i + 1];
+      pos.erase(pos.begin() + i, pos.begin() + i + 2);
+      break;
+    }
+    if (pos.size() != 1) return UsageError("usage: ecps slurm SPEC.yaml [-o FILE] [--output DIR]");
+    return RunSlurmCommand(pos[0], script, a.Get("output"));
   }
   if (command == "bench") {
     if (!a.Only({"output"})) return UsageError(a.error);
@@ -239,12 +303,16 @@ int Main(int argc, char** argv) {
                             interval);
   }
   if (command == "coordinator") {
-    if (!a.Only({"spec", "host", "port", "port-file", "token", "log-level"})) {
+    if (!a.Only({"spec", "host", "advertise", "port", "port-file", "address-file",
+                 "final-status", "token", "log-level"})) {
       return UsageError(a.error);
     }
     CoordinatorOptions options;
     if (!LoadRole(a, "coordinator", &options.spec)) return 2;
-    options.listen_host = a.Get("host", options.spec.cluster.host);
+    options.listen_host = BindHost(a, options.spec);
+    options.advertise = a.Get("advertise", options.spec.cluster.advertise);
+    options.address_file = a.Get("address-file");
+    options.final_status_file = a.Get("final-status");
     if (!a.GetInt("port", options.spec.cluster.coordinator_port, &options.port)) {
       return UsageError(a.error);
     }
@@ -253,14 +321,15 @@ int Main(int argc, char** argv) {
     return RunCoordinator(options);
   }
   if (command == "server") {
-    if (!a.Only({"spec", "coordinator", "id", "host", "port", "token", "log-level"})) {
+    if (!a.Only({"spec", "coordinator", "id", "host", "advertise", "port", "token",
+                 "log-level"})) {
       return UsageError(a.error);
     }
     ServerOptions options;
-    if (!a.Has("coordinator")) return UsageError("server needs --coordinator ADDR");
     if (!LoadRole(a, "server", &options.spec)) return 2;
-    options.coordinator = a.Get("coordinator");
-    options.listen_host = a.Get("host", options.spec.cluster.host);
+    if (!CoordinatorAddress(a, "server", options.spec, &options.coordinator)) return 2;
+    options.listen_host = BindHost(a, options.spec);
+    options.advertise = a.Get("advertise", options.spec.cluster.advertise);
     if (!a.GetInt("port", 0, &options.port) || !a.GetInt("id", -1, &options.requested_id)) {
       return UsageError(a.error);
     }
@@ -270,10 +339,9 @@ int Main(int argc, char** argv) {
   if (command == "worker") {
     if (!a.Only({"spec", "coordinator", "id", "token", "log-level"})) return UsageError(a.error);
     WorkerOptions options;
-    if (!a.Has("coordinator")) return UsageError("worker needs --coordinator ADDR");
     if (!a.Has("id")) return UsageError("worker needs --id N");
     if (!LoadRole(a, "worker", &options.spec)) return 2;
-    options.coordinator = a.Get("coordinator");
+    if (!CoordinatorAddress(a, "worker", options.spec, &options.coordinator)) return 2;
     if (!a.GetInt("id", 0, &options.id)) return UsageError(a.error);
     if (options.id < 0 || options.id >= options.spec.cluster.workers) {
       return UsageError("--id must be in [0, cluster.workers)");

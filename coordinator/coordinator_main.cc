@@ -20,9 +20,11 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
 #include "coordinator/process_probe.h"
+#include "google/protobuf/util/json_util.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint.h"
 #include "runtime/checkpoint_job.h"
+#include "runtime/net.h"
 #include "runtime/rpc.h"
 #include "runtime/scrub.h"
 #include "spdlog/spdlog.h"
@@ -30,15 +32,15 @@
 namespace ecps {
 namespace {
 
-// Writes `port` to `path` via a temporary file and a rename, so a reader never sees a
+// Writes `content` to `path` via a temporary file and a rename, so a reader never sees a
 // partial file.
-absl::Status WritePortFile(const std::string& path, int port) {
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   FILE* file = std::fopen(tmp.c_str(), "w");
   if (file == nullptr) {
     return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   }
-  const bool written = std::fprintf(file, "%d\n", port) > 0;
+  const bool written = std::fwrite(content.data(), 1, content.size(), file) == content.size();
   const bool closed = std::fclose(file) == 0;
   if (!written || !closed) {
     std::remove(tmp.c_str());
@@ -91,7 +93,9 @@ int RunCoordinator(const CoordinatorOptions& options) {
   TerminationSignals signals;  // before any gRPC thread starts, so they inherit the mask
   RealClock clock;
   CoordinatorServiceOptions service_options;
-  service_options.startup_timeout = absl::Milliseconds(options.startup_timeout_ms);
+  service_options.startup_timeout =
+      absl::Milliseconds(options.startup_timeout_ms >= 0 ? options.startup_timeout_ms
+                                                         : spec.cluster.connect_timeout_s * 1000);
   // A reported server whose port refuses connections died (SIGKILL, a crash): declare it at
   // once. Up to 200 ms per report, and only without the service's lock.
   service_options.process_gone = [](const std::string& address) {
@@ -183,18 +187,30 @@ int RunCoordinator(const CoordinatorOptions& options) {
     spdlog::error("coordinator: {}", server.status().ToString());
     return 1;
   }
-  spdlog::info("coordinator for job '{}' listening on {} ({} servers, {} workers, mode {})",
-               spec.job.name, server->address, spec.cluster.servers, spec.cluster.workers,
-               spec.fault_tolerance.mode);
-  if (!options.port_file.empty()) {
-    absl::Status written = WritePortFile(options.port_file, server->port);
-    if (!written.ok()) {
-      spdlog::error("coordinator: {}", written.ToString());
-      service->Shutdown();
-      server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-      return 1;
+  auto advertise = AdvertiseHost(options.listen_host, options.advertise);
+  std::vector<std::pair<std::string, std::string>> files;  // path, content
+  if (advertise.ok()) {
+    if (!options.port_file.empty()) {
+      files.emplace_back(options.port_file, absl::StrCat(server->port, "\n"));
+    }
+    if (!options.address_file.empty()) {
+      files.emplace_back(options.address_file,
+                         absl::StrCat(JoinHostPort(*advertise, server->port), "\n"));
     }
   }
+  absl::Status written = advertise.status();
+  for (const auto& [path, content] : files) {
+    if (written.ok()) written = WriteFileAtomically(path, content);
+  }
+  if (!written.ok()) {
+    spdlog::error("coordinator: {}", written.ToString());
+    service->Shutdown();
+    server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    return 1;
+  }
+  spdlog::info("coordinator for job '{}' listening on {} as {} ({} servers, {} workers, mode {})",
+               spec.job.name, server->address, JoinHostPort(*advertise, server->port),
+               spec.cluster.servers, spec.cluster.workers, spec.fault_tolerance.mode);
 
   absl::Duration tick = absl::Milliseconds(options.tick_ms);
   if (options.tick_ms <= 0) {
@@ -221,6 +237,21 @@ int RunCoordinator(const CoordinatorOptions& options) {
   service->Shutdown();  // ends WatchClusterMap streams, so the server shutdown does not wait
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   server->server->Wait();
+  if (!options.final_status_file.empty()) {
+    google::protobuf::util::JsonPrintOptions json;
+    json.always_print_primitive_fields = true;
+    v1::StatusRequest request;
+    FillHeader(request.mutable_header(), token, 0, "coordinator");
+    v1::StatusResponse status;
+    std::string text;
+    absl::Status saved = service->Status(request, &status);
+    if (saved.ok() &&
+        !google::protobuf::util::MessageToJsonString(status, &text, json).ok()) {
+      saved = absl::InternalError("cannot render the status as JSON");
+    }
+    if (saved.ok()) saved = WriteFileAtomically(options.final_status_file, text + "\n");
+    if (!saved.ok()) spdlog::error("coordinator: final status: {}", saved.ToString());
+  }
   const v1::JobPhase phase = service->phase();
   if (phase == v1::JOB_FINISHED) return 0;
   if (phase == v1::JOB_FAILED && service->data_lost()) return kExitDataLost;

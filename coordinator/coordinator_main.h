@@ -15,13 +15,22 @@ inline constexpr int kExitDataLost = 4;
 struct CoordinatorOptions {
   JobSpec spec;
   std::string listen_host = "127.0.0.1";
+  std::string advertise;  // what the roles dial; empty: see AdvertiseHost (runtime/net.h)
   int port = 0;       // 0: a free port
   std::string token;  // empty: spec.job.token
   // When set, the bound port is written there (decimal and a newline), atomically (a
   // temporary file renamed into place), once the server is listening.
   std::string port_file;
+  // When set, the advertised address (host:port and a newline), written the same way: what
+  // a launcher on another host hands to the roles.
+  std::string address_file;
+  // When set, the job's last StatusResponse as JSON, written as the coordinator exits (for
+  // deployments without `ecps run`, which writes report.json instead).
+  std::string final_status_file;
   int linger_ms = 2000;             // time to keep serving Status after the job ended
-  int startup_timeout_ms = 120000;  // every server ACTIVE and every worker registered by then
+  int startup_timeout_ms = -1;      // every server ACTIVE and every worker registered by
+                                    // then; -1: cluster.connect_timeout_s (roles start in
+                                    // any order and wait that long for the coordinator)
   int tick_ms = 0;                  // failure-detection period; 0: heartbeat timeout / 10,
                                     // at most 100 ms
 };

@@ -18,7 +18,10 @@ packages=(cmake ninja-build pkg-config g++ ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libisal-dev python3-matplotlib
-  clang libclang-rt-dev)  # clang: deploy/sanitize.sh (ASan, UBSan, libFuzzer)
+  clang libclang-rt-dev  # clang: deploy/sanitize.sh (ASan, UBSan, libFuzzer)
+  patchelf               # deploy/bundle.sh: the bundle's $ORIGIN run paths
+  iproute2               # the multihost test's network namespaces
+  slurmctld slurmd slurm-client munge)  # the slurm test's private cluster
 
 missing=()
 for p in "${packages[@]}"; do

@@ -14,6 +14,7 @@
 #include "ps/parameter_server.h"
 #include "ps/server_parts.h"
 #include "runtime/coordinator_client.h"
+#include "runtime/net.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 
@@ -45,19 +46,27 @@ int RunServer(const ServerOptions& options) {
     spdlog::error("cannot start the server: {}", server.status().ToString());
     return 1;
   }
+  // Peers and workers dial what the map says: never a wildcard, loopback only when asked.
+  auto advertise = AdvertiseHost(options.listen_host, options.advertise);
+  if (!advertise.ok()) {
+    spdlog::error("cannot start the server: {}", advertise.status().ToString());
+    return 1;
+  }
+  const std::string address = JoinHostPort(*advertise, server->port);
   const std::string instance = MakeInstanceId();
   CoordinatorClient coordinator(options.coordinator, options.token,
                                 "server-" + std::to_string(options.requested_id),
                                 spec.cluster.rpc_timeout_ms);
-  auto registered =
-      coordinator.Register(v1::ROLE_SERVER, server->address, options.requested_id, instance);
+  auto registered = coordinator.Register(v1::ROLE_SERVER, address, options.requested_id,
+                                         instance, spec.cluster.connect_timeout_s * 1000);
   if (!registered.ok()) {
     spdlog::error("cannot register with the coordinator at {}: {}", options.coordinator,
                   registered.status().ToString());
     return 1;
   }
   std::atomic<int> id{registered->id()};
-  spdlog::info("server {} listening on {} (epoch {}, {})", id.load(), server->address,
+  spdlog::info("server {} listening on {} as {} (epoch {}, {})", id.load(), server->address,
+               address,
                registered->map().epoch(),
                registered->state() == v1::NODE_STANDBY      ? "a standby spare"
                : registered->state() == v1::NODE_RECOVERING ? "a replacement"

@@ -16,6 +16,7 @@ struct ServerOptions {
   std::string coordinator;          // host:port
   std::string token;
   std::string listen_host = "127.0.0.1";
+  std::string advertise;            // what peers dial; empty: see AdvertiseHost (runtime/net.h)
   int port = 0;                     // 0: a free port
   int requested_id = -1;            // -1: let the coordinator choose (a spare)
 };

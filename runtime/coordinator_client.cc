@@ -2,8 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
+#include "absl/strings/str_format.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -19,7 +22,8 @@ std::string MakeInstanceId() {
 
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,
                                      std::string sender, int rpc_timeout_ms)
-    : channel_(MakeChannel(address)),
+    : address_(address),
+      channel_(MakeChannel(address)),
       stub_(v1::Coordinator::NewStub(channel_)),
       token_(std::move(token)),
       sender_(std::move(sender)),
@@ -53,14 +57,43 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
   request.set_instance(instance);
   request.set_pid(getpid());
   v1::RegisterResponse response;
-  RpcOptions options;
-  options.deadline_ms = rpc_timeout_ms_;
-  options.max_attempts = std::max(1, wait_ms / 200);
-  options.max_backoff_ms = 200;
-  absl::Status status = CallWithRetry(options, [&](grpc::ClientContext* ctx) {
-    ctx->set_wait_for_ready(true);
-    return stub_->Register(ctx, request, &response);
-  });
+  // Roles may start in any order (Slurm steps, Kubernetes pods): until the coordinator
+  // answers, keep trying, with backoff, until `wait_ms` has passed, and say what we wait for.
+  // wait_for_ready holds each attempt until the channel connects (or its deadline), so an
+  // attempt is cheap while nothing listens. A coordinator that answers with an error other
+  // than UNAVAILABLE is there: its answer stands.
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(wait_ms);
+  auto next_note = start + std::chrono::seconds(5);
+  int backoff_ms = 50;
+  absl::Status status;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_wait_for_ready(true);
+    const auto attempt_end =
+        std::min(deadline, Clock::now() + std::chrono::milliseconds(std::min(rpc_timeout_ms_, 5000)));
+    ctx.set_deadline(std::chrono::system_clock::now() + (attempt_end - Clock::now()));
+    status = FromGrpcStatus(stub_->Register(&ctx, request, &response));
+    if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) break;
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      status = absl::DeadlineExceededError(absl::StrFormat(
+          "the coordinator at %s did not answer within %.0f s (cluster.connect_timeout_s): %s",
+          address_, wait_ms / 1000.0, status.message()));
+      break;
+    }
+    if (now >= next_note) {
+      spdlog::info("{}: waiting for the coordinator at {} ({:.0f} s of {:.0f} s): {}", sender_,
+                   address_, std::chrono::duration<double>(now - start).count(),
+                   wait_ms / 1000.0, std::string(status.message()));
+      next_note = now + std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        std::min<int64_t>(backoff_ms, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          deadline - now).count())));
+    backoff_ms = std::min(backoff_ms * 2, 1000);
+  }
   if (!status.ok()) return status;
   std::lock_guard<std::mutex> lock(mu_);
   if (response.map().epoch() >= map_.epoch()) map_ = response.map();
@@ -120,6 +153,19 @@ absl::StatusOr<v1::StatusResponse> CoordinatorClient::Status() {
       options, [&](grpc::ClientContext* ctx) { return stub_->Status(ctx, request, &response); });
   if (!status.ok()) return status;
   return response;
+}
+
+absl::Status CoordinatorClient::Kill(v1::Role role, int id) {
+  v1::KillRequest request;
+  FillHeader(request.mutable_header(), token_, epoch(), sender_);
+  request.set_role(role);
+  request.set_id(id);
+  v1::KillResponse response;
+  RpcOptions options;
+  options.deadline_ms = rpc_timeout_ms_;
+  options.max_attempts = 3;
+  return CallWithRetry(
+      options, [&](grpc::ClientContext* ctx) { return stub_->Kill(ctx, request, &response); });
 }
 
 void CoordinatorClient::StartWatch() {

@@ -28,7 +28,8 @@ class CoordinatorClient {
                     int rpc_timeout_ms);
   ~CoordinatorClient();
 
-  // Registers; retries UNAVAILABLE for up to `wait_ms` (the coordinator may be starting).
+  // Registers; while the coordinator does not answer (not started yet, its name not
+  // resolvable yet), retries with backoff for up to `wait_ms`, logging what it waits for.
   absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& address,
                                                 int requested_id, const std::string& instance,
                                                 int wait_ms = 30000);
@@ -41,6 +42,8 @@ class CoordinatorClient {
   // backstop.
   void ReportServerUnreachable(int id, const std::string& reason, const std::string& address);
   absl::StatusOr<v1::StatusResponse> Status();
+  // The admin drill: the node holding (role, id) kills itself at its next heartbeat.
+  absl::Status Kill(v1::Role role, int id);
 
   // Starts a background stream that keeps the latest cluster map (reconnecting on errors).
   void StartWatch();
@@ -57,6 +60,7 @@ class CoordinatorClient {
  private:
   void WatchLoop();
 
+  const std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
   const std::string token_;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "runtime/net.h"
 
 namespace ecps {
 namespace {
@@ -42,12 +43,14 @@ struct SectionKeys {
 const std::vector<SectionKeys>& Schema() {
   static const auto* schema = new std::vector<SectionKeys>{
       {"",
-       {"job", "cluster", "model", "optimizer", "data", "fault_tolerance", "faults", "monitoring"}},
+       {"job", "cluster", "model", "optimizer", "data", "fault_tolerance", "faults", "monitoring",
+        "slurm"}},
       {"job",
        {"name", "output_dir", "steps", "eval_every", "eval_samples", "seed", "token", "resume_from",
         "synchronous"}},
       {"cluster",
-       {"servers", "spares", "workers", "host", "coordinator_port", "heartbeat_interval_ms",
+       {"servers", "spares", "workers", "host", "advertise", "coordinator_port", "coordinator",
+        "connect_timeout_s", "heartbeat_interval_ms",
         "heartbeat_timeout_ms", "rpc_timeout_ms", "worker_threads", "server_threads",
         "max_request_ids", "max_reply_mb"}},
       {"model",
@@ -65,6 +68,7 @@ const std::vector<SectionKeys>& Schema() {
        {"dir", "interval_steps", "interval_seconds", "save_final", "keep"}},
       {"faults[]", {"at_step", "action", "target", "duration_s"}},
       {"monitoring", {"progress", "metrics_interval_ms", "report_every_steps", "log_level"}},
+      {"slurm", {"partition", "nodes", "time", "account", "sbatch_options", "binary"}},
   };
   return *schema;
 }
@@ -354,6 +358,10 @@ class SpecParser {
   void ReadFaultTolerance(const YAML::Node& n, FaultToleranceSection* f);
   void ReadFaults(const YAML::Node& n, std::vector<FaultSpec>* faults);
   void ReadMonitoring(const YAML::Node& n, MonitoringSection* m);
+  void ReadSlurm(const YAML::Node& n, SlurmSection* s);
+  // A list of non-empty strings (a single string is a list of one).
+  void StringList(const Entries& e, const std::string& p, const char* key, const char* what,
+                  std::vector<std::string>* out);
   void CrossCheck(JobSpec* spec);
 
   std::string source_;
@@ -657,7 +665,10 @@ void SpecParser::ReadCluster(const YAML::Node& n, ClusterSection* c) {
   Int(e, p, "spares", 0, 1024, &c->spares);
   Int(e, p, "workers", 1, 1024, &c->workers);
   String(e, p, "host", &c->host);
+  String(e, p, "advertise", &c->advertise);
   Int(e, p, "coordinator_port", 0, 65535, &c->coordinator_port);
+  String(e, p, "coordinator", &c->coordinator);
+  Int(e, p, "connect_timeout_s", 1, 86'400, &c->connect_timeout_s);
   Int(e, p, "heartbeat_interval_ms", 1, 60'000, &c->heartbeat_interval_ms);
   Int(e, p, "heartbeat_timeout_ms", 1, 600'000, &c->heartbeat_timeout_ms);
   Int(e, p, "rpc_timeout_ms", 1, 3'600'000, &c->rpc_timeout_ms);
@@ -750,37 +761,7 @@ void SpecParser::ReadData(const YAML::Node& n, DataSection* d) {
   Real(e, p, "eval_fraction", 0, false, 1, true, &d->eval_fraction);
   Int(e, p, "max_bad_lines", 0, std::numeric_limits<int64_t>::max(), &d->max_bad_lines);
 
-  std::string field;
-  if (const Entry* entry = Find(e, p, "paths", &field); entry != nullptr) {
-    const int line = lines_[field];
-    const YAML::Node& v = entry->value;
-    if (v.IsNull()) {
-      d->paths.clear();
-    } else if (v.IsScalar()) {
-      d->paths = {v.Scalar()};  // a single path
-    } else if (v.IsSequence()) {
-      std::vector<std::string> paths;
-      bool ok = true;
-      for (size_t i = 0; i < v.size(); ++i) {
-        int item_line = LineOfNode(v[i]) > 0 ? LineOfNode(v[i]) : line;
-        if (!v[i].IsScalar() || v[i].Scalar().empty()) {
-          Error(item_line, absl::StrCat(field, "[", i, "]"),
-                absl::StrCat("expected a file path, got ", Describe(v[i])));
-          ok = false;
-          continue;
-        }
-        paths.push_back(v[i].Scalar());
-        lines_[absl::StrCat(field, "[", i, "]")] = item_line;
-      }
-      if (ok) {
-        d->paths = std::move(paths);
-      } else {
-        bad_.insert(field);
-      }
-    } else {
-      Error(line, field, absl::StrCat("expected a list of file paths, got ", Describe(v)));
-    }
-  }
+  StringList(e, p, "paths", "a file path", &d->paths);
 
   Entries s;
   if (e.count("synthetic") &&
@@ -867,6 +848,53 @@ void SpecParser::ReadMonitoring(const YAML::Node& n, MonitoringSection* m) {
   Enum(e, p, "log_level", LogLevels(), &m->log_level);
 }
 
+void SpecParser::ReadSlurm(const YAML::Node& n, SlurmSection* s) {
+  Entries e;
+  if (!ReadMap(n, "slurm", "slurm", &e)) return;
+  const std::string p = "slurm";
+  String(e, p, "partition", &s->partition);
+  Int(e, p, "nodes", 1, 100'000, &s->nodes);
+  String(e, p, "time", &s->time);
+  String(e, p, "account", &s->account);
+  StringList(e, p, "sbatch_options", "an sbatch option", &s->sbatch_options);
+  String(e, p, "binary", &s->binary);
+}
+
+void SpecParser::StringList(const Entries& e, const std::string& p, const char* key,
+                            const char* what, std::vector<std::string>* out) {
+  std::string field;
+  const Entry* entry = Find(e, p, key, &field);
+  if (entry == nullptr) return;
+  const int line = lines_[field];
+  const YAML::Node& v = entry->value;
+  if (v.IsNull()) {
+    out->clear();
+  } else if (v.IsScalar()) {
+    *out = {v.Scalar()};  // a single item
+  } else if (v.IsSequence()) {
+    std::vector<std::string> items;
+    bool ok = true;
+    for (size_t i = 0; i < v.size(); ++i) {
+      int item_line = LineOfNode(v[i]) > 0 ? LineOfNode(v[i]) : line;
+      if (!v[i].IsScalar() || v[i].Scalar().empty()) {
+        Error(item_line, absl::StrCat(field, "[", i, "]"),
+              absl::StrCat("expected ", what, ", got ", Describe(v[i])));
+        ok = false;
+        continue;
+      }
+      items.push_back(v[i].Scalar());
+      lines_[absl::StrCat(field, "[", i, "]")] = item_line;
+    }
+    if (ok) {
+      *out = std::move(items);
+    } else {
+      bad_.insert(field);
+    }
+  } else {
+    Error(line, field, absl::StrCat("expected a list (each ", what, "), got ", Describe(v)));
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Cross-field checks and derived defaults.
 
@@ -902,9 +930,49 @@ void SpecParser::CrossCheck(JobSpec* spec) {
     }
   }
 
+  // slurm: the values land in #SBATCH lines of a shell script
+  for (auto [key, value] : {std::pair<const char*, const std::string*>{"partition",
+                                                                        &spec->slurm.partition},
+                            {"time", &spec->slurm.time},
+                            {"account", &spec->slurm.account}}) {
+    const std::string path = absl::StrCat("slurm.", key);
+    if (Bad({path}) || value->empty()) continue;
+    if (value->find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789_.:,-") != std::string::npos) {
+      ErrorAt(path, {path},
+              absl::StrCat("must hold only letters, digits and _.:,- (as sbatch takes it), got '",
+                           *value, "'"));
+    }
+  }
+  for (size_t i = 0; i < spec->slurm.sbatch_options.size() && !Bad({"slurm.sbatch_options"});
+       ++i) {
+    const std::string& option = spec->slurm.sbatch_options[i];
+    const std::string path = absl::StrCat("slurm.sbatch_options[", i, "]");
+    if (option.rfind("--", 0) != 0 || option.find_first_of("'\"`$\\") != std::string::npos) {
+      ErrorAt(path, {path, "slurm.sbatch_options"},
+              absl::StrCat("must be one long sbatch option such as --mem=8G (no quotes, $ or "
+                           "backslashes), got '", option, "'"));
+    }
+  }
+
   // cluster
-  if (cluster.host.empty() && !Bad({"cluster.host"})) {
-    ErrorAt("cluster.host", {"cluster.host"}, "must not be empty (e.g. 127.0.0.1)");
+  if (!Bad({"cluster.host"}) && cluster.host.find_first_of(" \t/") != std::string::npos) {
+    ErrorAt("cluster.host", {"cluster.host"},
+            absl::StrCat("must be a host name or address (e.g. 0.0.0.0), got '", cluster.host,
+                         "'"));
+  }
+  if (!Bad({"cluster.advertise"}) && !cluster.advertise.empty()) {
+    if (absl::Status s = AdvertiseHost("", cluster.advertise).status(); !s.ok()) {
+      ErrorAt("cluster.advertise", {"cluster.advertise"}, std::string(s.message()));
+    } else if (absl::Status d = CheckDialAddress(cluster.advertise + ":1"); !d.ok()) {
+      ErrorAt("cluster.advertise", {"cluster.advertise"},
+              absl::StrCat("must be a host name or address, got '", cluster.advertise, "'"));
+    }
+  }
+  if (!Bad({"cluster.coordinator"}) && !cluster.coordinator.empty()) {
+    if (absl::Status s = CheckDialAddress(cluster.coordinator); !s.ok()) {
+      ErrorAt("cluster.coordinator", {"cluster.coordinator"}, std::string(s.message()));
+    }
   }
   if (!Bad({"cluster.heartbeat_timeout_ms", "cluster.heartbeat_interval_ms"}) &&
       cluster.heartbeat_timeout_ms <= cluster.heartbeat_interval_ms) {
@@ -1132,6 +1200,7 @@ absl::StatusOr<JobSpec> SpecParser::Parse(const std::string& text) {
       ReadFaultTolerance(section("fault_tolerance"), &spec.fault_tolerance);
       ReadFaults(section("faults"), &spec.faults);
       ReadMonitoring(section("monitoring"), &spec.monitoring);
+      ReadSlurm(section("slurm"), &spec.slurm);
       CrossCheck(&spec);
     }
   } catch (const std::exception& e) {  // yaml-cpp throws on some malformed trees
@@ -1257,7 +1326,10 @@ std::string SpecToYaml(const JobSpec& spec) {
   line(2, "spares", absl::StrCat(c.spares));
   line(2, "workers", absl::StrCat(c.workers));
   line(2, "host", YamlString(c.host));
+  line(2, "advertise", YamlString(c.advertise));
   line(2, "coordinator_port", absl::StrCat(c.coordinator_port));
+  line(2, "coordinator", YamlString(c.coordinator));
+  line(2, "connect_timeout_s", absl::StrCat(c.connect_timeout_s));
   line(2, "heartbeat_interval_ms", absl::StrCat(c.heartbeat_interval_ms));
   line(2, "heartbeat_timeout_ms", absl::StrCat(c.heartbeat_timeout_ms));
   line(2, "rpc_timeout_ms", absl::StrCat(c.rpc_timeout_ms));
@@ -1349,6 +1421,19 @@ std::string SpecToYaml(const JobSpec& spec) {
   line(2, "metrics_interval_ms", absl::StrCat(mon.metrics_interval_ms));
   line(2, "report_every_steps", absl::StrCat(mon.report_every_steps));
   line(2, "log_level", YamlString(mon.log_level));
+
+  const SlurmSection& sl = spec.slurm;
+  section(0, "slurm");
+  line(2, "partition", YamlString(sl.partition));
+  line(2, "nodes", absl::StrCat(sl.nodes));
+  line(2, "time", YamlString(sl.time));
+  line(2, "account", YamlString(sl.account));
+  {
+    std::vector<std::string> options;
+    for (const std::string& option : sl.sbatch_options) options.push_back(YamlString(option));
+    line(2, "sbatch_options", FlowList(options));
+  }
+  line(2, "binary", YamlString(sl.binary));
   return o;
 }
 

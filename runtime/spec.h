@@ -31,8 +31,17 @@ struct ClusterSection {
   int servers = 2;
   int spares = 0;
   int workers = 1;
-  std::string host = "127.0.0.1";
+  // The address every role binds. Empty: 127.0.0.1 for `ecps run` (a job on one machine
+  // stays on loopback), 0.0.0.0 for single roles and Slurm steps.
+  std::string host;
+  // What roles advertise (peers dial it). Empty: the bound host, or for 0.0.0.0 this
+  // host's first non-loopback IPv4 address (runtime/net.h). One value for every role, so
+  // useful only when all run on one host; per process, --advertise.
+  std::string advertise;
   int coordinator_port = 0;          // 0: pick a free port
+  std::string coordinator;           // host:port the roles dial (--coordinator and
+                                     // $ECPS_COORDINATOR take precedence)
+  int connect_timeout_s = 300;       // how long a role keeps trying to reach the coordinator
   int heartbeat_interval_ms = 200;
   int heartbeat_timeout_ms = 1500;
   int rpc_timeout_ms = 10000;
@@ -125,6 +134,16 @@ struct MonitoringSection {
   std::string log_level = "info";
 };
 
+// `ecps slurm`: the sbatch options of the job it writes (docs/deploy.md).
+struct SlurmSection {
+  std::string partition;                    // empty: the cluster's default partition
+  int nodes = 1;                            // nodes of the allocation; roles spread over them
+  std::string time;                         // time limit (sbatch --time); empty: the default
+  std::string account;                      // empty: the user's default account
+  std::vector<std::string> sbatch_options;  // more #SBATCH lines, e.g. "--mem=8G"
+  std::string binary;                       // ecps on the nodes; empty: the one writing it
+};
+
 struct JobSpec {
   std::string path;                  // file it came from ("" for a string)
   JobSection job;
@@ -135,6 +154,7 @@ struct JobSpec {
   FaultToleranceSection fault_tolerance;
   std::vector<FaultSpec> faults;
   MonitoringSection monitoring;
+  SlurmSection slurm;
 };
 
 // Parses and validates a spec. `source_name` is used in error messages ("spec.yaml:12: ...").

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -158,8 +159,11 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->cluster.servers, 2);
   EXPECT_EQ(spec->cluster.spares, 0);
   EXPECT_EQ(spec->cluster.workers, 1);
-  EXPECT_EQ(spec->cluster.host, "127.0.0.1");
+  EXPECT_EQ(spec->cluster.host, "");  // 127.0.0.1 under `ecps run`, else 0.0.0.0
+  EXPECT_EQ(spec->cluster.advertise, "");
   EXPECT_EQ(spec->cluster.coordinator_port, 0);
+  EXPECT_EQ(spec->cluster.coordinator, "");
+  EXPECT_EQ(spec->cluster.connect_timeout_s, 300);
   EXPECT_EQ(spec->cluster.heartbeat_interval_ms, 200);
   EXPECT_EQ(spec->cluster.heartbeat_timeout_ms, 1500);
   EXPECT_EQ(spec->cluster.rpc_timeout_ms, 10000);
@@ -939,6 +943,44 @@ TEST(SpecTest, DocumentationExamplesAreTrue) {
   ASSERT_FALSE(bad.ok());
   ASSERT_FALSE(shown_errors.empty());
   EXPECT_EQ(Msg(bad) + "\n", shown_errors);
+}
+
+// Every key the spec renders has its row in docs/spec.md's tables.
+TEST(SpecTest, DocsListEveryKey) {
+  std::ifstream in(ECPS_SPEC_DOC);
+  ASSERT_TRUE(in) << ECPS_SPEC_DOC;
+  std::stringstream doc;
+  doc << in.rdbuf();
+  auto spec = ParseSpec("{}", "empty");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  std::istringstream yaml(SpecToYaml(*spec));
+  std::string line;
+  int keys = 0;
+  std::vector<std::string> parents;  // by indent / 2: the sections this line is inside
+  while (std::getline(yaml, line)) {
+    const size_t start = line.find_first_not_of(' ');
+    const size_t colon = line.find(':');
+    if (start == std::string::npos || colon == std::string::npos || line[start] == '#' ||
+        line[start] == '-') {
+      continue;
+    }
+    const std::string key = line.substr(start, colon - start);
+    const size_t depth = start / 2;
+    parents.resize(depth);
+    if (line.find_first_not_of(' ', colon + 1) == std::string::npos) {
+      parents.push_back(key);  // a section: its keys follow, indented
+      continue;
+    }
+    if (depth == 0) continue;  // a top-level list (faults: []) has a section of its own
+    // docs/spec.md has one table per top-level section; nested keys are "sub.key" there.
+    std::string name;
+    for (size_t i = 1; i < parents.size(); ++i) name += parents[i] + ".";
+    name += key;
+    ++keys;
+    EXPECT_NE(doc.str().find("| `" + name + "` |"), std::string::npos)
+        << "docs/spec.md has no row for " << (parents.empty() ? "" : parents[0] + ".") << name;
+  }
+  EXPECT_GT(keys, 40);
 }
 
 }  // namespace

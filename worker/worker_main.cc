@@ -34,7 +34,8 @@ int RunWorker(const WorkerOptions& options) {
   const std::string instance = MakeInstanceId();
   CoordinatorClient coordinator(options.coordinator, options.token, sender,
                                 spec.cluster.rpc_timeout_ms);
-  auto registered = coordinator.Register(v1::ROLE_WORKER, "", options.id, instance);
+  auto registered = coordinator.Register(v1::ROLE_WORKER, "", options.id, instance,
+                                         spec.cluster.connect_timeout_s * 1000);
   if (!registered.ok()) {
     spdlog::error("{}: cannot register with {}: {}", sender, options.coordinator,
                   registered.status().ToString());

@@ -1,0 +1,66 @@
+// Where `ecps run` starts a job's roles. One interface with two backends, so that everything
+// above it (the replacement supervisor, drills, the progress line, the report) is the same
+// code whether the roles are processes on this machine or Slurm job steps:
+//   local  child processes of the launcher (ProcessGroup)
+//   slurm  one `srun` job step per role inside the allocation the launcher runs in (the
+//          sbatch script `ecps slurm` writes); the launcher's child is that step's srun,
+//          which relays the role's output into its log and exits when the role does.
+// Not thread-safe.
+#ifndef ECPS_CLI_LAUNCH_BACKEND_H_
+#define ECPS_CLI_LAUNCH_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "cli/process_group.h"
+
+namespace ecps {
+
+class LaunchBackend {
+ public:
+  virtual ~LaunchBackend() = default;
+
+  virtual const char* name() const = 0;
+  // The address roles bind when the spec leaves cluster.host empty.
+  virtual std::string DefaultBindHost() const = 0;
+  // Whether the launcher can signal a role's own process (SIGKILL and SIGSTOP drills). The
+  // slurm backend cannot: its child is srun, and the role may run on another node; a kill
+  // drill goes through the coordinator (Kill RPC) instead, and a stop drill is refused.
+  virtual bool SignalsRoles() const = 0;
+
+  // Starts role `name` (argv: the ecps command line, argv[0] the binary) with `env` ("K=V")
+  // added to this process's environment, its output in `log_path`. Returns the child index.
+  absl::StatusOr<int> Spawn(const std::string& name, const std::vector<std::string>& argv,
+                            const std::vector<std::string>& env, const std::string& log_path);
+  std::vector<int> Poll() { return children_.Poll(); }
+  const Child& child(int index) const { return children_.child(index); }
+  int size() const { return children_.size(); }
+  void Signal(int index, int sig) { children_.Signal(index, sig); }
+  void StopAll(int grace_ms) { children_.StopAll(grace_ms); }
+
+ protected:
+  // The command line that runs `argv` on this backend.
+  virtual std::vector<std::string> Wrap(const std::string& name,
+                                        const std::vector<std::string>& argv) = 0;
+
+ private:
+  ProcessGroup children_;
+};
+
+std::unique_ptr<LaunchBackend> MakeLocalBackend();
+
+// The slurm backend needs to run inside an allocation (SLURM_JOB_ID set) with srun on the
+// PATH: FAILED_PRECONDITION saying which is missing otherwise. Roles are spread over the
+// allocation's nodes round-robin in the order they start (the coordinator on the first).
+absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend();
+
+// The command line of one role's job step: srun ... -- argv. `node` is the node's index in
+// the allocation (srun --relative). Exposed for tests.
+std::vector<std::string> SrunCommand(const std::string& srun, const std::string& name, int node,
+                                     const std::vector<std::string>& argv);
+
+}  // namespace ecps
+
+#endif  // ECPS_CLI_LAUNCH_BACKEND_H_
