@@ -27,6 +27,8 @@ std::string FindScript(const std::string& script) {
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) candidates.push_back((exe.parent_path() / "../../deploy" / script).string());
+  // The relocatable bundle (deploy/bundle.sh): bin/ecps beside share/ecps/, no source tree.
+  if (!ec) candidates.push_back((exe.parent_path() / "../share/ecps" / script).string());
   candidates.push_back("deploy/" + script);
   for (const auto& c : candidates) {
     if (fs::exists(c, ec)) return c;
