@@ -1,0 +1,273 @@
+// Several hosts, for real: every role in a network namespace of its own, joined by veth links
+// to a bridge in another namespace (10.213.7.0/24, inside namespaces this test makes and
+// removes). The roles run as single roles (`ecps coordinator|server|worker`), started in
+// the wrong order (servers and the worker before the coordinator), bind 0.0.0.0 and advertise
+// what they find on their interface: a role that advertised 127.0.0.1 (or 0.0.0.0) could not
+// be reached from any other namespace, and the job would not train.
+//
+// Mid training the test SIGKILLs a server, then takes another server's link down (a
+// partition). Both must be detected, fenced and rebuilt online on spares; the partitioned
+// process, when its link comes back, must find itself fenced and exit without changing
+// anything: the job finishes every step and its final scrub is clean.
+//
+// Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN for `ip netns`): skips with one line otherwise.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/ecps.pb.h"
+#include "tests/ecps_process.h"
+
+namespace ecps {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace testing_process;  // NOLINT
+using Clock = std::chrono::steady_clock;
+
+constexpr char kSubnet[] = "10.213.7.";
+constexpr int kServers = 5;
+constexpr int kSpares = 2;
+constexpr int kSteps = 1500;
+constexpr char kToken[] = "multihost-test-token";
+
+// Node index -> role: 0 the coordinator, 1..5 servers 0..4, 6..7 spares, 8 the worker.
+constexpr int kCoordinatorNode = 0;
+constexpr int kWorkerNode = 1 + kServers + kSpares;
+constexpr int kNodes = kWorkerNode + 1;
+int ServerNode(int id) { return 1 + id; }
+
+// Runs a command line; its output goes to `log` (appended).
+int Shell(const std::string& command, const fs::path& log) {
+  return std::system(absl::StrCat(command, " >>", log.string(), " 2>&1").c_str());
+}
+
+class MultiHostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "multihost: needs root for network namespaces";
+    dir_ = TempDir("multihost");
+    setup_log_ = dir_ / "netns.log";
+    prefix_ = absl::StrCat("ecpsmh", getpid() % 100000);
+    if (Shell("ip netns add " + Ns(-1), setup_log_) != 0) {
+      GTEST_SKIP() << "multihost: cannot create network namespaces (ip netns add failed; see "
+                   << setup_log_ << ")";
+    }
+    made_.push_back(Ns(-1));
+    // The bridge: the "switch" every host's link plugs into.
+    Must("ip -n " + Ns(-1) + " link add br0 type bridge");
+    Must("ip -n " + Ns(-1) + " link set br0 up");
+    for (int i = 0; i < kNodes; ++i) {
+      Must("ip netns add " + Ns(i));
+      made_.push_back(Ns(i));
+      Must(absl::StrCat("ip -n ", Ns(-1), " link add v", i, " type veth peer name eth0 netns ",
+                        Ns(i)));
+      Must(absl::StrCat("ip -n ", Ns(-1), " link set v", i, " master br0"));
+      Must(absl::StrCat("ip -n ", Ns(-1), " link set v", i, " up"));
+      Must(absl::StrCat("ip -n ", Ns(i), " addr add ", Address(i), "/24 dev eth0"));
+      Must(absl::StrCat("ip -n ", Ns(i), " link set eth0 up"));
+      Must(absl::StrCat("ip -n ", Ns(i), " link set lo up"));
+    }
+    setenv("ECPS_TOKEN", kToken, 1);
+  }
+
+  void TearDown() override {
+    for (pid_t pid : pids_) kill(pid, SIGKILL);
+    for (pid_t pid : pids_) waitpid(pid, nullptr, 0);
+    for (const std::string& ns : made_) Shell("ip netns delete " + ns, setup_log_);
+  }
+
+  std::string Ns(int node) const {
+    return node < 0 ? prefix_ + "-br" : absl::StrCat(prefix_, "-", node);
+  }
+  static std::string Address(int node) { return absl::StrCat(kSubnet, node + 1); }
+  std::string CoordinatorAddress() const { return Address(kCoordinatorNode) + ":7000"; }
+
+  void Must(const std::string& command) {
+    ASSERT_EQ(Shell(command, setup_log_), 0) << command << "; see " << setup_log_;
+  }
+
+  // `ecps ARGS` inside node's namespace, output in DIR/NAME.log; the pid is the role's own
+  // (ip netns exec execs it).
+  pid_t StartIn(int node, const std::string& name, const std::vector<std::string>& args) {
+    const fs::path log = dir_ / (name + ".log");
+    pid_t pid = fork();
+    if (pid == 0) {
+      std::vector<std::string> all = {"ip", "netns", "exec", Ns(node), ECPS_BINARY};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (auto& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      FILE* f = freopen(log.c_str(), "w", stdout);
+      (void)f;
+      dup2(STDOUT_FILENO, STDERR_FILENO);
+      execvp("ip", argv.data());
+      _exit(127);
+    }
+    pids_.push_back(pid);
+    return pid;
+  }
+
+  // The job's status, asked from the worker's host; nullopt while it does not answer.
+  std::optional<v1::StatusResponse> Status() {
+    const fs::path out = dir_ / "status.json";
+    std::string command = absl::StrCat("ip netns exec ", Ns(kWorkerNode), " ", ECPS_BINARY,
+                                       " status ", CoordinatorAddress(), " --json >",
+                                       out.string(), " 2>/dev/null");
+    if (std::system(command.c_str()) != 0) return std::nullopt;
+    v1::StatusResponse response;
+    if (!google::protobuf::util::JsonStringToMessage(ReadFile(out), &response).ok()) {
+      return std::nullopt;
+    }
+    return response;
+  }
+
+  // Polls the status until `done` holds; fails the test at the deadline.
+  std::optional<v1::StatusResponse> WaitUntil(
+      const std::string& what, const std::function<bool(const v1::StatusResponse&)>& done,
+      std::chrono::seconds timeout = std::chrono::seconds(90)) {
+    const auto deadline = Clock::now() + timeout;
+    while (Clock::now() < deadline) {
+      auto st = Status();
+      if (st && done(*st)) return st;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "timed out waiting for " << what << "; logs in " << dir_;
+    return std::nullopt;
+  }
+
+  static int Failure(const v1::StatusResponse& st, int id) {
+    for (int i = 0; i < st.failures_size(); ++i) {
+      if (st.failures(i).role() == v1::ROLE_SERVER && st.failures(i).id() == id) return i;
+    }
+    return -1;
+  }
+  static bool Recovered(const v1::StatusResponse& st, int id) {
+    const int i = Failure(st, id);
+    return i >= 0 && st.failures(i).state() == v1::FAILURE_RECOVERED;
+  }
+
+  fs::path dir_;
+  fs::path setup_log_;
+  std::string prefix_;
+  std::vector<std::string> made_;
+  std::vector<pid_t> pids_;
+};
+
+TEST_F(MultiHostTest, KilledAndPartitionedServersAreRebuiltAcrossHosts) {
+  const fs::path spec = dir_ / "spec.yaml";
+  {
+    std::ofstream f(spec);
+    f << absl::StrCat(R"(
+job: {name: multihost, steps: )", kSteps, R"(, eval_every: 0, eval_samples: 2048, output_dir: )",
+                      (dir_ / "out").string(), R"(}
+cluster:
+  servers: )", kServers, R"(
+  spares: )", kSpares, R"(
+  workers: 1
+  coordinator_port: 7000
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 1500
+  rpc_timeout_ms: 3000
+model: {num_dense: 13, num_sparse: 8, embedding_dim: 8, table_rows: 4000, bottom_mlp: [16, 8], top_mlp: [16]}
+data: {source: synthetic, batch_size: 128}
+fault_tolerance: {mode: erasure_code, k: 4, r: 1, checkpoint: {save_final: false}}
+monitoring: {log_level: info}
+)");
+  }
+  // Start order does not matter: the servers and the worker first; they wait for the
+  // coordinator (ECPS_COORDINATOR, a flag would do as well).
+  setenv("ECPS_COORDINATOR", CoordinatorAddress().c_str(), 1);
+  std::vector<pid_t> servers;
+  for (int id = 0; id < kServers; ++id) {
+    servers.push_back(StartIn(ServerNode(id), absl::StrCat("server-", id),
+                              {"server", "--spec", spec.string(), "--id", std::to_string(id)}));
+  }
+  const pid_t worker =
+      StartIn(kWorkerNode, "worker", {"worker", "--spec", spec.string(), "--id", "0"});
+  const fs::path final_status = dir_ / "final-status.json";
+  const pid_t coordinator =
+      StartIn(kCoordinatorNode, "coordinator",
+              {"coordinator", "--spec", spec.string(), "--final-status", final_status.string()});
+
+  // Spares take any free id: start them once every server holds its own.
+  auto started = WaitUntil("every server registered", [](const v1::StatusResponse& st) {
+    int servers = 0;
+    for (const auto& n : st.nodes()) servers += n.role() == v1::ROLE_SERVER && n.id() >= 0;
+    return servers == kServers;
+  });
+  ASSERT_TRUE(started);
+  // Every address in the map is a host's own, reachable from the others.
+  for (const auto& n : started->nodes()) {
+    if (n.role() != v1::ROLE_SERVER) continue;
+    EXPECT_TRUE(absl::StartsWith(n.address(), kSubnet)) << "server " << n.id() << " advertises "
+                                                        << n.address();
+  }
+  for (int s = 0; s < kSpares; ++s) {
+    StartIn(ServerNode(kServers + s), absl::StrCat("spare-", s),
+            {"server", "--spec", spec.string()});
+  }
+
+  auto training = WaitUntil("training under way", [](const v1::StatusResponse& st) {
+    return st.phase() == v1::JOB_RUNNING && st.step() >= kSteps / 6;
+  });
+  ASSERT_TRUE(training);
+  for (const auto& n : training->nodes()) {  // the spares too
+    if (n.role() != v1::ROLE_SERVER) continue;
+    EXPECT_TRUE(absl::StartsWith(n.address(), kSubnet)) << "server " << n.id() << " advertises "
+                                                        << n.address();
+  }
+
+  // A death: SIGKILL server 1.
+  ASSERT_EQ(kill(servers[1], SIGKILL), 0);
+  ASSERT_TRUE(WaitUntil("server 1 rebuilt on a spare",
+                        [](const v1::StatusResponse& st) { return Recovered(st, 1); }));
+
+  // A partition: server 3's link goes down. The process lives on, cut off.
+  Must(absl::StrCat("ip -n ", Ns(-1), " link set v", ServerNode(3), " down"));
+  auto fenced = WaitUntil("server 3 declared dead and rebuilt on the other spare",
+                          [](const v1::StatusResponse& st) { return Recovered(st, 3); });
+  ASSERT_TRUE(fenced);
+  EXPECT_LT(fenced->step(), kSteps) << "the job ended before the partition healed: no check";
+  int status = 0;
+  EXPECT_EQ(waitpid(servers[3], &status, WNOHANG), 0) << "the partitioned server is gone already";
+  // The link comes back: the old server 3 learns it was replaced and leaves.
+  Must(absl::StrCat("ip -n ", Ns(-1), " link set v", ServerNode(3), " up"));
+  EXPECT_NE(WaitFor(servers[3], std::chrono::seconds(60)), -1)
+      << "the partitioned server did not exit after its link came back";
+
+  // The job finishes every step, with nothing lost and a clean scrub.
+  const int coordinator_exit = WaitFor(coordinator, std::chrono::seconds(180));
+  ASSERT_NE(coordinator_exit, -1) << "the job did not end; logs in " << dir_;
+  EXPECT_TRUE(WIFEXITED(coordinator_exit) && WEXITSTATUS(coordinator_exit) == 0)
+      << ReadFile(dir_ / "coordinator.log");
+  const int worker_exit = WaitFor(worker, std::chrono::seconds(30));
+  EXPECT_TRUE(WIFEXITED(worker_exit) && WEXITSTATUS(worker_exit) == 0);
+  v1::StatusResponse last;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(final_status), &last).ok())
+      << final_status;
+  EXPECT_EQ(last.phase(), v1::JOB_FINISHED) << last.error();
+  EXPECT_EQ(last.step(), kSteps);
+  EXPECT_TRUE(last.scrub().done());
+  EXPECT_TRUE(last.scrub().clean()) << last.scrub().parity_mismatches() << " parity mismatches";
+  EXPECT_GT(last.scrub().stripes_checked(), 0);
+  ASSERT_EQ(last.failures_size(), 2);
+  EXPECT_TRUE(Recovered(last, 1));
+  EXPECT_TRUE(Recovered(last, 3));
+  for (const auto& e : last.failures()) EXPECT_TRUE(e.by_spare()) << e.id();
+}
+
+}  // namespace
+}  // namespace ecps
