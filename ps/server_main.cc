@@ -141,7 +141,8 @@ int RunServer(const ServerOptions& options) {
   if (!g_stop.load() && exit_code.load() < 0) {
     const bool recovering = state.load() == v1::NODE_RECOVERING;
     // Peers' addresses are needed for parity streams and dense replicas: wait until every
-    // server slot has one.
+    // server slot has one, as long as the coordinator waits for them (roles start in any
+    // order).
     auto map = coordinator.WaitForMap(
         [&](const v1::ClusterMap& m) {
           if (m.servers_size() != spec.cluster.servers) return false;
@@ -150,7 +151,7 @@ int RunServer(const ServerOptions& options) {
           }
           return true;
         },
-        120000);
+        spec.cluster.connect_timeout_s * 1000);
     if (!map.ok()) {
       spdlog::error("server {}: {}", id.load(), map.status().ToString());
       exit_code.store(1);

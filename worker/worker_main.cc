@@ -162,7 +162,7 @@ int RunWorker(const WorkerOptions& options) {
           }
           return true;
         },
-        600000);
+        std::max(600000, spec.cluster.connect_timeout_s * 1000));
     if (!map.ok()) return map.status();
     auto model = Dlrm::Create(spec.model, spec.data.batch_size);
     if (!model.ok()) return model.status();
