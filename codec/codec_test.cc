@@ -85,8 +85,9 @@ TEST(Gf256, BitMatrixMatchesFieldProduct) {
       ASSERT_EQ(gf::AffineApply(m, static_cast<uint8_t>(x)),
                 gf::Mul(static_cast<uint8_t>(c), static_cast<uint8_t>(x)));
     }
-    if (c != 0)
+    if (c != 0) {
       ASSERT_EQ(gf::Mul(static_cast<uint8_t>(c), gf::Inverse(static_cast<uint8_t>(c))), 1);
+    }
   }
 }
 
@@ -307,7 +308,9 @@ TEST(CreateTest, ShapesAndNames) {
   auto ecps = MustCreate(4, 2, "ecps");
   EXPECT_EQ(ecps->backend().substr(0, 5), "ecps-");
   auto cuda = ErasureCode::Create(4, 2, "cuda");
-  if (!cuda.ok()) EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable);
+  if (!cuda.ok()) {
+    EXPECT_EQ(cuda.status().code(), absl::StatusCode::kUnavailable);
+  }
 }
 
 // A long code with many wanted rows exercises row groups and L2 tiling in the kernels.

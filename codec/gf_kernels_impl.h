@@ -28,8 +28,9 @@ constexpr size_t kL2TileBytes = 256 * 1024;
 
 inline uint8_t ScalarMul(const PreparedCoef& c, uint8_t x) { return c.lo[x & 15] ^ c.hi[x >> 4]; }
 
-// Rows [row0, row0 + rows), bytes [begin, end): one byte at a time.
-void ScalarRows(const MatrixView& m, int row0, int rows, const uint8_t* const* src,
+// Rows [row0, row0 + rows), bytes [begin, end): one byte at a time. (inline: a kernel TU
+// that never falls back to it need not emit it.)
+inline void ScalarRows(const MatrixView& m, int row0, int rows, const uint8_t* const* src,
                 uint8_t* const* dst, size_t begin, size_t end, bool acc) {
   for (int q = row0; q < row0 + rows; ++q) {
     uint8_t* d = dst[q];

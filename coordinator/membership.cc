@@ -82,7 +82,8 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
       return absl::AlreadyExistsError(absl::StrCat("register: instance ", request.instance(),
                                                    " already holds ", NodeName(existing->Ref())));
     }
-    return Registration{existing->Ref(), existing->state, /*repeated=*/true, std::nullopt};
+    return Registration{existing->Ref(), existing->state, /*repeated=*/true, std::nullopt,
+                        std::nullopt};
   }
 
   Node* slot = nullptr;

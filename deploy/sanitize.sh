@@ -11,6 +11,7 @@
 #   ECPS_ASAN_BUILD_DIR=dir            build somewhere else
 #   ECPS_FUZZ_SECONDS=N                explore instead: N seconds each, a random seed
 #   ECPS_FUZZ_SECONDS=0                skip the fuzzers
+#   ECPS_WERROR=1                      warnings are errors, -Wthread-safety among them (CI)
 #   ECPS_SANITIZE_LABELS="a|b"         CTest labels left out (default soak|multihost|slurm|
 #                                      bundle); empty: none
 #   ECPS_SANITIZE_SKIP="regex"         tests left out by name (default: the longest drills
@@ -31,6 +32,7 @@ if [ ! -f "$build/build.ninja" ]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" \
     -DECPS_SANITIZE=address,undefined -DECPS_FUZZ=ON -DECPS_CUDA=OFF -DECPS_BUILD_BENCH=OFF \
+    -DECPS_WERROR="$([ "${ECPS_WERROR:-0}" = 1 ] && echo ON || echo OFF)" \
     "${launcher[@]}" >/dev/null
 fi
 cmake --build "$build" -j "$jobs" | grep -vE '^\[[0-9]+/[0-9]+\] ' || true

@@ -8,6 +8,7 @@
 #   ECPS_JOBS=n                parallel compile jobs (default: number of cores)
 #   ECPS_DEBUG_INFO=lines      line tables only (-g1) instead of full debug info: about 30%
 #                              less compile time, backtraces keep their line numbers (CI)
+#   ECPS_WERROR=1              the project's warnings (-Wall -Wextra) are errors (CI)
 #   deploy/setup.sh --deps-only    install the packages, build nothing
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,9 +43,10 @@ launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 if [ ! -f "$build/build.ninja" ]; then
   debug=()
+  [ "${ECPS_WERROR:-0}" = 1 ] && debug+=(-DECPS_WERROR=ON)
   if [ "${ECPS_DEBUG_INFO:-}" = lines ]; then
-    debug=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
-           "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
+    debug+=("-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+            "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG")
   fi
   # shellcheck disable=SC2086
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" \

@@ -92,11 +92,9 @@ TEST(SparseOptimizer, InitIsDeterministicAndBounded) {
   EXPECT_EQ(p1, p2);
   EXPECT_NE(p1, p3);
   const double bound = std::sqrt(1.0 / rows);
-  double sum = 0;
   for (int k = 0; k < dim; ++k) {
     EXPECT_LE(std::fabs(p1[k]), bound);
     EXPECT_EQ(p1[dim + k], 0.25f);
-    sum += p1[k];
   }
   // Mean over many rows is ~0 and the spread matches U(-b, b): var = b^2/3.
   double m = 0, v = 0;

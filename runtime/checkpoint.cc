@@ -512,10 +512,10 @@ class JsonParser {
           out->push_back('\t');
           break;
         case 'u': {
-          uint32_t cp;
+          uint32_t cp = 0;
           RETURN_IF_ERROR(ParseHex4(&cp));
           if (cp >= 0xD800 && cp < 0xDC00) {
-            uint32_t low;
+            uint32_t low = 0;
             if (!ConsumeWord("\\u")) return Error("unpaired surrogate in \\u escape");
             RETURN_IF_ERROR(ParseHex4(&low));
             if (low < 0xDC00 || low >= 0xE000) return Error("unpaired surrogate in \\u escape");

@@ -110,7 +110,9 @@ TEST(Placement, UnrecoverableCountsStripesWithMoreThanRMembersLost) {
             ++at;
           }
           EXPECT_EQ(at, got.size());
-          if (static_cast<int>(lost.size()) <= r) EXPECT_TRUE(got.empty());
+          if (static_cast<int>(lost.size()) <= r) {
+            EXPECT_TRUE(got.empty());
+          }
         }
       }
     }

@@ -434,7 +434,7 @@ TEST(OnlineRebuild, PrefetchHintRebuildsRowsBeforeThePull) {
   EXPECT_EQ(stats.on_demand_rebuilds(), 0);
   // The map says server 1 recovers: the hint goes to it alone.
   PsClient::FailureHandling handling;
-  handling.map_source = [&cluster, victim] {
+  handling.map_source = [&cluster] {  // victim is a constant
     v1::ClusterMap map = cluster->current_map();
     map.set_phase(v1::JOB_RECOVERING);
     map.mutable_servers(victim)->set_state(v1::NODE_RECOVERING);
