@@ -238,6 +238,14 @@ int RunServer(const ServerOptions& options) {
       core.Fence();
       break;
     }
+    if (me >= 0 && me < map.servers_size() && map.servers(me).instance() == instance &&
+        map.servers(me).state() == v1::NODE_DEAD) {
+      // Declared dead, not replaced yet: out for good all the same. Without this, the map
+      // stream (which may get through before the next heartbeat does) would hand this
+      // process the new epoch, and requests it sends would carry a current one.
+      core.Fence();
+      break;
+    }
     if (map.epoch() > core.epoch()) core.SetEpoch(map.epoch());
     if (core.ready()) core.FollowMap(map);
     known.resize(map.servers_size());
@@ -252,7 +260,7 @@ int RunServer(const ServerOptions& options) {
   if (core.fenced()) {
     // Nothing here may be kept or sent any more: leave at once rather than wait for
     // requests and streams that can only be refused.
-    spdlog::warn("server {}: fenced (declared dead and replaced); exiting", id.load());
+    spdlog::warn("server {}: fenced (declared dead); exiting", id.load());
     spdlog::default_logger()->flush();
     std::_Exit(1);
   }
