@@ -66,6 +66,19 @@ absl::StatusOr<int> LaunchBackend::Spawn(const std::string& name,
   return children_.Spawn(name, Wrap(name, argv), env, log_path);
 }
 
+absl::Status CheckDrills(const JobSpec& spec, bool signals_roles) {
+  if (signals_roles) return absl::OkStatus();
+  for (const FaultSpec& f : spec.faults) {
+    if (f.action == "stop_server") {
+      return absl::InvalidArgumentError(
+          "faults: stop_server drills need processes the launcher can signal (ecps run's local "
+          "processes); under Slurm only kill_server and kill_worker run (through the "
+          "coordinator)");
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::unique_ptr<LaunchBackend> MakeLocalBackend() { return std::make_unique<LocalBackend>(); }
 
 absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend() {

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "cli/process_group.h"
+#include "runtime/spec.h"
 
 namespace ecps {
 
@@ -48,6 +49,10 @@ class LaunchBackend {
  private:
   ProcessGroup children_;
 };
+
+// OK when every drill of `spec` can run on a backend; a stop_server drill needs one that
+// SignalsRoles() (INVALID_ARGUMENT saying so otherwise).
+absl::Status CheckDrills(const JobSpec& spec, bool signals_roles);
 
 std::unique_ptr<LaunchBackend> MakeLocalBackend();
 

@@ -50,12 +50,6 @@ std::string RandomToken() {
   return token;
 }
 
-std::string SelfPath() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("ecps") : p.string();
-}
-
 const char* PhaseName(v1::JobPhase phase) {
   switch (phase) {
     case v1::JOB_STARTING: return "starting";
@@ -195,7 +189,6 @@ class Job {
   Job(JobSpec spec, const RunFlags& flags, std::unique_ptr<LaunchBackend> backend)
       : spec_(std::move(spec)), flags_(flags),
         printer_(flags.progress && spec_.monitoring.progress), children_(std::move(backend)) {}
-  ~Job() { children_->StopAll(2000); }
 
   int Run() {
     out_ = flags_.output_dir.empty() ? spec_.job.output_dir : flags_.output_dir;
@@ -861,16 +854,9 @@ int RunJob(const RunFlags& flags) {
                  flags.backend.c_str());
     return 2;
   }
-  if (!backend->SignalsRoles()) {
-    for (const FaultSpec& f : spec->faults) {
-      if (f.action == "stop_server") {
-        std::fprintf(stderr,
-                     "ecps: faults: stop_server drills need processes the launcher can signal "
-                     "(the local backend); under %s only kill_server and kill_worker run\n",
-                     backend->name());
-        return 2;
-      }
-    }
+  if (absl::Status s = CheckDrills(*spec, backend->SignalsRoles()); !s.ok()) {
+    std::fprintf(stderr, "ecps: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;

@@ -55,6 +55,12 @@ std::string DescribeExit(int status);
 // The last `lines` lines of a file (for error messages that point at a child's log).
 std::string TailFile(const std::string& path, int lines);
 
+// The running ecps binary's absolute path (what children and job steps run), or "ecps".
+std::string SelfPath();
+
+// `text` in single quotes, safe as one word for any POSIX shell.
+std::string ShellQuote(const std::string& text);
+
 }  // namespace ecps
 
 #endif  // ECPS_CLI_PROCESS_GROUP_H_

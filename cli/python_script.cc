@@ -10,12 +10,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Quote(const std::string& x) {
-  std::string q = "'";
-  for (char c : x) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
 std::string FindScript(const std::string& script) {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("ECPS_SCRIPTS_DIR")) {
@@ -51,9 +45,9 @@ absl::Status RunPythonScript(const std::string& script, const std::vector<std::s
   } else if (fs::exists("/usr/bin/python3", ec)) {
     python = "/usr/bin/python3";
   }
-  std::string command = Quote(python) + " " + Quote(path);
-  for (const auto& a : args) command += " " + Quote(a);
-  command += " > " + Quote(log) + " 2>&1";
+  std::string command = ShellQuote(python) + " " + ShellQuote(path);
+  for (const auto& a : args) command += " " + ShellQuote(a);
+  command += " > " + ShellQuote(log) + " 2>&1";
   if (std::system(command.c_str()) == 0) return absl::OkStatus();
   std::string why = TailFile(log, 1);
   while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();

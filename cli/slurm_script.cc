@@ -5,31 +5,14 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "cli/launch_backend.h"
+#include "cli/process_group.h"
 #include "runtime/net.h"
 
 namespace ecps {
 namespace {
 
 namespace fs = std::filesystem;
-
-// 'text', safe for any shell.
-std::string ShellQuote(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-std::string SelfPath() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string("ecps") : p.string();
-}
 
 }  // namespace
 
@@ -40,13 +23,7 @@ absl::StatusOr<std::string> SlurmScript(const JobSpec& spec, const SlurmScriptPa
         "cluster.host is ", spec.cluster.host, ", which the other ", slurm.nodes - 1,
         " node(s) of slurm.nodes cannot reach: leave it empty (every interface) or set it"));
   }
-  for (const FaultSpec& f : spec.faults) {
-    if (f.action == "stop_server") {
-      return absl::InvalidArgumentError(
-          "faults: stop_server drills need processes the launcher can signal; under Slurm only "
-          "kill_server and kill_worker run (through the coordinator)");
-    }
-  }
+  if (absl::Status s = CheckDrills(spec, /*signals_roles=*/false); !s.ok()) return s;
   const int roles = 1 + spec.cluster.servers + spec.cluster.spares + spec.cluster.workers;
   std::string s;
   absl::StrAppend(&s, "#!/bin/bash\n",

@@ -188,19 +188,13 @@ int RunCoordinator(const CoordinatorOptions& options) {
     return 1;
   }
   auto advertise = AdvertiseHost(options.listen_host, options.advertise);
-  std::vector<std::pair<std::string, std::string>> files;  // path, content
-  if (advertise.ok()) {
-    if (!options.port_file.empty()) {
-      files.emplace_back(options.port_file, absl::StrCat(server->port, "\n"));
-    }
-    if (!options.address_file.empty()) {
-      files.emplace_back(options.address_file,
-                         absl::StrCat(JoinHostPort(*advertise, server->port), "\n"));
-    }
-  }
   absl::Status written = advertise.status();
-  for (const auto& [path, content] : files) {
-    if (written.ok()) written = WriteFileAtomically(path, content);
+  if (written.ok() && !options.port_file.empty()) {
+    written = WriteFileAtomically(options.port_file, absl::StrCat(server->port, "\n"));
+  }
+  if (written.ok() && !options.address_file.empty()) {
+    written = WriteFileAtomically(options.address_file,
+                                  absl::StrCat(JoinHostPort(*advertise, server->port), "\n"));
   }
   if (!written.ok()) {
     spdlog::error("coordinator: {}", written.ToString());

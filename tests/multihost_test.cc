@@ -148,6 +148,15 @@ class MultiHostTest : public ::testing::Test {
     return std::nullopt;
   }
 
+  // Every server address in the map is a host's own, reachable from the others.
+  static void ExpectAddressesInSubnet(const v1::StatusResponse& st) {
+    for (const auto& n : st.nodes()) {
+      if (n.role() != v1::ROLE_SERVER) continue;
+      EXPECT_TRUE(absl::StartsWith(n.address(), kSubnet))
+          << "server " << n.id() << " advertises " << n.address();
+    }
+  }
+
   static int Failure(const v1::StatusResponse& st, int id) {
     for (int i = 0; i < st.failures_size(); ++i) {
       if (st.failures(i).role() == v1::ROLE_SERVER && st.failures(i).id() == id) return i;
@@ -209,12 +218,7 @@ monitoring: {log_level: info}
     return servers == kServers;
   });
   ASSERT_TRUE(started);
-  // Every address in the map is a host's own, reachable from the others.
-  for (const auto& n : started->nodes()) {
-    if (n.role() != v1::ROLE_SERVER) continue;
-    EXPECT_TRUE(absl::StartsWith(n.address(), kSubnet)) << "server " << n.id() << " advertises "
-                                                        << n.address();
-  }
+  ExpectAddressesInSubnet(*started);
   for (int s = 0; s < kSpares; ++s) {
     StartIn(ServerNode(kServers + s), absl::StrCat("spare-", s),
             {"server", "--spec", spec.string()});
@@ -224,11 +228,7 @@ monitoring: {log_level: info}
     return st.phase() == v1::JOB_RUNNING && st.step() >= kSteps / 6;
   });
   ASSERT_TRUE(training);
-  for (const auto& n : training->nodes()) {  // the spares too
-    if (n.role() != v1::ROLE_SERVER) continue;
-    EXPECT_TRUE(absl::StartsWith(n.address(), kSubnet)) << "server " << n.id() << " advertises "
-                                                        << n.address();
-  }
+  ExpectAddressesInSubnet(*training);  // the spares too
 
   // A death: SIGKILL server 1.
   ASSERT_EQ(kill(servers[1], SIGKILL), 0);
