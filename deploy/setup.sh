@@ -19,6 +19,7 @@ packages=(cmake ninja-build pkg-config g++ ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libisal-dev python3-matplotlib
+  libxxhash-dev nlohmann-json3-dev libcli11-dev  # checkpoint hashes, JSON, the command line
   clang libclang-rt-dev  # clang: deploy/sanitize.sh (ASan, UBSan, libFuzzer)
   patchelf               # deploy/bundle.sh: the bundle's $ORIGIN run paths
   iproute2               # the multihost test's network namespaces
