@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "coordinator/job_phase.h"
 #include "proto/ecps.pb.h"
 #include "runtime/placement.h"
 #include "runtime/rpc.h"
@@ -93,12 +94,12 @@ CoordinatorService::CoordinatorService(const JobSpec& spec, std::string token, c
       detector_(clock, detector_options),
       progress_(spec.cluster.workers, spec.job.steps),
       phase_(v1::JOB_STARTING),
-      save_final_(spec.fault_tolerance.checkpoint.save_final),
-      periodic_(spec.fault_tolerance.mode == "checkpoint" &&
-                (spec.fault_tolerance.checkpoint.interval_steps > 0 ||
-                 spec.fault_tolerance.checkpoint.interval_seconds > 0)),
-      interval_steps_(spec.fault_tolerance.checkpoint.interval_steps),
-      interval_seconds_(spec.fault_tolerance.checkpoint.interval_seconds),
+      final_scrub_(spec.fault_tolerance.mode == "erasure_code" ||
+                   spec.fault_tolerance.mode == "replication"),
+      schedule_(spec.fault_tolerance.mode == "checkpoint",
+                spec.fault_tolerance.checkpoint.interval_steps,
+                spec.fault_tolerance.checkpoint.interval_seconds,
+                spec.fault_tolerance.checkpoint.save_final),
       history_(RowPayloadBytes(spec.model.embedding_dim, spec.optimizer.sparse.type)) {
   absl::MutexLock lock(&mu_);
   auto placement = Placement::Create(spec.cluster.servers, membership_.config().k,
@@ -197,19 +198,8 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
   response->set_phase(phase_);
   response->set_fenced(result.fenced);
   response->set_kill(kill_requested_.contains(request.instance()));
-  if (request.role() == v1::ROLE_WORKER && rollback_generation_ > 0) {
-    v1::Rollback* rollback = response->mutable_rollback();
-    rollback->set_generation(rollback_generation_);
-    rollback->set_ready(rollback_ready_);
-    if (rollback_ready_) {
-      rollback->set_dir(rollback_to_.dir());
-      rollback->set_step(rollback_to_.step());
-      const int id = request.id();
-      rollback->set_reader_position(rollback_to_.reader_positions_size() ==
-                                            membership_.num_workers()
-                                        ? rollback_to_.reader_positions(id)
-                                        : -1);
-    }
+  if (request.role() == v1::ROLE_WORKER) {
+    rollback_.FillHeartbeat(request.id(), membership_.num_workers(), response);
   }
   return absl::OkStatus();
 }
@@ -418,280 +408,6 @@ void CoordinatorService::SetServerDeadHandler(ServerDeadHandler handler) {
   server_dead_handler_ = std::move(handler);
 }
 
-void CoordinatorService::SetScrubber(Scrubber scrubber) {
-  absl::MutexLock lock(&mu_);
-  scrubber_ = std::move(scrubber);
-}
-
-absl::Status CoordinatorService::Scrub(const v1::ScrubRequest& request,
-                                       v1::ScrubReport* report) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
-  Scrubber scrubber;
-  v1::ClusterMap map;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!scrubber_) return absl::FailedPreconditionError("this coordinator cannot scrub");
-    if (!membership_.AllServersActive()) {
-      return absl::FailedPreconditionError("not every server is active: cannot scrub now");
-    }
-    scrubber = scrubber_;
-    FillMapLocked(&map);
-  }
-  *report = scrubber(map);
-  absl::MutexLock lock(&mu_);
-  last_scrub_ = std::make_unique<v1::ScrubReport>(*report);
-  return absl::OkStatus();
-}
-
-void CoordinatorService::SetCheckpointer(Checkpointer checkpointer) {
-  absl::MutexLock lock(&mu_);
-  checkpointer_ = std::move(checkpointer);
-}
-
-CheckpointProgress CoordinatorService::WorkerCut() const {
-  absl::MutexLock lock(&mu_);
-  CheckpointProgress cut;
-  cut.step = progress_.Summarize(clock_->Now()).step;
-  for (int w = 0; w < membership_.num_workers(); ++w) {
-    const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
-    cut.reader_positions.push_back(p != nullptr ? p->reader_position() : 0);
-  }
-  return cut;
-}
-
-absl::Status CoordinatorService::Checkpoint(const v1::CheckpointRequest& request,
-                                            v1::CheckpointReport* report) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
-  absl::MutexLock serial(&checkpoint_mu_);
-  Checkpointer checkpointer;
-  v1::ClusterMap map;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!checkpointer_) return absl::FailedPreconditionError("this coordinator cannot checkpoint");
-    if (Final()) return absl::FailedPreconditionError("the job has ended: cannot checkpoint now");
-    if (!membership_.AllServersActive()) {
-      return absl::FailedPreconditionError("not every server is active: cannot checkpoint now");
-    }
-    if (RollingBackLocked()) {
-      return absl::FailedPreconditionError("a rollback is in progress: cannot checkpoint now");
-    }
-    checkpointer = checkpointer_;
-    FillMapLocked(&map);
-  }
-  *report = checkpointer(map, [this] { return WorkerCut(); });
-  {
-    absl::MutexLock lock(&mu_);
-    last_checkpoint_ = std::make_unique<v1::CheckpointReport>(*report);
-  }
-  if (report->done()) {
-    spdlog::info("checkpoint of step {} saved to {} ({} bytes, {:.2f} s)", report->step(),
-                 report->dir(), report->bytes(), report->seconds());
-    PruneAfterSave(*report);
-    return absl::OkStatus();
-  }
-  spdlog::error("checkpoint failed: {}", report->error());
-  if (absl::StartsWith(report->error(), "ALREADY_EXISTS")) {
-    return absl::AlreadyExistsError(report->error());
-  }
-  return absl::AbortedError("checkpoint failed: " + report->error());
-}
-
-void CoordinatorService::RunPendingCheckpoint() {
-  absl::MutexLock serial(&checkpoint_mu_);
-  Checkpointer checkpointer;
-  v1::ClusterMap map;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!final_checkpoint_pending_ || Final()) return;
-    if (membership_.AnyServerRecovering()) return;
-    checkpointer = checkpointer_;
-    FillMapLocked(&map);
-  }
-  spdlog::info("every worker is done; saving the final checkpoint");
-  v1::CheckpointReport report = checkpointer(map, [this] { return WorkerCut(); });
-  report.set_final(true);
-  // Before the job moves on, so that the directory is in its final state when the job ends.
-  if (report.done()) PruneAfterSave(report);
-  absl::MutexLock lock(&mu_);
-  last_checkpoint_ = std::make_unique<v1::CheckpointReport>(report);
-  final_checkpoint_pending_ = false;
-  final_checkpoint_done_ = true;
-  if (report.done()) {
-    spdlog::info("final checkpoint of step {} saved to {} ({} bytes, {:.2f} s)", report.step(),
-                 report.dir(), report.bytes(), report.seconds());
-    UpdatePhaseLocked();
-  } else if (absl::StartsWith(report.error(), "ALREADY_EXISTS")) {
-    spdlog::warn("final checkpoint not saved: {} (the existing one is kept)", report.error());
-    UpdatePhaseLocked();
-  } else {
-    FailJobLocked("final checkpoint failed: " + report.error());
-  }
-  PublishLocked();
-}
-
-void CoordinatorService::SetPruner(Pruner pruner) {
-  absl::MutexLock lock(&mu_);
-  pruner_ = std::move(pruner);
-}
-
-void CoordinatorService::PruneAfterSave(const v1::CheckpointReport& saved) {
-  Pruner pruner;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!pruner_) return;
-    // A replacement loads the newest checkpoint while it recovers, and a rollback's reload
-    // the newest once every server is active: leave every checkpoint alone until then.
-    if (RollingBackLocked()) {
-      spdlog::info("old checkpoints are kept for now: a rollback is in progress");
-      return;
-    }
-    if (!membership_.AllServersActive()) {
-      spdlog::info("old checkpoints are kept for now: not every server is active");
-      return;
-    }
-    pruner = pruner_;
-  }
-  absl::StatusOr<std::vector<std::string>> removed = pruner(saved);
-  if (!removed.ok()) {
-    spdlog::warn("old checkpoints not removed: {}", removed.status().ToString());
-  } else if (!removed->empty()) {
-    spdlog::info("removed {} old checkpoint {}: {}", removed->size(),
-                 removed->size() == 1 ? "directory" : "directories", absl::StrJoin(*removed, ", "));
-  }
-}
-
-void CoordinatorService::RunPeriodicCheckpoint() {
-  if (!periodic_) return;
-  int64_t step = 0;
-  const absl::Time now = clock_->Now();
-  {
-    absl::MutexLock lock(&mu_);
-    if (!checkpointer_ || phase_ != v1::JOB_RUNNING || final_checkpoint_pending_ ||
-        membership_.AllWorkersDone() || !membership_.AllServersActive() ||
-        RollingBackLocked()) {
-      return;
-    }
-    step = progress_.Summarize(now).step;
-    if (!last_periodic_time_) {
-      // The first one right away, so a failure always has a checkpoint to roll back to.
-      last_periodic_time_ = now;
-      last_periodic_step_ = step - interval_steps_;
-      if (interval_steps_ == 0) last_periodic_time_ = now - absl::Seconds(interval_seconds_);
-      if (interval_steps_ == 0) last_periodic_step_ = step - 1;
-    }
-    const bool by_steps = interval_steps_ > 0 && step >= last_periodic_step_ + interval_steps_;
-    const bool by_time = interval_seconds_ > 0 &&
-                         now - *last_periodic_time_ >= absl::Seconds(interval_seconds_) &&
-                         step > last_periodic_step_;
-    if (!by_steps && !by_time) return;
-  }
-  v1::CheckpointRequest request;
-  FillHeader(request.mutable_header(), token_, 0, "coordinator");
-  v1::CheckpointReport report;
-  absl::Status status = Checkpoint(request, &report);
-  absl::MutexLock lock(&mu_);
-  last_periodic_step_ = std::max(step, report.step());
-  last_periodic_time_ = clock_->Now();
-  if (!status.ok()) {
-    spdlog::warn("periodic checkpoint at step {} not saved: {}", step, status.ToString());
-  }
-}
-
-void CoordinatorService::SetReloader(Reloader reloader) {
-  absl::MutexLock lock(&mu_);
-  reloader_ = std::move(reloader);
-}
-
-bool CoordinatorService::BeginRollback() {
-  absl::MutexLock lock(&mu_);
-  if (!reloader_ || Final()) return false;
-  for (int w = 0; w < membership_.num_workers(); ++w) {
-    const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
-    if (p != nullptr && p->done()) {
-      spdlog::error("job '{}': worker {} already finished its steps: a rollback cannot rewind it",
-                    job_name_, w);
-      return false;
-    }
-  }
-  ++rollback_generation_;
-  rollback_ready_ = false;
-  spdlog::warn(
-      "job '{}': rolling back to the last checkpoint (rollback {}): every worker stops, "
-      "every server reloads",
-      job_name_, rollback_generation_);
-  return true;
-}
-
-void CoordinatorService::RunPendingRollback() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (rollback_generation_ == 0) return;  // never a rollback: no need to wait for a save
-  }
-  absl::MutexLock serial(&checkpoint_mu_);  // no save or prune while the servers reload
-  Reloader reloader;
-  v1::ClusterMap map;
-  uint64_t generation = 0;
-  {
-    absl::MutexLock lock(&mu_);
-    if (rollback_generation_ == 0 || rollback_ready_ || Final()) return;
-    // Wait for the replacement to serve and for every worker to have stopped pushing.
-    if (!membership_.AllServersActive()) return;
-    for (int w = 0; w < membership_.num_workers(); ++w) {
-      const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
-      if (p == nullptr || p->paused_generation() != rollback_generation_) return;
-    }
-    reloader = reloader_;
-    FillMapLocked(&map);
-    generation = rollback_generation_;
-  }
-  absl::StatusOr<v1::CheckpointReport> loaded = reloader(map);
-  absl::MutexLock lock(&mu_);
-  // Another failure meanwhile (it may be why the reload failed): start over.
-  if (generation != rollback_generation_) return;
-  if (!loaded.ok()) {
-    FailJobLocked("rollback failed: " + loaded.status().ToString());
-    PublishLocked();
-    return;
-  }
-  rollback_to_ = *loaded;
-  rollback_ready_ = true;
-  spdlog::info("job '{}': every server reloaded {} (step {}); workers resume", job_name_,
-               loaded->dir(), loaded->step());
-}
-
-void CoordinatorService::RunPendingScrub() {
-  Scrubber scrubber;
-  v1::ClusterMap map;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!final_scrub_pending_ || Final()) return;
-    // A recovering server holds rows that are not rebuilt yet: scrub once it is ACTIVE.
-    if (membership_.AnyServerRecovering()) return;
-    scrubber = scrubber_;
-    FillMapLocked(&map);
-  }
-  spdlog::info("every worker is done; scrubbing parity and replicas");
-  v1::ScrubReport report = scrubber(map);
-  absl::MutexLock lock(&mu_);
-  last_scrub_ = std::make_unique<v1::ScrubReport>(report);
-  final_scrub_pending_ = false;
-  final_scrub_done_ = true;
-  spdlog::info("scrub: {} stripes, {} parity mismatches, {} dense replicas, {} mismatches, "
-               "{:.2f} s{}", report.stripes_checked(), report.parity_mismatches(),
-               report.dense_checked(), report.dense_mismatches(), report.seconds(),
-               report.error().empty() ? "" : "; error: " + report.error());
-  if (!report.clean()) {
-    FailJobLocked(report.error().empty()
-                      ? absl::StrCat("final scrub found ", report.parity_mismatches(),
-                                     " parity and ", report.dense_mismatches(),
-                                     " dense replica mismatches")
-                      : "final scrub failed: " + report.error());
-  } else {
-    UpdatePhaseLocked();
-  }
-  PublishLocked();
-}
-
 bool CoordinatorService::data_lost() const {
   absl::MutexLock lock(&mu_);
   return data_lost_;
@@ -719,61 +435,52 @@ void CoordinatorService::GetClusterMap(v1::ClusterMap* map) const {
 
 bool CoordinatorService::Final() const { return IsFinal(phase_); }
 
-bool CoordinatorService::RollingBackLocked() const {
-  if (rollback_generation_ == 0) return false;
-  if (!rollback_ready_) return true;
-  // Reloaded, but a worker that has not rewound yet still reports its position from before
-  // the failure: a checkpoint now would record it with the checkpoint's rows.
+WorkerReports CoordinatorService::WorkerReportsLocked() const {
+  WorkerReports reports;
   for (int w = 0; w < membership_.num_workers(); ++w) {
-    const v1::WorkerProgress* p = membership_.WorkerProgressOf(w);
-    if (p == nullptr) return true;
-    if (!p->done() && p->resumed_generation() < rollback_generation_) return true;
+    reports.push_back(membership_.WorkerProgressOf(w));
   }
-  return false;
+  return reports;
 }
 
 void CoordinatorService::SetPhaseLocked(v1::JobPhase phase) {
   if (phase == phase_) return;
+  // Leaving STARTING (for RUNNING, or straight on to FINISHED) starts the job's clock.
+  const bool started = phase_ == v1::JOB_STARTING && phase != v1::JOB_FAILED;
   phase_ = phase;
   ++phase_changes_;
   const absl::Time now = clock_->Now();
-  if (phase == v1::JOB_RUNNING) progress_.MarkRunning(now);
+  if (started || phase == v1::JOB_RUNNING) progress_.MarkRunning(now);
   if (IsFinal(phase)) progress_.MarkEnded(now);
 }
 
 void CoordinatorService::UpdatePhaseLocked() {
-  if (phase_ == v1::JOB_STARTING && membership_.AllServersActive() &&
-      membership_.AllWorkersRegistered()) {
-    SetPhaseLocked(v1::JOB_RUNNING);
+  PhaseFacts facts;
+  facts.phase = phase_;
+  facts.all_servers_active = membership_.AllServersActive();
+  facts.all_workers_registered = membership_.AllWorkersRegistered();
+  facts.any_server_recovering = membership_.AnyServerRecovering();
+  facts.all_workers_done = membership_.AllWorkersDone();
+  facts.final_checkpoint_wanted = checkpointer_ && schedule_.final_wanted();
+  facts.final_scrub_wanted = scrubber_ && final_scrub_.wanted();
+  const PhaseDecision next = NextPhase(facts);
+  if (next.save_final_checkpoint) schedule_.RequestFinal();  // RunPendingCheckpoint saves it
+  if (next.run_final_scrub) final_scrub_.Request();  // RunPendingScrub finishes the job
+  const v1::JobPhase from = phase_;
+  SetPhaseLocked(next.phase);
+  if (from == v1::JOB_STARTING && next.phase != v1::JOB_STARTING) {
     spdlog::info(
         "job '{}' running: {} servers active, {} workers registered ({:.1f} s after start)",
         job_name_, membership_.num_servers(), membership_.num_workers(),
         absl::ToDoubleSeconds(clock_->Now() - created_));
   }
-  if (phase_ == v1::JOB_RUNNING || phase_ == v1::JOB_RECOVERING) {
-    const bool recovering = membership_.AnyServerRecovering();
-    if (recovering && phase_ == v1::JOB_RUNNING) {
-      SetPhaseLocked(v1::JOB_RECOVERING);
-      spdlog::warn("job '{}' recovering: training goes on while server {} is replaced",
-                   job_name_, absl::StrJoin(RecoveringServersLocked(), ", "));
-    } else if (!recovering && phase_ == v1::JOB_RECOVERING) {
-      SetPhaseLocked(v1::JOB_RUNNING);
-      spdlog::info("job '{}' running: every server is active again", job_name_);
-    }
+  if (from != v1::JOB_RECOVERING && next.phase == v1::JOB_RECOVERING) {
+    spdlog::warn("job '{}' recovering: training goes on while server {} is replaced", job_name_,
+                 absl::StrJoin(RecoveringServersLocked(), ", "));
+  } else if (from == v1::JOB_RECOVERING && next.phase == v1::JOB_RUNNING) {
+    spdlog::info("job '{}' running: every server is active again", job_name_);
   }
-  if ((phase_ == v1::JOB_RUNNING || phase_ == v1::JOB_RECOVERING) &&
-      membership_.AllWorkersDone()) {
-    if (checkpointer_ && save_final_ && !final_checkpoint_done_) {
-      final_checkpoint_pending_ = true;  // RunPendingCheckpoint saves it, then goes on here
-      return;
-    }
-    const std::string& mode = membership_.config().mode;
-    if (scrubber_ && !final_scrub_done_ && (mode == "erasure_code" || mode == "replication")) {
-      final_scrub_pending_ = true;  // RunPendingScrub finishes the job once nothing recovers
-      return;
-    }
-    if (phase_ == v1::JOB_RECOVERING) return;  // finishes once every server is active
-    SetPhaseLocked(v1::JOB_FINISHED);
+  if (next.phase == v1::JOB_FINISHED && from != v1::JOB_FINISHED) {
     const ProgressSummary summary = progress_.Summarize(clock_->Now());
     spdlog::info("job '{}' finished: {} steps, {} samples in {:.1f} s", job_name_, summary.step,
                  summary.samples, summary.elapsed_s);

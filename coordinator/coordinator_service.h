@@ -42,11 +42,14 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/checkpoint_schedule.h"
 #include "coordinator/clock.h"
 #include "coordinator/failure_detector.h"
 #include "coordinator/failure_history.h"
+#include "coordinator/final_scrub.h"
 #include "coordinator/job_progress.h"
 #include "coordinator/membership.h"
+#include "coordinator/rollback_controller.h"
 #include "proto/ecps.pb.h"
 #include "runtime/checkpoint_job.h"
 #include "runtime/placement.h"
@@ -251,9 +254,11 @@ class CoordinatorService {
   };
 
   bool Final() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A rollback started and the servers have not all reloaded yet, or they have and a worker
-  // has not rewound to the checkpoint yet (its reports are still from before the failure).
-  bool RollingBackLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Each worker's latest report (RollbackController's view).
+  WorkerReports WorkerReportsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool RollingBackLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return rollback_.RollingBack(WorkerReportsLocked());
+  }
   void SetPhaseLocked(v1::JobPhase phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdatePhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailJobLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -277,6 +282,9 @@ class CoordinatorService {
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The workers' latest step (minimum) and reader positions.
   CheckpointProgress WorkerCut() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The status of a save from its report: OK when it committed, else the save's own error
+  // code (ALREADY_EXISTS for a step saved before) with its message.
+  static absl::Status SaveStatus(const v1::CheckpointReport& report);
   // Runs the pruner after the save `saved` committed, when that is safe (see SetPruner).
   void PruneAfterSave(const v1::CheckpointReport& saved)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) ABSL_LOCKS_EXCLUDED(mu_);
@@ -301,23 +309,13 @@ class CoordinatorService {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   ServerDeadHandler server_dead_handler_ ABSL_GUARDED_BY(mu_);
   Scrubber scrubber_ ABSL_GUARDED_BY(mu_);
-  bool final_scrub_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool final_scrub_done_ ABSL_GUARDED_BY(mu_) = false;
+  FinalScrub final_scrub_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<v1::ScrubReport> last_scrub_ ABSL_GUARDED_BY(mu_);  // null: none yet
-  const bool save_final_;
   Checkpointer checkpointer_ ABSL_GUARDED_BY(mu_);
-  bool final_checkpoint_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool final_checkpoint_done_ ABSL_GUARDED_BY(mu_) = false;
+  CheckpointSchedule schedule_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<v1::CheckpointReport> last_checkpoint_ ABSL_GUARDED_BY(mu_);  // null: none
-  const bool periodic_;  // mode checkpoint with an interval
-  const int64_t interval_steps_;
-  const double interval_seconds_;
-  int64_t last_periodic_step_ ABSL_GUARDED_BY(mu_) = 0;
-  std::optional<absl::Time> last_periodic_time_ ABSL_GUARDED_BY(mu_);
   Reloader reloader_ ABSL_GUARDED_BY(mu_);
-  uint64_t rollback_generation_ ABSL_GUARDED_BY(mu_) = 0;
-  bool rollback_ready_ ABSL_GUARDED_BY(mu_) = false;
-  v1::CheckpointReport rollback_to_ ABSL_GUARDED_BY(mu_);
+  RollbackController rollback_ ABSL_GUARDED_BY(mu_);
   Pruner pruner_ ABSL_GUARDED_BY(mu_);
   // One save, prune or rollback reload at a time; taken before mu_, never inside it.
   absl::Mutex checkpoint_mu_;

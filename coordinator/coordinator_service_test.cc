@@ -498,10 +498,13 @@ namespace {
 // checkpoint of that step is kept and the job finishes.
 class CoordinatorCheckpointTest : public CoordinatorServiceTest {
  protected:
-  // Starts a 1-server, 2-worker job whose checkpointer returns `result` (error "" = saved).
-  void StartWithCheckpointer(const std::string& error) {
+  // Starts a 1-server, 2-worker job whose checkpointer returns `error` ("" = saved) with
+  // `code`.
+  void StartWithCheckpointer(const std::string& error,
+                             absl::StatusCode code = absl::StatusCode::kAborted) {
     StartJob(1, 2);
-    service_->SetCheckpointer([this, error](const v1::ClusterMap& map,
+    if (error.empty()) code = absl::StatusCode::kOk;
+    service_->SetCheckpointer([this, error, code](const v1::ClusterMap& map,
                                             const std::function<CheckpointProgress()>& progress) {
       ++calls_;
       cut_ = progress();
@@ -511,6 +514,8 @@ class CoordinatorCheckpointTest : public CoordinatorServiceTest {
       for (int64_t p : cut_.reader_positions) report.add_reader_positions(p);
       report.set_error(error);
       report.set_done(error.empty());
+      // What SaveCheckpointOnServers sets: the code of the status the error came from.
+      report.set_error_code(static_cast<int>(code));
       if (error.empty()) report.set_dir("/ckpt/step-000000100");
       return report;
     });
@@ -556,7 +561,8 @@ TEST_F(CoordinatorCheckpointTest, FailedFinalCheckpointFailsTheJob) {
 }
 
 TEST_F(CoordinatorCheckpointTest, ExistingFinalCheckpointIsKept) {
-  StartWithCheckpointer("ALREADY_EXISTS: /ckpt/step-000000100: already committed");
+  StartWithCheckpointer("ALREADY_EXISTS: /ckpt/step-000000100: already committed",
+                        absl::StatusCode::kAlreadyExists);
   FinishWorkers();
   service_->RunPendingCheckpoint();
   EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();

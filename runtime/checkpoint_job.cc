@@ -86,6 +86,8 @@ v1::CheckpointReport SaveCheckpointOnServers(
   options.deadline_ms = std::max(rpc_timeout_ms, 60000);
   FrozenServers frozen(stubs, token, epoch, "checkpoint", options);
   std::string error = frozen.error();
+  // The code the coordinator acts on (ALREADY_EXISTS: that step was saved before).
+  absl::StatusCode code = absl::StatusCode::kAborted;
   std::string tmp_dir;
   if (error.empty()) {
     // Every update the servers hold is in; nothing changes until the unfreeze.
@@ -96,6 +98,7 @@ v1::CheckpointReport SaveCheckpointOnServers(
     auto begun = BeginCheckpoint(root, layout);
     if (!begun.ok()) {
       error = begun.status().ToString();
+      code = begun.status().code();
     } else {
       tmp_dir = *begun;
     }
@@ -174,6 +177,7 @@ v1::CheckpointReport SaveCheckpointOnServers(
       absl::Status s = CommitCheckpoint(tmp_dir, layout, checksums, dense, positions, &final_dir);
       if (!s.ok()) {
         error = s.ToString();
+        code = s.code();
       } else {
         report.set_dir(final_dir);
         report.set_bytes(bytes);
@@ -186,6 +190,7 @@ v1::CheckpointReport SaveCheckpointOnServers(
     fs::remove_all(tmp_dir, ec);  // never taken for a checkpoint anyway; do not leave it around
   }
   report.set_error(error);
+  report.set_error_code(error.empty() ? 0 : static_cast<int>(code));
   report.set_done(error.empty());
   report.set_seconds(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
