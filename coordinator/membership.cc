@@ -36,6 +36,13 @@ std::string NodeName(const NodeRef& node) {
   return absl::StrCat(role, " ", node.id);
 }
 
+std::string DescribeNode(const NodeRef& node) {
+  std::string text = NodeName(node);
+  if (!node.address.empty()) absl::StrAppend(&text, " at ", node.address);
+  absl::StrAppend(&text, " (instance ", node.instance, ")");
+  return text;
+}
+
 Membership::Membership(Config config) : config_(std::move(config)) {
   servers_.resize(std::max(0, config_.servers));
   for (int i = 0; i < static_cast<int>(servers_.size()); ++i) {

@@ -57,6 +57,8 @@ struct NodeRef {
 
 // "server 2", "worker 0", "spare server".
 std::string NodeName(const NodeRef& node);
+// NodeName with the address and instance, for log lines: "server 2 at h:p (instance i)".
+std::string DescribeNode(const NodeRef& node);
 
 class Membership {
  public:
