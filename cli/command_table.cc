@@ -1,0 +1,110 @@
+// The commands of `ecps` and their flags: the one definition cli/command_line.cc parses and
+// renders as help.
+#include "cli/command_line.h"
+
+namespace ecps {
+namespace {
+
+const FlagSpec kToken = {"token", "T", "the job token (default: $ECPS_TOKEN; with --job, DIR/token)"};
+const FlagSpec kJob = {"job", "DIR",
+                       "the output folder of `ecps run`: the coordinator's address and the "
+                       "job token are read from it"};
+const FlagSpec kLogLevel = {"log-level", "L", "trace|debug|info|warn|error (default: "
+                                              "monitoring.log_level)"};
+const FlagSpec kSpec = {"spec", "SPEC", "the job spec (YAML)"};
+const FlagSpec kHost = {"host", "H", "the address to bind (default: cluster.host, else 0.0.0.0)"};
+const FlagSpec kAdvertise = {"advertise", "A",
+                             "the address peers dial (default: the bound host, or for 0.0.0.0 "
+                             "this host's first non-loopback IPv4 address)"};
+const FlagSpec kCoordinator = {"coordinator", "ADDR",
+                               "the coordinator (host:port; default: $ECPS_COORDINATOR, else "
+                               "cluster.coordinator)"};
+const FlagSpec kOutput = {"output", "DIR", "the job's folder (default: job.output_dir)"};
+
+}  // namespace
+
+const std::vector<CommandSpec>& CommandTable() {
+  static const std::vector<CommandSpec>* const table = new std::vector<CommandSpec>{
+      {"run",
+       "SPEC.yaml [--output DIR] [--no-progress] [--backend local|slurm]",
+       "start a whole job on this machine (coordinator, servers, workers), train, report;\n"
+       "      --backend slurm: the roles as job steps of the Slurm allocation it runs in",
+       {kOutput,
+        {"no-progress", "", "no live progress line"},
+        {"backend", "local|slurm",
+         "local: child processes (default); slurm: job steps of the allocation it runs in"}}},
+      {"bench", "throughput|recovery SPEC.yaml [--output DIR]",
+       "compare runs of the same job (throughput, recovery)", {}},
+      {"bench throughput", "SPEC.yaml [--output DIR]",
+       "the same job in-process (no servers) and under `ecps run`; prints the ratio",
+       {kOutput}},
+      {"bench recovery", "SPEC.yaml [--output DIR]",
+       "the same failure under erasure_code, replication and checkpoint; a report",
+       {{"output", "DIR", "where the runs and the report go (default: job.output_dir/"
+                          "bench-recovery)"}}},
+      {"checkpoint", "ADDR | --job DIR",
+       "save a checkpoint of a running job now (to fault_tolerance.checkpoint.dir)",
+       {kToken, kJob}},
+      {"scrub", "ADDR | --job DIR",
+       "check every stripe's parity and every dense replica of a running job",
+       {kToken, kJob}},
+      {"status", "ADDR | --job DIR [--json] [--watch] [--interval-ms N]",
+       "show a running job",
+       {{"json", "", "the status as JSON"},
+        {"watch", "", "redraw until the job ends"},
+        {"interval-ms", "N", "how often --watch redraws (default 1000)"},
+        kToken,
+        kJob}},
+      {"kill", "ADDR | --job DIR server|worker N",
+       "admin drill: the node holding that id kills itself (SIGKILL)",
+       {kToken, kJob}},
+      {"slurm", "SPEC.yaml [-o FILE] [--output DIR]",
+       "write an sbatch script that runs the job under Slurm (docs/deploy.md); default\n"
+       "      FILE: DIR/<job name>.sbatch, DIR the job's folder (job.output_dir); -o - prints it",
+       {{"script", "FILE", "where the script goes (- for standard output)", 'o'}, kOutput}},
+      {"coordinator",
+       "--spec SPEC [--host H] [--advertise A] [--port P] [--port-file F]\n"
+       "              [--address-file F] [--final-status F]",
+       "the coordinator of a cluster deployment (docs/deploy.md)",
+       {kSpec, kHost, kAdvertise,
+        {"port", "P", "the port to listen on (default: cluster.coordinator_port; 0: any)"},
+        {"port-file", "F", "write the port it listens on here"},
+        {"address-file", "F", "write the address it advertises (host:port) here"},
+        {"final-status", "F", "leave the job's last status here as JSON"},
+        kToken, kLogLevel}},
+      {"server",
+       "--spec SPEC [--coordinator ADDR] [--id N] [--host H] [--advertise A] [--port P]",
+       "a parameter server of a cluster deployment (docs/deploy.md)",
+       {kSpec, kCoordinator,
+        {"id", "N", "the server slot to take (default: any free one; -1: a spare)"},
+        kHost, kAdvertise,
+        {"port", "P", "the port to listen on (default 0: any)"},
+        kToken, kLogLevel}},
+      {"worker", "--spec SPEC [--coordinator ADDR] --id N",
+       "a worker of a cluster deployment (docs/deploy.md)",
+       {kSpec, kCoordinator, {"id", "N", "the worker's id, in [0, cluster.workers)"}, kToken,
+        kLogLevel}},
+  };
+  return *table;
+}
+
+const std::string& CommandNotes() {
+  static const std::string* const notes = new std::string(
+      "The single roles (coordinator, server, worker) are for cluster deployments\n"
+      "(docs/deploy.md). --host: the address to bind (default cluster.host, else 0.0.0.0);\n"
+      "--advertise: the address peers dial (default: the bound host, or for 0.0.0.0 this\n"
+      "host's first non-loopback IPv4 address). ADDR (host:port, a DNS name allowed):\n"
+      "--coordinator, else $ECPS_COORDINATOR, else cluster.coordinator. A role keeps trying\n"
+      "to reach the coordinator for cluster.connect_timeout_s, so the roles may start in any\n"
+      "order.\n"
+      "\n"
+      "Every role takes --token T (default: $ECPS_TOKEN) and --log-level L. The operator\n"
+      "commands (checkpoint, scrub, status, kill) take --job DIR instead of ADDR: the output\n"
+      "folder of `ecps run`, which holds the coordinator's address and the job token (DIR/token,\n"
+      "mode 0600); --token or ECPS_TOKEN, when set, are used instead of DIR/token.\n"
+      "\n"
+      "`ecps help CMD` or `ecps CMD --help` describes one command and its flags.\n");
+  return *notes;
+}
+
+}  // namespace ecps
