@@ -1,0 +1,136 @@
+#include "cli/role_spawner.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "runtime/coordinator_client.h"
+#include "runtime/net.h"
+
+namespace ecps {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+RoleSpawner::RoleSpawner(const JobSpec& spec, RoleSetup setup, LaunchBackend* backend,
+                         const std::atomic<int>* interrupted)
+    : spec_(spec), setup_(std::move(setup)), backend_(backend), interrupted_(interrupted) {}
+
+std::string RoleSpawner::LogPath(const std::string& name) const {
+  return (fs::path(setup_.out_dir) / "logs" / (name + ".log")).string();
+}
+
+std::vector<std::string> RoleSpawner::ServerArgv(int id) const {
+  std::vector<std::string> argv = {setup_.self, "server",       "--spec", setup_.spec_file,
+                                   "--coordinator", address_,   "--id",   std::to_string(id),
+                                   "--host",      setup_.bind_host};
+  if (!spec_.cluster.advertise.empty()) {
+    argv.insert(argv.end(), {"--advertise", spec_.cluster.advertise});
+  }
+  return argv;
+}
+
+std::vector<std::string> RoleSpawner::WorkerArgv(int id) const {
+  return {setup_.self, "worker", "--spec", setup_.spec_file, "--coordinator", address_, "--id",
+          std::to_string(id)};
+}
+
+absl::StatusOr<int> RoleSpawner::Spawn(const std::string& name,
+                                       const std::vector<std::string>& argv) {
+  return backend_->Spawn(name, argv, {"ECPS_TOKEN=" + setup_.token}, LogPath(name));
+}
+
+absl::StatusOr<std::string> RoleSpawner::StartCoordinator() {
+  // The coordinator writes the address it advertises (host:port) where the operator
+  // commands look for it (--job DIR); under Slurm it may be on another node, so this is
+  // also how the launcher learns it.
+  const std::string port_file = (fs::path(setup_.out_dir) / "coordinator.port").string();
+  const std::string address_file = (fs::path(setup_.out_dir) / "coordinator.address").string();
+  std::error_code ec;
+  fs::remove(port_file, ec);
+  fs::remove(address_file, ec);
+  std::vector<std::string> argv = {setup_.self,  "coordinator", "--spec", setup_.spec_file,
+                                   "--port-file", port_file,    "--address-file", address_file,
+                                   "--host", setup_.bind_host, "--port",
+                                   std::to_string(spec_.cluster.coordinator_port)};
+  if (!spec_.cluster.advertise.empty()) {
+    argv.insert(argv.end(), {"--advertise", spec_.cluster.advertise});
+  }
+  if (auto spawned = Spawn("coordinator", argv); !spawned.ok()) return spawned.status();
+  auto address = WaitForAddress(address_file);
+  if (!address.ok()) return address.status();
+  address_ = *address;
+  return address_;
+}
+
+absl::Status RoleSpawner::StartServersAndWorkers() {
+  for (int i = 0; i < spec_.cluster.servers; ++i) {
+    if (auto s = Spawn("server-" + std::to_string(i), ServerArgv(i)); !s.ok()) return s.status();
+  }
+  if (spec_.cluster.spares > 0) {
+    if (absl::Status s = WaitForServersRegistered(); !s.ok()) return s;
+    for (int i = 0; i < spec_.cluster.spares; ++i) {
+      if (auto s = Spawn("spare-" + std::to_string(i), ServerArgv(-1)); !s.ok()) return s.status();
+    }
+  }
+  for (int w = 0; w < spec_.cluster.workers; ++w) {
+    if (auto s = Spawn("worker-" + std::to_string(w), WorkerArgv(w)); !s.ok()) return s.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> RoleSpawner::SpawnReplacement(v1::Role role, int id, const std::string& name) {
+  return Spawn(name, role == v1::ROLE_SERVER ? ServerArgv(id) : WorkerArgv(id));
+}
+
+absl::Status RoleSpawner::WaitForServersRegistered() {
+  CoordinatorClient client(address_, setup_.token, "launcher", spec_.cluster.rpc_timeout_ms);
+  auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (Clock::now() < deadline) {
+    if (interrupted_->load() != 0) return absl::CancelledError("interrupted");
+    auto status = client.Status();
+    if (status.ok()) {
+      int registered = 0;
+      for (const auto& n : status->nodes()) {
+        registered += n.role() == v1::ROLE_SERVER && n.id() >= 0 && n.state() != v1::NODE_STANDBY;
+      }
+      if (registered >= spec_.cluster.servers) return absl::OkStatus();
+    }
+    for (int i : backend_->Poll()) {
+      const Child& c = backend_->child(i);
+      return absl::InternalError(c.name + " exited (" + DescribeExit(c.exit_status) +
+                                 ") while starting; its log " + c.log_path + " ends with:\n" +
+                                 TailFile(c.log_path, 10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError("the servers did not register within 120 s");
+}
+
+absl::StatusOr<std::string> RoleSpawner::WaitForAddress(const std::string& address_file) {
+  // A Slurm step may first wait for a node to start it.
+  const int wait_s = backend_->name() == std::string("local") ? 30 : 120;
+  auto deadline = Clock::now() + std::chrono::seconds(wait_s);
+  while (Clock::now() < deadline) {
+    if (interrupted_->load() != 0) return absl::CancelledError("interrupted");
+    std::ifstream f(address_file);
+    std::string address;
+    if (std::getline(f, address) && CheckDialAddress(address).ok()) return address;
+    for (int i : backend_->Poll()) {
+      const Child& c = backend_->child(i);
+      return absl::InternalError("the coordinator exited (" + DescribeExit(c.exit_status) +
+                                 ") before listening; its log " + c.log_path + " ends with:\n" +
+                                 TailFile(c.log_path, 10));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrFormat("the coordinator did not start listening within %d s", wait_s));
+}
+
+}  // namespace ecps

@@ -1,0 +1,68 @@
+// How `ecps run` starts a job's roles: the command line of each role, where its log goes,
+// and the waits between them (the coordinator listening, the servers registered), on a
+// LaunchBackend. Not thread-safe.
+#ifndef ECPS_CLI_ROLE_SPAWNER_H_
+#define ECPS_CLI_ROLE_SPAWNER_H_
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cli/launch_backend.h"
+#include "proto/ecps.pb.h"
+#include "runtime/spec.h"
+
+namespace ecps {
+
+struct RoleSetup {
+  std::string self;        // the ecps binary the roles run
+  std::string spec_file;   // the resolved spec every role reads
+  std::string out_dir;     // the job's folder: logs/NAME.log, coordinator.address
+  std::string token;       // the job token, passed in the environment (ECPS_TOKEN)
+  std::string bind_host;   // what every role binds
+};
+
+class RoleSpawner {
+ public:
+  // `backend` and `interrupted` (non-zero: a signal arrived; every wait gives up) must
+  // outlive the spawner.
+  RoleSpawner(const JobSpec& spec, RoleSetup setup, LaunchBackend* backend,
+              const std::atomic<int>* interrupted);
+
+  // Starts the coordinator and waits until it writes the address it advertises (30 s, or
+  // 120 s for a backend whose steps may wait for a node). INTERNAL with the end of its log
+  // when it exits first, DEADLINE_EXCEEDED, or CANCELLED on a signal.
+  absl::StatusOr<std::string> StartCoordinator();
+
+  // Starts the servers, then (once each holds its slot) the spares, then the workers. A
+  // spare started earlier would take a slot still free.
+  absl::Status StartServersAndWorkers();
+
+  // Starts one more instance of server or worker `id` (a replacement) as child `name`.
+  // Returns its child index.
+  absl::StatusOr<int> SpawnReplacement(v1::Role role, int id, const std::string& name);
+
+  // DIR/logs/NAME.log.
+  std::string LogPath(const std::string& name) const;
+  const std::string& address() const { return address_; }
+
+ private:
+  // A server's command line; id -1 is a spare. It binds what the coordinator binds.
+  std::vector<std::string> ServerArgv(int id) const;
+  std::vector<std::string> WorkerArgv(int id) const;
+  absl::StatusOr<int> Spawn(const std::string& name, const std::vector<std::string>& argv);
+  absl::StatusOr<std::string> WaitForAddress(const std::string& address_file);
+  absl::Status WaitForServersRegistered();
+
+  const JobSpec& spec_;
+  const RoleSetup setup_;
+  LaunchBackend* const backend_;
+  const std::atomic<int>* const interrupted_;
+  std::string address_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_CLI_ROLE_SPAWNER_H_
