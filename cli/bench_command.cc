@@ -1,15 +1,15 @@
 #include "cli/bench_command.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <regex>
-#include <sstream>
 
 #include "absl/strings/str_format.h"
 #include "cli/launcher.h"
 #include "cli/python_script.h"
+#include "nlohmann/json.hpp"
 #include "runtime/spec.h"
 #include "worker/local_trainer.h"
 
@@ -51,24 +51,26 @@ int RunThroughputBench(const std::string& spec_path, const std::string& output_d
   flags.progress = false;
   if (int rc = RunJob(flags); rc != 0) return 1;
   std::ifstream in(std::filesystem::path(out) / "report.json");
-  std::stringstream report;
-  report << in.rdbuf();
-  std::smatch m;
-  std::string text = report.str();
-  if (!std::regex_search(text, m, std::regex("\"samples_per_s\": ([0-9.]+)"))) {
+  const nlohmann::json report = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (report.is_discarded() || !report.contains("samples_per_s") ||
+      !report["samples_per_s"].is_number()) {
     std::fprintf(stderr, "ecps: report.json has no samples_per_s\n");
     return 1;
   }
-  double ps_rate = std::stod(m[1]);
+  double ps_rate = report["samples_per_s"].get<double>();
   double ratio = local_rate > 0 ? ps_rate / local_rate : 0;
   std::printf("ecps bench: in-process %.0f samples/s | ecps run %.0f samples/s | ratio %.3f\n",
               local_rate, ps_rate, ratio);
-  std::ofstream json(std::filesystem::path(out) / "bench.json");
-  json << absl::StrFormat(
-      "{\n  \"spec\": \"%s\",\n  \"steps\": %d,\n  \"batch_size\": %d,\n"
-      "  \"in_process_samples_per_s\": %.1f,\n  \"ecps_run_samples_per_s\": %.1f,\n"
-      "  \"ratio\": %.4f\n}\n",
-      spec_path, spec->job.steps, spec->data.batch_size, local_rate, ps_rate, ratio);
+  const nlohmann::ordered_json bench = {
+      {"spec", spec_path},
+      {"steps", spec->job.steps},
+      {"batch_size", spec->data.batch_size},
+      {"in_process_samples_per_s", std::round(local_rate * 10) / 10},
+      {"ecps_run_samples_per_s", std::round(ps_rate * 10) / 10},
+      {"ratio", std::round(ratio * 1e4) / 1e4},
+  };
+  std::ofstream(std::filesystem::path(out) / "bench.json")
+      << bench.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   return 0;
 }
 
