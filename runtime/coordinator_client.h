@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "proto/ecps.grpc.pb.h"
+#include "runtime/coordinator_link.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -22,25 +23,26 @@ namespace ecps {
 // A string that tells this process incarnation apart from any other: pid@host:start-ns.
 std::string MakeInstanceId();
 
-class CoordinatorClient {
+class CoordinatorClient : public CoordinatorLink {
  public:
   CoordinatorClient(const std::string& address, std::string token, std::string sender,
                     int rpc_timeout_ms);
-  ~CoordinatorClient();
+  ~CoordinatorClient() override;
 
   // Registers; while the coordinator does not answer (not started yet, its name not
   // resolvable yet), retries with backoff for up to `wait_ms`, logging what it waits for.
   absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& address,
                                                 int requested_id, const std::string& instance,
-                                                int wait_ms = 30000);
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request);
+                                                int wait_ms = 30000) override;
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
   // `address`: the address the caller failed to reach, or empty (see ReportFailureRequest).
   absl::Status ReportFailure(v1::Role role, int id, const std::string& reason,
                              const std::string& address = "");
   // Reports parameter server `id` unreachable at `address`, at most once a second per server
   // and address (callers see every failed RPC); errors are ignored: heartbeats remain the
   // backstop.
-  void ReportServerUnreachable(int id, const std::string& reason, const std::string& address);
+  void ReportServerUnreachable(int id, const std::string& reason,
+                               const std::string& address) override;
   absl::StatusOr<v1::StatusResponse> Status();
   // The admin drill: the node holding (role, id) kills itself at its next heartbeat.
   absl::Status Kill(v1::Role role, int id);
@@ -48,14 +50,14 @@ class CoordinatorClient {
   // Starts a background stream that keeps the latest cluster map (reconnecting on errors).
   void StartWatch();
   // The latest map seen (epoch 0 before the first).
-  v1::ClusterMap map() const;
+  v1::ClusterMap map() const override;
   // Waits until `ready(map)` holds or `timeout_ms` passes; returns the map that satisfied it.
   absl::StatusOr<v1::ClusterMap> WaitForMap(const std::function<bool(const v1::ClusterMap&)>& ready,
-                                            int timeout_ms);
+                                            int timeout_ms) override;
 
   const std::string& token() const { return token_; }
   const std::string& sender() const { return sender_; }
-  uint64_t epoch() const;
+  uint64_t epoch() const override;
 
  private:
   void WatchLoop();
