@@ -1,0 +1,91 @@
+// The coordinator process's life in steps, apart from its signals: create the service with
+// its cluster operations (scrub, checkpoint save, prune, reload, what a server's death
+// does), start serving and publish the address (port and address files), serve until the
+// job ended and the linger passed, then stop and leave the final status. RunCoordinator
+// (coordinator_main.h) strings them together; a test drives each with a real gRPC server on
+// a free port.
+#ifndef ECPS_COORDINATOR_COORDINATOR_PROCESS_H_
+#define ECPS_COORDINATOR_COORDINATOR_PROCESS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/clock.h"
+#include "coordinator/coordinator_loop.h"
+#include "coordinator/coordinator_main.h"
+#include "coordinator/coordinator_service.h"
+#include "coordinator/grpc_coordinator.h"
+#include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
+
+namespace ecps {
+
+// How long the job waits for every server to be ACTIVE and every worker registered:
+// options.startup_timeout_ms, or cluster.connect_timeout_s when it is negative (roles start
+// in any order and wait that long for the coordinator).
+absl::Duration StartupTimeout(const CoordinatorOptions& options);
+
+// The failure-detection period: options.tick_ms, or when that is not positive a tenth of
+// the heartbeat timeout, between 1 and 100 ms.
+absl::Duration TickPeriod(const CoordinatorOptions& options);
+
+// The process's exit code for a job that stopped in `phase`: 0 finished, kExitDataLost
+// failed for data loss, 1 failed otherwise or not ended.
+int CoordinatorExitCode(v1::JobPhase phase, bool data_lost);
+
+// Writes `content` to `path` via a temporary file and a rename, so a reader never sees a
+// partial file. INTERNAL naming the file on an error.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
+
+// Not thread-safe: one thread calls the steps in order (Create, Start, Serve, Stop).
+class CoordinatorProcess {
+ public:
+  // The service of options.spec with every cluster operation its mode needs. The error is
+  // a bad spec (the service's or the checkpoint layout's).
+  static absl::StatusOr<std::unique_ptr<CoordinatorProcess>> Create(
+      const CoordinatorOptions& options);
+  ~CoordinatorProcess();  // stops serving, as Stop does, without writing the final status
+
+  // Starts serving on options.listen_host:options.port and writes the port and address
+  // files (when set). On an error (the port taken, the address or a file unwritable) stops
+  // serving and returns it.
+  absl::Status Start();
+
+  // Runs failure detection and the long cluster operations on their own threads, and
+  // returns once the job ended and options.linger_ms passed, or when
+  // `wait_for_signal(period)` (it waits up to `period`) returns a signal number.
+  void Serve(const std::function<int(absl::Duration)>& wait_for_signal);
+
+  // Stops serving (a save in progress finishes first; open map streams end), writes the
+  // final status file (when set) and returns the exit code (CoordinatorExitCode).
+  int Stop();
+
+  CoordinatorService* service() { return service_.get(); }
+  int port() const { return server_.port; }
+  // What the roles dial (host:port); empty before Start.
+  const std::string& advertised() const { return advertised_; }
+
+ private:
+  CoordinatorProcess(const CoordinatorOptions& options, std::string token);
+  absl::Status WireClusterOperations();
+  absl::Status WriteFinalStatus();
+  // Stops the loop, the service and the gRPC server; idempotent.
+  void Shutdown();
+
+  const CoordinatorOptions options_;
+  const std::string token_;
+  RealClock clock_;
+  std::unique_ptr<CoordinatorService> service_;
+  std::unique_ptr<GrpcCoordinator> glue_;
+  GrpcServer server_;
+  std::string advertised_;
+  std::unique_ptr<CoordinatorLoop> loop_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_COORDINATOR_COORDINATOR_PROCESS_H_
