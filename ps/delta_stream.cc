@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "proto/ecps.pb.h"
+#include "ps/cond_wait.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 
@@ -25,8 +26,8 @@ DeltaStreams::DeltaStreams(int self, int servers, DeltaTransport* transport,
 DeltaStreams::~DeltaStreams() {
   stopping_.store(true);
   for (auto& s : streams_) {
-    { std::lock_guard<std::mutex> lock(s->mu); }
-    s->cv.notify_all();
+    { absl::MutexLock lock(&s->mu); }
+    s->cv.SignalAll();
   }
   for (auto& s : streams_) {
     if (s->sender.joinable()) s->sender.join();
@@ -62,19 +63,20 @@ DeltaStreams::Batch::Header DeltaStreams::Batch::ReadHeader(const char* record) 
 
 void DeltaStreams::StopCoalescing(int peer) {
   if (peer < 0 || peer >= static_cast<int>(streams_.size())) return;
-  std::lock_guard<std::mutex> lock(streams_[peer]->mu);
-  streams_[peer]->exact = true;
+  Stream& s = *streams_[peer];
+  absl::MutexLock lock(&s.mu);
+  s.exact = true;
 }
 
 uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
   Stream& s = *streams_[peer];
-  std::unique_lock<std::mutex> lock(s.mu);
+  absl::ReleasableMutexLock lock(&s.mu);
   if (options_.window > 0 && s.enqueued - s.acked >= static_cast<uint64_t>(options_.window)) {
     ++s.flush_waiters;
-    s.cv.notify_all();
-    s.cv.wait(lock, [&] {
-      return stopping_.load() || s.enqueued - s.acked < static_cast<uint64_t>(options_.window);
-    });
+    s.cv.SignalAll();
+    while (!stopping_.load() && s.enqueued - s.acked >= static_cast<uint64_t>(options_.window)) {
+      s.cv.Wait(&s.mu);
+    }
     --s.flush_waiters;
   }
   if (s.pending.count == 0) {
@@ -88,17 +90,21 @@ uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
   ++s.pending_batches;
   s.enqueued += batch.count;
   const uint64_t ticket = s.enqueued;
-  lock.unlock();
-  s.cv.notify_all();
+  lock.Release();
+  s.cv.SignalAll();
   return ticket;
 }
 
 absl::Status DeltaStreams::WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout) {
   Stream& s = *streams_[peer];
-  std::unique_lock<std::mutex> lock(s.mu);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  absl::MutexLock lock(&s.mu);
   ++s.flush_waiters;
-  s.cv.notify_all();
-  bool ok = s.cv.wait_for(lock, timeout, [&] { return stopping_.load() || s.acked >= ticket; });
+  s.cv.SignalAll();
+  while (!stopping_.load() && s.acked < ticket) {
+    if (!WaitBefore(&s.cv, &s.mu, deadline)) break;
+  }
+  const bool ok = stopping_.load() || s.acked >= ticket;
   --s.flush_waiters;
   if (stopping_.load()) return absl::CancelledError("server stopping");
   if (!ok) {
@@ -113,8 +119,9 @@ absl::Status DeltaStreams::Drain(std::chrono::milliseconds timeout) {
   for (size_t p = 0; p < streams_.size(); ++p) {
     uint64_t target;
     {
-      std::lock_guard<std::mutex> lock(streams_[p]->mu);
-      target = streams_[p]->enqueued;
+      const Stream& s = *streams_[p];
+      absl::MutexLock lock(&s.mu);
+      target = s.enqueued;
     }
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -130,7 +137,7 @@ absl::Status DeltaStreams::Drain(std::chrono::milliseconds timeout) {
 int64_t DeltaStreams::unacked() const {
   int64_t total = 0;
   for (const auto& s : streams_) {
-    std::lock_guard<std::mutex> lock(s->mu);
+    absl::MutexLock lock(&s->mu);
     total += static_cast<int64_t>(s->enqueued - s->acked);
   }
   return total;
@@ -150,12 +157,13 @@ void DeltaStreams::SenderLoop(int peer) {
     size_t len = 0, take = 0;
     bool coalesce = false;
     {
-      std::unique_lock<std::mutex> lock(s.mu);
-      s.cv.wait(lock, [&] { return stopping_.load() || s.pending.count > 0; });
+      absl::MutexLock lock(&s.mu);
+      while (!stopping_.load() && s.pending.count == 0) s.cv.Wait(&s.mu);
       if (options_.linger_ms > 0) {
-        s.cv.wait_until(lock, s.first_pending + std::chrono::milliseconds(options_.linger_ms), [&] {
-          return stopping_.load() || s.flush_waiters > 0 || s.pending.count >= flush_at;
-        });
+        const auto deadline = s.first_pending + std::chrono::milliseconds(options_.linger_ms);
+        while (!stopping_.load() && s.flush_waiters == 0 && s.pending.count < flush_at) {
+          if (!WaitBefore(&s.cv, &s.mu, deadline)) break;
+        }
       }
       if (stopping_.load()) return;
       // Take what is pending (up to a batch) out of the stream, so that pushes can queue more
@@ -244,10 +252,10 @@ void DeltaStreams::SenderLoop(int peer) {
     bytes_sent_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
     batches_sent_.fetch_add(1, std::memory_order_relaxed);
     {
-      std::lock_guard<std::mutex> lock(s.mu);
+      absl::MutexLock lock(&s.mu);
       s.acked = last_ticket;
     }
-    s.cv.notify_all();
+    s.cv.SignalAll();
   }
 }
 

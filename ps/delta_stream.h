@@ -15,16 +15,16 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ecps {
 namespace v1 {
@@ -112,17 +112,20 @@ class DeltaStreams {
 
  private:
   struct Stream {
-    std::mutex mu;
-    std::condition_variable cv;
-    Batch pending;            // records not yet sent
-    int pending_batches = 0;  // EnqueueBatch calls in `pending`: with one, no row repeats
-    std::chrono::steady_clock::time_point first_pending;  // when `pending` became non-empty
-    int flush_waiters = 0;  // threads waiting for acks: the sender must not linger
-    bool exact = false;     // StopCoalescing was called
-    uint64_t enqueued = 0;
-    uint64_t acked = 0;
-    uint64_t next_seq = 1;
-    std::thread sender;
+    mutable absl::Mutex mu;
+    absl::CondVar cv;
+    Batch pending ABSL_GUARDED_BY(mu);  // records not yet sent
+    // EnqueueBatch calls in `pending`: with one, no row repeats.
+    int pending_batches ABSL_GUARDED_BY(mu) = 0;
+    // When `pending` became non-empty.
+    std::chrono::steady_clock::time_point first_pending ABSL_GUARDED_BY(mu);
+    // Threads waiting for acks: the sender must not linger.
+    int flush_waiters ABSL_GUARDED_BY(mu) = 0;
+    bool exact ABSL_GUARDED_BY(mu) = false;  // StopCoalescing was called
+    uint64_t enqueued ABSL_GUARDED_BY(mu) = 0;
+    uint64_t acked ABSL_GUARDED_BY(mu) = 0;
+    uint64_t next_seq ABSL_GUARDED_BY(mu) = 1;
+    std::thread sender;  // set at construction, joined at destruction
   };
   void SenderLoop(int peer);
 

@@ -13,12 +13,14 @@ DenseStore::DenseStore(const DenseOptimizer& optimizer, int servers, int server,
       servers_(servers),
       server_(server),
       replicas_(std::min(replicas, servers - 1)) {
-  tensors_.resize(initial.size());
+  tensors_ = std::make_unique<Tensor[]>(initial.size());
   for (size_t i = 0; i < initial.size(); ++i) {
     sizes_.push_back(static_cast<int64_t>(initial[i].size()));
     if (!Holds(static_cast<int>(i))) continue;
-    tensors_[i].state.assign(DenseStateFloats(optimizer_, sizes_[i]), 0.0f);
-    tensors_[i].weights = std::move(initial[i]);
+    Tensor& t = tensors_[i];
+    absl::MutexLock lock(&t.mu);
+    t.state.assign(DenseStateFloats(optimizer_, sizes_[i]), 0.0f);
+    t.weights = std::move(initial[i]);
   }
 }
 
@@ -48,7 +50,7 @@ absl::Status DenseStore::ApplyReplica(int tensor, int64_t version, const float* 
                                       " has a wrong size");
   }
   Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   if (version <= t.version) return absl::OkStatus();  // a resend of an applied update
   if (version != t.version + 1) {
     return absl::FailedPreconditionError("dense replica of tensor " + std::to_string(tensor) +
@@ -64,7 +66,7 @@ absl::Status DenseStore::ApplyAndShip(int tensor, const float* grad, int64_t siz
                                       const ShipFn& ship) {
   if (absl::Status s = Check(tensor, size); !s.ok()) return s;
   Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   ++t.version;
   ApplyDenseUpdate(optimizer_, t.version, size, grad, t.weights.data(), t.state.data());
   return ship(t.version, t.weights, t.state);
@@ -77,7 +79,7 @@ absl::Status DenseStore::CatchUpReplica(int tensor, int64_t version, const std::
                                       " is not replicated on server " + std::to_string(server_));
   }
   Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   if (weights.size() != t.weights.size() * sizeof(float) ||
       state.size() != t.state.size() * sizeof(float)) {
     return absl::InvalidArgumentError("dense replica snapshot of tensor " +
@@ -97,7 +99,7 @@ absl::Status DenseStore::Snapshot(int tensor, std::vector<float>* weights,
                                       " is not held here");
   }
   const Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   *weights = t.weights;
   *state = t.state;
   *version = t.version;
@@ -111,7 +113,7 @@ absl::Status DenseStore::Restore(int tensor, const std::vector<float>& weights,
                                       " is not held here");
   }
   Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   if (weights.size() != t.weights.size() || state.size() != t.state.size()) {
     return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
                                       " restored with wrong sizes");
@@ -128,7 +130,7 @@ absl::Status DenseStore::Checksum(int tensor, uint64_t* checksum, int64_t* versi
                                       " is not held here");
   }
   const Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   uint64_t h = 1469598103934665603ull;
   auto mix = [&h](const std::vector<float>& v) {
     const unsigned char* p = reinterpret_cast<const unsigned char*>(v.data());
@@ -162,7 +164,7 @@ absl::Status DenseStore::Check(int tensor, int64_t size) const {
 absl::Status DenseStore::Read(int tensor, std::vector<float>* out, int64_t* version) const {
   if (absl::Status s = Check(tensor, -1); !s.ok()) return s;
   const Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   *out = t.weights;
   *version = t.version;
   return absl::OkStatus();
@@ -171,7 +173,7 @@ absl::Status DenseStore::Read(int tensor, std::vector<float>* out, int64_t* vers
 absl::Status DenseStore::Apply(int tensor, const float* grad, int64_t size) {
   if (absl::Status s = Check(tensor, size); !s.ok()) return s;
   Tensor& t = tensors_[tensor];
-  std::lock_guard<std::mutex> lock(*t.mu);
+  absl::MutexLock lock(&t.mu);
   ++t.version;
   ApplyDenseUpdate(optimizer_, t.version, size, grad, t.weights.data(), t.state.data());
   return absl::OkStatus();
@@ -186,8 +188,13 @@ int64_t DenseStore::owned_tensors() const {
 
 int64_t DenseStore::bytes() const {
   int64_t total = 0;
-  for (const Tensor& t : tensors_) {
-    total += static_cast<int64_t>((t.weights.size() + t.state.size()) * sizeof(float));
+  // From the sizes, which never change (Restore and CatchUpReplica check them): a tensor's
+  // lock may be held for long while its primary ships an update to a replica that is down,
+  // and the heartbeat's stats must not wait for that.
+  for (int i = 0; i < num_tensors(); ++i) {
+    if (!Holds(i)) continue;
+    total += (sizes_[i] + DenseStateFloats(optimizer_, sizes_[i])) *
+             static_cast<int64_t>(sizeof(float));
   }
   return total;
 }

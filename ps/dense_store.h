@@ -11,10 +11,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/spec.h"
 
 namespace ecps {
@@ -71,17 +72,18 @@ class DenseStore {
 
  private:
   struct Tensor {
-    std::vector<float> weights;
-    std::vector<float> state;
-    int64_t version = 0;
-    std::unique_ptr<std::mutex> mu = std::make_unique<std::mutex>();
+    mutable absl::Mutex mu;
+    std::vector<float> weights ABSL_GUARDED_BY(mu);
+    std::vector<float> state ABSL_GUARDED_BY(mu);
+    int64_t version ABSL_GUARDED_BY(mu) = 0;
   };
   const DenseOptimizer optimizer_;
   const int servers_;
   const int server_;
   const int replicas_;
   std::vector<int64_t> sizes_;
-  std::vector<Tensor> tensors_;  // empty weights for tensors not held here
+  // One per tensor (num_tensors()); empty weights for tensors not held here.
+  std::unique_ptr<Tensor[]> tensors_;
 };
 
 }  // namespace ecps

@@ -32,7 +32,7 @@ EmbeddingStore::EmbeddingStore(const Placement& placement, int server, int dim,
       dim_(dim),
       optimizer_(optimizer),
       payload_floats_(dim + SparseStateFloats(optimizer, dim)),
-      locks_(new std::mutex[kLockStripes]) {}
+      locks_(std::make_unique<absl::Mutex[]>(kLockStripes)) {}
 
 absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
     const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
@@ -104,7 +104,7 @@ absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, flo
     if (i + kPrefetchAhead < slots.size()) {
       __builtin_prefetch(Payload(table, slots[i + kPrefetchAhead]), 0, 3);
     }
-    std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    absl::MutexLock lock(&LockFor(table, slots[i]));
     if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
     std::memcpy(out + i * dim_, Payload(table, slots[i]), sizeof(float) * dim_);
   }
@@ -124,7 +124,7 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
       __builtin_prefetch(&LockFor(table, slots[i + kPrefetchAhead]), 1, 3);
       if (on_delta) __builtin_prefetch(&versions_[table][slots[i + kPrefetchAhead]], 1, 3);
     }
-    std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    absl::MutexLock lock(&LockFor(table, slots[i]));
     if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
     float* payload = Payload(table, slots[i]);
     if (!on_delta) {
@@ -147,7 +147,7 @@ absl::Status EmbeddingStore::ReadPayloads(int table, absl::Span<const int64_t> r
   std::vector<int64_t> slots;
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
-    std::lock_guard<std::mutex> lock(LockFor(table, slots[i]));
+    absl::MutexLock lock(&LockFor(table, slots[i]));
     if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
     std::memcpy(out + i * payload_floats_, Payload(table, slots[i]),
                 sizeof(float) * payload_floats_);
@@ -190,7 +190,7 @@ absl::Status EmbeddingStore::Load(const RowSource& source) {
       absl::Status s = source(t, rows.data(), static_cast<int64_t>(rows.size()), buffer.data());
       if (!s.ok()) return s;
       for (size_t i = 0; i < rows.size(); ++i) {
-        std::lock_guard<std::mutex> lock(LockFor(t, chunk_slots[i]));
+        absl::MutexLock lock(&LockFor(t, chunk_slots[i]));
         std::memcpy(Payload(t, chunk_slots[i]), buffer.data() + i * payload_floats_,
                     sizeof(float) * payload_floats_);
         if (!BitSet(valid_[t], rows[i])) {
@@ -213,7 +213,7 @@ absl::StatusOr<int64_t> EmbeddingStore::ReadSlots(int table, int64_t slot_begin,
   for (int64_t slot = std::max<int64_t>(slot_begin, 0); slot < end; ++slot) {
     int64_t row = placement_.RowAtDataSlot(table, server_, slot);
     if (row < 0) continue;
-    std::lock_guard<std::mutex> lock(LockFor(table, slot));
+    absl::MutexLock lock(&LockFor(table, slot));
     if (!BitSet(valid_[table], row)) return Missing(table, row);
     rows->push_back(row);
     const float* p = Payload(table, slot);
@@ -229,7 +229,7 @@ bool EmbeddingStore::IsValid(int table, int64_t row) const {
 bool EmbeddingStore::InstallRow(int table, int64_t row, const float* payload,
                                 uint32_t version) {
   int64_t slot = placement_.DataLocation(table, row).slot;
-  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  absl::MutexLock lock(&LockFor(table, slot));
   if (BitSet(valid_[table], row)) return false;
   std::memcpy(Payload(table, slot), payload, sizeof(float) * payload_floats_);
   versions_[table][slot] = version;

@@ -124,7 +124,7 @@ absl::Status ParityStore::ApplyBatch(absl::Span<const DeltaRef> deltas) {
     }
     const DeltaRef& d = deltas[i];
     const int64_t slot = where[i].first;
-    std::lock_guard<std::mutex> lock(LockFor(d.table, slot));
+    absl::MutexLock lock(&LockFor(d.table, slot));
     MemberVersion& v = Versions(d.table, slot)[d.j];
     const uint32_t newest = v.newest.load(std::memory_order_relaxed);
     if (!valid_[d.table][slot]) {
@@ -178,7 +178,7 @@ absl::Status ParityStore::Read(int table, int64_t stripe, uint8_t* out, uint32_t
   auto q = ParityIndex(table, stripe);
   if (!q.ok()) return q.status();
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
-  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  absl::MutexLock lock(&LockFor(table, slot));
   if (!valid_[table][slot]) {
     return absl::UnavailableError("parity of stripe " + std::to_string(stripe) + " of table " +
                                   std::to_string(table) + " is not rebuilt yet on server " +
@@ -208,7 +208,7 @@ ParityStore::Install ParityStore::InstallRow(int table, int64_t stripe, const ui
   auto q = ParityIndex(table, stripe);
   if (!q.ok()) return Install::kAlreadyValid;  // not a row of this server: nothing to do
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
-  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  absl::MutexLock lock(&LockFor(table, slot));
   if (valid_[table][slot]) return Install::kAlreadyValid;
   MemberVersion* held = Versions(table, slot);
   for (int j = 0; j < placement_.k(); ++j) {
@@ -228,7 +228,7 @@ absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* pa
   auto q = ParityIndex(table, stripe);
   if (!q.ok()) return q.status();
   int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
-  std::lock_guard<std::mutex> lock(LockFor(table, slot));
+  absl::MutexLock lock(&LockFor(table, slot));
   std::memcpy(Row(table, slot), payload, payload_bytes_);
   SetVersions(table, slot, versions);
   if (!valid_[table][slot]) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -18,12 +19,15 @@ UpdateGate::UpdateGate(std::function<Clock::time_point()> now, std::chrono::mill
 bool UpdateGate::CoveredLocked(const Touches* touches) const {
   if (whole_ > 0) return true;
   if (touches == nullptr || stripe_frozen_.empty()) return false;
-  return (*touches)([this](uint64_t key) { return stripe_frozen_.count(key) > 0; });
+  // Called by `touches` before it returns, so mu_ is still held.
+  return (*touches)([this](uint64_t key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stripe_frozen_.count(key) > 0;
+  });
 }
 
 absl::StatusOr<uint64_t> UpdateGate::Begin(const Touches* touches,
                                            std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   const Clock::time_point deadline = now_() + timeout;
   while (true) {
     ReapLocked(now_());
@@ -32,7 +36,7 @@ absl::StatusOr<uint64_t> UpdateGate::Begin(const Touches* touches,
       return absl::UnavailableError(absl::StrCat("server frozen for over ",
                                                  timeout.count() / 1000, " s"));
     }
-    cv_.wait_for(lock, poll_);
+    cv_.WaitWithTimeout(&mu_, absl::FromChrono(poll_));
   }
   ++in_flight_[generation_];
   return generation_;
@@ -40,15 +44,15 @@ absl::StatusOr<uint64_t> UpdateGate::Begin(const Touches* touches,
 
 void UpdateGate::End(uint64_t generation) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = in_flight_.find(generation);
     if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::Status UpdateGate::Freeze(Lease lease, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   const Clock::time_point now = now_();
   ReapLocked(now);
   const uint64_t id = lease.id;
@@ -82,19 +86,19 @@ absl::Status UpdateGate::Freeze(Lease lease, std::chrono::milliseconds timeout) 
     if (now_() >= deadline) {
       auto held = leases_.find(id);
       if (held != leases_.end()) DropLocked(held, /*lapsed=*/false);
-      lock.unlock();
-      cv_.notify_all();
+      lock.Release();
+      cv_.SignalAll();
       return absl::DeadlineExceededError(absl::StrCat(
           "updates in flight did not finish within ", timeout.count() / 1000, " s"));
     }
-    cv_.wait_for(lock, poll_);
+    cv_.WaitWithTimeout(&mu_, absl::FromChrono(poll_));
     ReapLocked(now_());
   }
   return absl::OkStatus();
 }
 
 absl::Status UpdateGate::Release(uint64_t id, const std::string& owner) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   ReapLocked(now_());
   auto it = leases_.find(id);
   if (it != leases_.end()) {
@@ -103,8 +107,8 @@ absl::Status UpdateGate::Release(uint64_t id, const std::string& owner) {
           "freeze ", id, " is held by ", it->second.lease.owner, ", not ", owner));
     }
     DropLocked(it, /*lapsed=*/false);
-    lock.unlock();
-    cv_.notify_all();
+    lock.Release();
+    cv_.SignalAll();
     return absl::OkStatus();
   }
   for (auto e = ended_.rbegin(); e != ended_.rend(); ++e) {
@@ -125,7 +129,7 @@ absl::Status UpdateGate::Release(uint64_t id, const std::string& owner) {
 
 bool UpdateGate::Holds(uint64_t id, const std::string& owner,
                        absl::Span<const uint64_t> stripes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   ReapLocked(now_());
   auto it = leases_.find(id);
   if (it == leases_.end() || it->second.lease.owner != owner) return false;
@@ -141,7 +145,7 @@ std::vector<UpdateGate::Lease> UpdateGate::ReleaseIf(
     const std::function<bool(const Lease&)>& dead) {
   std::vector<Lease> dropped;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (auto it = leases_.begin(); it != leases_.end();) {
       auto next = std::next(it);
       if (dead(it->second.lease)) {
@@ -152,17 +156,17 @@ std::vector<UpdateGate::Lease> UpdateGate::ReleaseIf(
       it = next;
     }
   }
-  if (!dropped.empty()) cv_.notify_all();
+  if (!dropped.empty()) cv_.SignalAll();
   return dropped;
 }
 
 int64_t UpdateGate::expired() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return expired_;
 }
 
 int UpdateGate::active() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return static_cast<int>(leases_.size());
 }
 
@@ -179,7 +183,7 @@ void UpdateGate::ReapLocked(Clock::time_point now) {
     }
     it = next;
   }
-  if (any) cv_.notify_all();
+  if (any) cv_.SignalAll();
 }
 
 void UpdateGate::DropLocked(std::unordered_map<uint64_t, Held>::iterator it, bool lapsed) {

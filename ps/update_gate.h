@@ -12,19 +12,19 @@
 #define ECPS_PS_UPDATE_GATE_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace ecps {
@@ -61,59 +61,66 @@ class UpdateGate {
   // such as a dense one),
   // for at most `timeout` (UNAVAILABLE), then counts it in flight. Returns the generation to
   // pass to End.
-  absl::StatusOr<uint64_t> Begin(const Touches* touches, std::chrono::milliseconds timeout);
-  void End(uint64_t generation);
+  absl::StatusOr<uint64_t> Begin(const Touches* touches, std::chrono::milliseconds timeout)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void End(uint64_t generation) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Takes the lease and waits until the updates that started before it have finished
   // (DEADLINE_EXCEEDED after `timeout`; the lease is then dropped). Taking a lease the same
   // owner already holds (a retried request) renews it. ALREADY_EXISTS when another owner
   // holds that id.
-  absl::Status Freeze(Lease lease, std::chrono::milliseconds timeout);
+  absl::Status Freeze(Lease lease, std::chrono::milliseconds timeout) ABSL_LOCKS_EXCLUDED(mu_);
   // Lifts the freeze `id` when `owner` holds it. A release repeated after it succeeded is
   // OK; PERMISSION_DENIED when someone else holds the id; FAILED_PRECONDITION when the
   // lease had run out or was dropped (the owner's consistent point was lost); NOT_FOUND for
   // an id never taken.
-  absl::Status Release(uint64_t id, const std::string& owner);
+  absl::Status Release(uint64_t id, const std::string& owner) ABSL_LOCKS_EXCLUDED(mu_);
 
   // True when `owner` holds the live freeze `id` and it covers every key of `stripes`.
-  bool Holds(uint64_t id, const std::string& owner, absl::Span<const uint64_t> stripes);
+  bool Holds(uint64_t id, const std::string& owner, absl::Span<const uint64_t> stripes)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Drops every lease `dead` says is no longer its owner's; returns those dropped.
-  std::vector<Lease> ReleaseIf(const std::function<bool(const Lease&)>& dead);
+  std::vector<Lease> ReleaseIf(const std::function<bool(const Lease&)>& dead)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
-  int64_t expired() const;  // leases dropped by expiry or ReleaseIf so far
-  int active() const;       // live leases
+  // Leases dropped by expiry or ReleaseIf so far.
+  int64_t expired() const ABSL_LOCKS_EXCLUDED(mu_);
+  int active() const ABSL_LOCKS_EXCLUDED(mu_);  // live leases
 
  private:
   struct Held {
     Lease lease;
     Clock::time_point expiry;
   };
-  // Drops expired leases and wakes the waiters (mu_ held).
-  void ReapLocked(Clock::time_point now);
-  void DropLocked(std::unordered_map<uint64_t, Held>::iterator it, bool lapsed);
-  bool CoveredLocked(const Touches* touches) const;
+  // Drops expired leases and wakes the waiters.
+  void ReapLocked(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DropLocked(std::unordered_map<uint64_t, Held>::iterator it, bool lapsed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool CoveredLocked(const Touches* touches) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Remembers how a lease ended, for a Release that comes after (bounded).
-  void RememberLocked(uint64_t id, const std::string& owner, bool lapsed);
+  void RememberLocked(uint64_t id, const std::string& owner, bool lapsed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::function<Clock::time_point()> now_;
   const std::chrono::milliseconds poll_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::unordered_map<uint64_t, Held> leases_;          // guarded by mu_
-  std::unordered_map<uint64_t, int> stripe_frozen_;    // key -> live leases covering it
-  int whole_ = 0;                                      // live whole-server leases
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::unordered_map<uint64_t, Held> leases_ ABSL_GUARDED_BY(mu_);
+  // Key -> live leases covering it.
+  std::unordered_map<uint64_t, int> stripe_frozen_ ABSL_GUARDED_BY(mu_);
+  int whole_ ABSL_GUARDED_BY(mu_) = 0;  // live whole-server leases
   // Updates in flight by the generation they started in: a freeze waits only for those that
   // started before it, so a stream of new updates cannot starve it.
-  uint64_t generation_ = 0;
-  std::map<uint64_t, int64_t> in_flight_;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint64_t, int64_t> in_flight_ ABSL_GUARDED_BY(mu_);
   struct Ended {
     uint64_t id;
     std::string owner;
     bool lapsed;  // expired or dropped, rather than released
   };
-  std::deque<Ended> ended_;  // the last few leases that ended
-  int64_t expired_ = 0;
+  std::deque<Ended> ended_ ABSL_GUARDED_BY(mu_);  // the last few leases that ended
+  int64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace ecps
