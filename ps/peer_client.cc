@@ -17,18 +17,18 @@ PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
 }
 
 void PeerClient::SetAddress(int peer, const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   stubs_[peer] = v1::ParameterServer::NewStub(MakeChannel(address));
   addresses_[peer] = address;
 }
 
 std::string PeerClient::AddressOf(int peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return peer >= 0 && peer < static_cast<int>(addresses_.size()) ? addresses_[peer] : "";
 }
 
 std::shared_ptr<v1::ParameterServer::Stub> PeerClient::StubFor(int peer) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return peer >= 0 && peer < static_cast<int>(stubs_.size()) ? stubs_[peer] : nullptr;
 }
 

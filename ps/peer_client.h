@@ -1,20 +1,23 @@
 // Calls from one parameter server to its peers: parity delta batches (the production
-// DeltaTransport), dense replica updates, and row reads for scrubbing. Channels come from the
+// DeltaTransport), dense replica updates, row reads for scrubbing, and what a rebuild asks
+// of its peers (the production StripeSource). Channels come from the
 // cluster map's server addresses. Thread-safe.
 #ifndef ECPS_PS_PEER_CLIENT_H_
 #define ECPS_PS_PEER_CLIENT_H_
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/delta_stream.h"
+#include "ps/stripe_source.h"
 
 namespace ecps {
 
-class PeerClient : public DeltaTransport {
+class PeerClient : public DeltaTransport, public StripeSource {
  public:
   PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms);
 
@@ -29,25 +32,25 @@ class PeerClient : public DeltaTransport {
   void ReadRowsFromEach(const std::vector<int>& peers,
                         const std::vector<v1::ReadRowsRequest>& requests,
                         std::vector<v1::ReadRowsResponse>* responses,
-                        std::vector<absl::Status>* statuses);
-  absl::Status WriteParity(int peer, const v1::WriteParityRequest& request);
+                        std::vector<absl::Status>* statuses) override;
+  absl::Status WriteParity(int peer, const v1::WriteParityRequest& request) override;
   absl::Status HotRows(int peer, const v1::HotRowsRequest& request,
-                       v1::HotRowsResponse* response);
+                       v1::HotRowsResponse* response) override;
   absl::Status ReadDense(int peer, const v1::ReadDenseRequest& request,
-                         v1::ReadDenseResponse* response);
-  absl::Status Freeze(int peer, const v1::FreezeRequest& request);
+                         v1::ReadDenseResponse* response) override;
+  absl::Status Freeze(int peer, const v1::FreezeRequest& request) override;
   // Points `peer` at a new address (a replacement server).
-  void SetAddress(int peer, const std::string& address);
-  std::string AddressOf(int peer) override;
+  void SetAddress(int peer, const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string AddressOf(int peer) override ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // The stub is shared: SetAddress may replace it while a call is using it.
-  std::shared_ptr<v1::ParameterServer::Stub> StubFor(int peer);
+  std::shared_ptr<v1::ParameterServer::Stub> StubFor(int peer) ABSL_LOCKS_EXCLUDED(mu_);
 
   const int rpc_timeout_ms_;
-  std::mutex mu_;
-  std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs_;  // guarded by mu_
-  std::vector<std::string> addresses_;                              // guarded by mu_
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ecps

@@ -18,30 +18,38 @@
 // member was a data row and r >= 2, the frozen path also re-encodes the survivors' parity
 // rows from the rebuilt data and overwrites any that disagree (a delta the dead server sent
 // to one parity holder but not another), so every stripe leaves the rebuild consistent.
-// Thread-safe.
+// Thread-safe. The parts: RebuildQueue (what to rebuild first), StripeMembers and its pure
+// functions (is a read consistent; what to decode from), StripeSource (the peers).
 #ifndef ECPS_PS_REBUILDER_H_
 #define ECPS_PS_REBUILDER_H_
 
 #include <atomic>
-#include <condition_variable>
+#include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <mutex>
 #include <set>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "ps/dense_store.h"
 #include "ps/embedding_store.h"
 #include "ps/parity_store.h"
-#include "ps/peer_client.h"
+#include "ps/rebuild_queue.h"
 #include "ps/row_code.h"
+#include "ps/stripe_snapshot.h"
+#include "ps/stripe_source.h"
 #include "runtime/task_pool.h"
 
 namespace ecps {
+namespace v1 {
+class FreezeRequest;
+}  // namespace v1
 
 struct RebuildOptions {
   int server = 0;
@@ -91,8 +99,10 @@ struct RebuildProgress {
 
 class Rebuilder {
  public:
+  // `peers` is where the rebuild reads and freezes (PeerClient in production); every pointer
+  // must outlive the Rebuilder.
   Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore* embeddings,
-            ParityStore* parity, DenseStore* dense, PeerClient* peers);
+            ParityStore* parity, DenseStore* dense, StripeSource* peers);
   ~Rebuilder();
 
   // Starts the background rebuild thread.
@@ -100,30 +110,24 @@ class Rebuilder {
   // Blocks until every row of `rows` (rows held here) is valid, rebuilding them first; all
   // missing rows are queued together, so one request's rows are rebuilt in one batch, not one
   // per table. DEADLINE_EXCEEDED after `timeout_ms`.
-  absl::Status EnsureRows(absl::Span<const TableRowsRef> rows, int timeout_ms);
+  absl::Status EnsureRows(absl::Span<const TableRowsRef> rows, int timeout_ms)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Queues the missing rows of `rows` for an on-demand rebuild without waiting for them (a
   // worker's hint for a batch it will pull soon). They may wait for the next hint (see
   // RebuildOptions::max_hint_linger_ms) unless a request needs rows first.
   void Prefetch(absl::Span<const TableRowsRef> rows);
   // Blocks until the dense tensors held here are restored.
-  absl::Status EnsureDense(int timeout_ms);
+  absl::Status EnsureDense(int timeout_ms) ABSL_LOCKS_EXCLUDED(mu_);
   bool dense_ready() const { return dense_ready_.load(std::memory_order_acquire); }
   bool done() const { return done_.load(std::memory_order_acquire); }
-  RebuildProgress progress() const;
+  RebuildProgress progress() const ABSL_LOCKS_EXCLUDED(mu_);
   // The first error that stopped the rebuild (OK while it runs or after it succeeded).
-  absl::Status error() const;
+  absl::Status error() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  struct Item {
-    int table;
-    int64_t stripe;
-  };
-  // What one read of a batch's stripes gathered: for item i and member m (of n), its
-  // payload, whether it is known, and what it says of data member j's version at
-  // versions[(i * n + m) * k + j] (a data member knows only its own, a parity member all k;
-  // a parity member with an update still on its way is not `settled`).
+  using Item = StripeId;
   // One server's members to read of one table: ids (rows of data members, stripes of parity
-  // members) and where each one's answer goes (i * n + m).
+  // members) and where each one's answer goes (StripeMembers::slot).
   struct Want {
     std::vector<int64_t> ids;
     std::vector<size_t> slots;
@@ -135,24 +139,26 @@ class Rebuilder {
   struct ServerWants {
     std::vector<Want> data, parity;  // by table
   };
+  // One read of a batch's stripes: what it gathered, and what it asked of each server.
   struct Members {
-    std::vector<uint8_t> payloads;
-    std::vector<uint8_t> have;
-    std::vector<uint8_t> settled;
-    std::vector<uint32_t> versions;
-    std::vector<ServerWants> wants;  // by server: what the read asks of each
+    StripeMembers got;
+    std::vector<ServerWants> wants;  // by server
   };
-  // Queues the missing rows of a request for OnDemandLoop; returns them. `urgent`: a request
+  // Queues the missing rows of a request on demand; returns them. `urgent`: a request
   // waits for them (the next batch starts at once).
   std::vector<std::pair<int, int64_t>> QueueMissing(absl::Span<const TableRowsRef> rows,
                                                     bool urgent);
-  // When OnDemandLoop starts a batch of hinted rows only (guarded by mu_).
-  std::chrono::steady_clock::time_point HintDeadlineLocked() const;
-  void Loop();           // the background sweep
-  void OnDemandLoop();   // the rows workers wait for
+  void Loop();          // the background sweep
+  void OnDemandLoop();  // the rows workers wait for
+  // The background sweep's next stripes, hot ones first, then the slot cursor's.
+  void NextSweepItems(bool background, std::vector<Item>* items)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After a failed batch: logs now and then and waits a little (false when stopping).
-  bool Backoff(int* failures, const absl::Status& status);
-  // Asks the live parity holders for this server's hottest rows and queues them (hot_).
+  bool Backoff(int* failures, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // Wakes EnsureRows/EnsureDense after installs. Taking mu_ first means no waiter checked
+  // its rows before the installs and waits past the wake-up.
+  void NotifyRebuilt() ABSL_LOCKS_EXCLUDED(mu_);
+  // Asks the live parity holders for this server's hottest rows and queues them.
   void LoadHotRows();
   // Rebuilds the stripes of `items` still missing (their count into *rebuilt, when set).
   // `scratch` holds the reads; each calling thread keeps its own, so that the buffers are
@@ -161,6 +167,9 @@ class Rebuilder {
                         int64_t* rebuilt = nullptr);
   // Reads the batch under a freeze of its stripes (of everything, with restore_dense).
   absl::Status RunFrozen(const std::vector<Item>& items, bool restore_dense);
+  // Freezes (or releases, `on` false) `request` at every server of `peers` at once.
+  absl::Status FreezeAll(const std::vector<int>& peers, const v1::FreezeRequest& request,
+                         uint64_t epoch, bool on);
   // Reads every surviving member of the items' stripes (telling the data servers that this
   // is a rebuild read).
   void ReadMembers(const std::vector<Item>& items, Members* out) const;
@@ -168,8 +177,8 @@ class Rebuilder {
   // frozen); appends the others to `retry`. Frozen, it also writes back parity rows that
   // disagree with the rebuilt data.
   // `freeze_id`: the freeze the items are under when `frozen` (parity writes name it).
-  absl::Status Install(const std::vector<Item>& items, const Members& members, bool frozen,
-                       std::vector<Item>* retry, uint64_t freeze_id = 0);
+  absl::Status Install(const std::vector<Item>& items, const StripeMembers& members,
+                       bool frozen, std::vector<Item>* retry, uint64_t freeze_id = 0);
   absl::Status RestoreDense();
   // The member position this server holds of (table, stripe).
   int MyMember(int table, int64_t stripe) const;
@@ -180,46 +189,39 @@ class Rebuilder {
   EmbeddingStore* embeddings_;
   ParityStore* parity_;
   DenseStore* dense_;
-  PeerClient* peers_;
+  StripeSource* peers_;
   const Placement& placement_;
   const size_t payload_bytes_;
   const std::string sender_;  // the header's sender on every request to a peer
   // The requests of a freeze go to every server at once, from these threads (a read's go
-  // out together from the reading thread: PeerClient::ReadRowsFromEach).
+  // out together from the reading thread: StripeSource::ReadRowsFromEach).
   mutable TaskPool fanout_;
+  // Rows workers ask for, and the hot rows the sweep takes first.
+  RebuildQueue queue_;
 
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   // Separate waits, so that a wake-up goes only to threads that can act on it (a rebuild
   // notifies dozens of times a second).
-  std::condition_variable rebuilt_cv_;  // rows or dense tensors installed: EnsureRows/Dense
-  std::condition_variable queued_cv_;   // rows queued on demand, or all done: OnDemandLoop
-  std::condition_variable stop_cv_;     // stopping_ set: the sweep's and Backoff's sleeps
-  std::deque<Item> on_demand_;  // guarded by mu_
-  std::deque<Item> hot_;        // guarded by mu_: hottest first, swept before the slots
-  int64_t on_demand_count_ = 0;  // guarded by mu_: rows the on-demand thread rebuilt
-  // Guarded by mu_: a request waits for rows in on_demand_; when the oldest row still queued
-  // arrived (a hint's, or a request's); when the last hint arrived, and the mean interval
-  // between hints (0: unknown).
-  bool urgent_ = false;
-  std::chrono::steady_clock::time_point first_hint_{};
-  std::chrono::steady_clock::time_point last_hint_{};
-  double hint_interval_ms_ = 0;
-  absl::Status error_;           // guarded by mu_
-  bool stopping_ = false;        // guarded by mu_
-  int64_t cursor_table_ = 0;     // background position: guarded by mu_
-  int64_t cursor_slot_ = 0;      // data slots first, then parity slots
-  bool cursor_parity_ = false;
+  absl::CondVar rebuilt_cv_;  // rows or dense tensors installed: EnsureRows/Dense
+  absl::CondVar stop_cv_;     // stopping_ set: the sweep's and Backoff's sleeps
+  int64_t on_demand_count_ ABSL_GUARDED_BY(mu_) = 0;  // rows the on-demand thread rebuilt
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The background position: data slots first, then parity slots, table by table.
+  int64_t cursor_table_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t cursor_slot_ ABSL_GUARDED_BY(mu_) = 0;
+  bool cursor_parity_ ABSL_GUARDED_BY(mu_) = false;
   std::chrono::steady_clock::time_point started_;
-  std::chrono::steady_clock::time_point background_allowed_at_{};  // guarded by mu_
+  std::chrono::steady_clock::time_point background_allowed_at_ ABSL_GUARDED_BY(mu_){};
   std::atomic<int64_t> rows_done_{0};
   int64_t rows_total_ = 0;
   std::atomic<bool> dense_ready_{false};
   std::atomic<uint64_t> freeze_count_{0};
   std::atomic<int64_t> frozen_stripes_{0};
   std::atomic<int64_t> reread_stripes_{0};  // stripes read again, caught mid-update
-  // Guarded by mu_: how long each on-demand batch took (for the log line at the end; a
-  // double per batch, about 1,800 in bench-recovery).
-  std::vector<double> on_demand_ms_;
+  // How long each on-demand batch took (for the log line at the end; a double per batch,
+  // about 1,800 in bench-recovery).
+  std::vector<double> on_demand_ms_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> done_{false};
   std::thread thread_;
   std::thread on_demand_thread_;
