@@ -1,5 +1,8 @@
 // The parameter server's request handlers, apart from any transport (the gRPC glue in
-// grpc_parameter_server.h only adapts this class). Thread-safe.
+// grpc_parameter_server.h only adapts this class). Thread-safe. Its parts: UpdateGate
+// (freezes and updates in flight), ParityReceiver (parity deltas and dense replicas from
+// peers), Rebuilder (on a replacement). parameter_server.cc holds the data path and
+// checkpoints, parameter_server_peers.cc what peers and the coordinator ask.
 //
 // Every handler first checks the request header (token: UNAUTHENTICATED; epoch older than
 // the server's: FAILED_PRECONDITION), then validates the whole request (tables, row ids,
@@ -26,16 +29,17 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "ps/delta_stream.h"
 #include "ps/dense_store.h"
 #include "ps/embedding_store.h"
+#include "ps/parity_receiver.h"
 #include "ps/parity_store.h"
 #include "ps/peer_client.h"
 #include "ps/rebuilder.h"
@@ -176,15 +180,14 @@ class ParameterServerCore {
   // requests are checked against), and the coordinator's word on deaths: the freezes of an
   // owner the map says is dead or replaced are dropped here. Before the first call peer
   // requests are checked without it (servers started outside a job, in tests).
-  void FollowMap(const v1::ClusterMap& map);
+  void FollowMap(const v1::ClusterMap& map) ABSL_LOCKS_EXCLUDED(map_mu_);
 
   // Starts the rebuild of a replacement server (a no-op otherwise).
   void StartRebuild();
   // True once every row and dense tensor held here is valid (always, unless a replacement).
   bool rebuilt() const;
-  // A sender's parity stream restarts when it comes from a new process incarnation.
 
-  void FillStats(v1::ServerStats* stats) const;
+  void FillStats(v1::ServerStats* stats) const ABSL_LOCKS_EXCLUDED(rate_mu_);
 
   // The parity row this server holds of (table, stripe) (tests; recovery reads).
   absl::Status ReadParityRow(int table, int64_t stripe, std::vector<uint8_t>* out) const;
@@ -197,7 +200,7 @@ class ParameterServerCore {
   // gives the id to another instance or says it is dead; UNAVAILABLE when the map is older
   // than the request and does not know the instance yet (the sender retries).
   absl::Status CheckPeer(int server, const std::string& instance, uint64_t epoch,
-                         const char* what) const;
+                         const char* what) const ABSL_LOCKS_EXCLUDED(map_mu_);
   // Counts and logs a refused peer request; returns `status`.
   absl::Status Refuse(absl::Status status, const v1::RequestHeader& header,
                       const char* what) const;
@@ -224,6 +227,8 @@ class ParameterServerCore {
   std::atomic<bool> ready_{false};
   std::atomic<bool> fenced_{false};
   ServerParts parts_;
+  // Parity deltas and dense replica updates from peers (set by Install; it uses parts_).
+  std::unique_ptr<ParityReceiver> receiver_;
 
   // Freezes (leases; several rebuilders and the coordinator may freeze at once) and the
   // updates in flight.
@@ -234,23 +239,18 @@ class ParameterServerCore {
     std::string instance;
     int state = 0;  // v1::NodeState
   };
-  mutable std::mutex map_mu_;
-  std::vector<Member> members_;  // guarded by map_mu_
-  uint64_t members_epoch_ = 0;   // guarded by map_mu_; 0: no map yet
+  mutable absl::Mutex map_mu_;
+  std::vector<Member> members_ ABSL_GUARDED_BY(map_mu_);
+  uint64_t members_epoch_ ABSL_GUARDED_BY(map_mu_) = 0;  // 0: no map yet
 
   mutable std::atomic<int64_t> refused_{0};
 
-  mutable std::mutex rate_mu_;
-  mutable std::chrono::steady_clock::time_point rate_time_ = std::chrono::steady_clock::now();
-  mutable int64_t rate_bytes_ = 0;  // guarded by rate_mu_
-  mutable double rate_ = 0;         // guarded by rate_mu_
-
-  // Per-sender delta stream state, one entry per server id (never for made-up senders: the
-  // id is checked against the placement first).
-  std::mutex seq_mu_;
-  std::unordered_map<int, uint64_t> applied_seq_;             // guarded by seq_mu_
-  std::unordered_map<int, std::string> sender_instance_;      // guarded by seq_mu_
-  std::unordered_map<int, std::unique_ptr<std::mutex>> sender_mu_;  // guarded by seq_mu_
+  // The delta bytes rate that FillStats reports.
+  mutable absl::Mutex rate_mu_;
+  mutable std::chrono::steady_clock::time_point rate_time_ ABSL_GUARDED_BY(rate_mu_) =
+      std::chrono::steady_clock::now();
+  mutable int64_t rate_bytes_ ABSL_GUARDED_BY(rate_mu_) = 0;
+  mutable double rate_ ABSL_GUARDED_BY(rate_mu_) = 0;
 };
 
 }  // namespace ecps
