@@ -1,27 +1,15 @@
 #include "ps/rebuild_queue.h"
 
-#include <atomic>
 #include <future>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "ps/fake_clock.h"
 
 namespace ecps {
 namespace {
 
 using std::chrono::milliseconds;
-
-// A clock the test moves by hand.
-class FakeClock {
- public:
-  RebuildQueue::Clock::time_point Now() const {
-    return RebuildQueue::Clock::time_point(milliseconds(ms_.load()));
-  }
-  void Advance(milliseconds d) { ms_.fetch_add(d.count()); }
-
- private:
-  std::atomic<int64_t> ms_{1'000'000};
-};
 
 class RebuildQueueTest : public ::testing::Test {
  protected:
@@ -35,7 +23,7 @@ class RebuildQueueTest : public ::testing::Test {
     return queue_.TakeDue(max, &batch_) ? batch_.size() : 0;
   }
 
-  FakeClock clock_;
+  FakeSteadyClock clock_;
   RebuildQueue queue_;
   std::vector<StripeId> batch_;
 };

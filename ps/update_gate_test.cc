@@ -1,27 +1,15 @@
 #include "ps/update_gate.h"
 
-#include <atomic>
 #include <future>
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "ps/fake_clock.h"
 
 namespace ecps {
 namespace {
 
 using std::chrono::milliseconds;
-
-// A clock the test moves by hand; the gate polls it every millisecond.
-class FakeClock {
- public:
-  UpdateGate::Clock::time_point Now() const {
-    return UpdateGate::Clock::time_point(milliseconds(ms_.load()));
-  }
-  void Advance(milliseconds d) { ms_.fetch_add(d.count()); }
-
- private:
-  std::atomic<int64_t> ms_{1'000'000};
-};
 
 class UpdateGateTest : public ::testing::Test {
  protected:
@@ -54,7 +42,7 @@ class UpdateGateTest : public ::testing::Test {
     return true;
   }
 
-  FakeClock clock_;
+  FakeSteadyClock clock_;
   UpdateGate gate_;
 };
 
