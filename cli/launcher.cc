@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "checkpoint/layout.h"
 #include "cli/drills.h"
 #include "cli/job_dir.h"
 #include "cli/launch_backend.h"
@@ -29,7 +30,6 @@
 #include "coordinator/coordinator_main.h"
 #include "proto/ecps.pb.h"
 #include "ps/server_main.h"
-#include "runtime/checkpoint_job.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/spec.h"
 

@@ -9,6 +9,8 @@ find_package(GTest CONFIG REQUIRED)
 find_package(benchmark CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(nlohmann_json 3 CONFIG REQUIRED)
 
 find_package(OpenBLAS CONFIG REQUIRED)   # variables only
 add_library(ecps_openblas INTERFACE)

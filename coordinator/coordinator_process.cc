@@ -14,12 +14,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/layout.h"
+#include "coordinator/checkpoint_job.h"
 #include "coordinator/process_probe.h"
+#include "coordinator/scrub.h"
 #include "google/protobuf/util/json_util.h"
-#include "runtime/checkpoint.h"
-#include "runtime/checkpoint_job.h"
 #include "runtime/net.h"
-#include "runtime/scrub.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {

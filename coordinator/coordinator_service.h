@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "coordinator/checkpoint_job.h"
 #include "coordinator/checkpoint_schedule.h"
 #include "coordinator/clock.h"
 #include "coordinator/failure_detector.h"
@@ -51,7 +52,6 @@
 #include "coordinator/membership.h"
 #include "coordinator/rollback_controller.h"
 #include "proto/ecps.pb.h"
-#include "runtime/checkpoint_job.h"
 #include "runtime/placement.h"
 #include "runtime/spec.h"
 
@@ -164,7 +164,7 @@ class CoordinatorService {
 
   void SetServerDeadHandler(ServerDeadHandler handler);
 
-  // Checks parity and dense replicas across the servers of `map` (runtime/scrub.h in
+  // Checks parity and dense replicas across the servers of `map` (coordinator/scrub.h in
   // production; tests inject their own). Set before the job starts.
   using Scrubber = std::function<v1::ScrubReport(const v1::ClusterMap& map)>;
   void SetScrubber(Scrubber scrubber);
@@ -180,7 +180,7 @@ class CoordinatorService {
   void RunPendingScrub();
 
   // Saves a checkpoint of the servers of `map`; calls `progress` once every server is frozen
-  // for the step and reader positions to record (runtime/checkpoint_job.h in production).
+  // for the step and reader positions to record (coordinator/checkpoint_job.h in production).
   using Checkpointer = std::function<v1::CheckpointReport(
       const v1::ClusterMap& map, const std::function<CheckpointProgress()>& progress)>;
   void SetCheckpointer(Checkpointer checkpointer);
@@ -195,7 +195,7 @@ class CoordinatorService {
   // progress (the servers hold no consistent state until every one has reloaded).
   absl::Status Checkpoint(const v1::CheckpointRequest& request, v1::CheckpointReport* report);
 
-  // Deletes old checkpoints after a save that committed (runtime/checkpoint.h PruneCheckpoints
+  // Deletes old checkpoints after a save that committed (checkpoint/store.h PruneCheckpoints
   // with checkpoint.keep in production), given the save's report; returns the directories it
   // removed. Called after every committed save (ecps checkpoint, periodic, final; the final one
   // before the job moves on), never at the same time as another save or a rollback's reload,

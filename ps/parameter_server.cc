@@ -12,9 +12,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "proto/ecps.pb.h"
 #include "ps/wire_bytes.h"
-#include "runtime/checkpoint.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 

@@ -158,7 +158,7 @@ class ParameterServerCore {
   absl::Status ReadDense(const v1::ReadDenseRequest& request,
                          v1::ReadDenseResponse* response) const;
 
-  // Checkpoint writer (runtime/checkpoint.h): writes every data row held here into the
+  // Checkpoint writer (checkpoint/checkpoint.h): writes every data row held here into the
   // pre-sized table files of request.tmp_dir at their logical offsets (TableWriter), and each
   // dense tensor this server is primary of (WriteDense); reports per-table partial checksums
   // and row counts and the dense entries. Call while frozen (the coordinator freezes every

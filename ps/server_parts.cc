@@ -8,10 +8,10 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "checkpoint/layout.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
 #include "proto/ecps.pb.h"
-#include "runtime/checkpoint_job.h"
 #include "runtime/rpc.h"
 
 namespace ecps {

@@ -13,9 +13,9 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
 #include "tests/ecps_process.h"
-#include "runtime/checkpoint.h"
 
 namespace ecps {
 namespace {

@@ -8,8 +8,9 @@
 #include <sstream>
 #include <thread>
 
+#include "checkpoint/layout.h"
+#include "coordinator/checkpoint_job.h"
 #include "gtest/gtest.h"
-#include "runtime/checkpoint_job.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 

@@ -9,10 +9,10 @@
 #include <random>
 #include <thread>
 
+#include "coordinator/scrub.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/row_code.h"
-#include "runtime/scrub.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 

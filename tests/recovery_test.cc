@@ -7,10 +7,10 @@
 #include <random>
 #include <thread>
 
+#include "coordinator/scrub.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/rpc.h"
-#include "runtime/scrub.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/layout.h"
 #include "kernels/dlrm.h"
-#include "runtime/checkpoint_job.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 #include "worker/ps_client.h"

@@ -5,8 +5,8 @@
 // streams drain), has each server check the parity rows it holds, compares dense checksums,
 // and always unfreezes every server it froze. Used by the coordinator's Scrub RPC (and so by
 // `ecps scrub` and the end of every erasure_code job) and by tests.
-#ifndef ECPS_RUNTIME_SCRUB_H_
-#define ECPS_RUNTIME_SCRUB_H_
+#ifndef ECPS_COORDINATOR_SCRUB_H_
+#define ECPS_COORDINATOR_SCRUB_H_
 
 #include <string>
 #include <vector>
@@ -23,4 +23,4 @@ v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const st
 
 }  // namespace ecps
 
-#endif  // ECPS_RUNTIME_SCRUB_H_
+#endif  // ECPS_COORDINATOR_SCRUB_H_

@@ -1,4 +1,4 @@
-#include "runtime/frozen_servers.h"
+#include "coordinator/frozen_servers.h"
 
 #include <random>
 

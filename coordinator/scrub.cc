@@ -1,12 +1,12 @@
-#include "runtime/scrub.h"
+#include "coordinator/scrub.h"
 
 #include <chrono>
 #include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "coordinator/frozen_servers.h"
 #include "proto/ecps.grpc.pb.h"
-#include "runtime/frozen_servers.h"
 #include "runtime/rpc.h"
 
 namespace ecps {

@@ -1,9 +1,9 @@
-// Checkpoints of a running job: the layout a job's spec implies, finding the checkpoint a
-// job resumes from, and the coordinator's side of saving one across the servers over RPC
-// (docs/checkpoints.md, "Saving, resuming, resharding"). The file format itself is
-// runtime/checkpoint.h.
-#ifndef ECPS_RUNTIME_CHECKPOINT_JOB_H_
-#define ECPS_RUNTIME_CHECKPOINT_JOB_H_
+// The coordinator's side of a running job's checkpoints: saving one across the servers over
+// RPC, and reloading the newest on every server (docs/checkpoints.md, "Saving, resuming,
+// resharding"). The file format is checkpoint/checkpoint.h; the layout from the spec and
+// the resume lookup are checkpoint/layout.h.
+#ifndef ECPS_COORDINATOR_CHECKPOINT_JOB_H_
+#define ECPS_COORDINATOR_CHECKPOINT_JOB_H_
 
 #include <cstdint>
 #include <functional>
@@ -11,26 +11,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "checkpoint/format.h"
 #include "proto/ecps.pb.h"
-#include "runtime/checkpoint.h"
-#include "runtime/spec.h"
 
 namespace ecps {
-
-// The layout of a checkpoint of this job's model at `step`: table rows, payload size (the
-// sparse optimizer's), every dense tensor's size and optimizer-state size.
-absl::StatusOr<CheckpointLayout> CheckpointLayoutFor(const JobSpec& spec, int64_t step = 0);
-
-// The checkpoint directory `path` names: `path` itself when it is a checkpoint directory
-// (it holds a MANIFEST.json, a table or dense file, or is named step-N), otherwise the newest
-// committed checkpoint under it (LatestCheckpoint). A checkpoint directory without its
-// manifest is refused here: NOT_FOUND "DIR/MANIFEST.json: missing".
-absl::StatusOr<std::string> ResolveCheckpointDir(const std::string& path);
-
-// Finds (ResolveCheckpointDir), reads and checks the checkpoint `spec.job.resume_from` names
-// against the job's model (CheckLayoutMatches). With `verify` every file's size and checksum
-// are checked too (VerifyCheckpoint: reads every byte). Errors name the file at fault.
-absl::StatusOr<Manifest> OpenResumeCheckpoint(const JobSpec& spec, bool verify);
 
 // The workers' progress at the moment of the save (read after the servers are frozen).
 struct CheckpointProgress {
@@ -61,4 +45,4 @@ absl::StatusOr<v1::CheckpointReport> ReloadCheckpointOnServers(
 
 }  // namespace ecps
 
-#endif  // ECPS_RUNTIME_CHECKPOINT_JOB_H_
+#endif  // ECPS_COORDINATOR_CHECKPOINT_JOB_H_

@@ -2,8 +2,8 @@
 // each server stops taking updates, lets the ones in flight finish and drains its parity
 // delta streams. Resume() (or the destructor) resumes exactly the servers it froze.
 // Not thread-safe.
-#ifndef ECPS_RUNTIME_FROZEN_SERVERS_H_
-#define ECPS_RUNTIME_FROZEN_SERVERS_H_
+#ifndef ECPS_COORDINATOR_FROZEN_SERVERS_H_
+#define ECPS_COORDINATOR_FROZEN_SERVERS_H_
 
 #include <memory>
 #include <string>
@@ -45,4 +45,4 @@ class FrozenServers {
 
 }  // namespace ecps
 
-#endif  // ECPS_RUNTIME_FROZEN_SERVERS_H_
+#endif  // ECPS_COORDINATOR_FROZEN_SERVERS_H_

@@ -3,12 +3,14 @@
 // disk, not what the code of the day produces. The fixture is never regenerated.
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "gtest/gtest.h"
-#include "runtime/checkpoint.h"
 
 namespace ecps {
 namespace {
@@ -64,6 +66,17 @@ TEST(CheckpointFixtureTest, ManifestWrittenBeforeTheChangeStillParses) {
   EXPECT_EQ(m->reader_positions, (std::vector<int64_t>{100, 250}));
 }
 
+// Today's manifest writer produces the earlier build's text byte for byte.
+TEST(CheckpointFixtureTest, TodaysManifestTextIsTheFixturesText) {
+  std::ifstream in(kFixture + "/MANIFEST.json", std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_FALSE(text.str().empty());
+  auto m = ReadManifest(kFixture);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(ManifestToJson(*m), text.str());
+}
+
 TEST(CheckpointFixtureTest, CheckpointWrittenBeforeTheChangeStillVerifies) {
   ASSERT_TRUE(VerifyCheckpoint(kFixture).ok()) << VerifyCheckpoint(kFixture);
   auto m = ReadManifest(kFixture);
@@ -90,8 +103,7 @@ TEST(CheckpointFixtureTest, CheckpointWrittenBeforeTheChangeStillVerifies) {
 
 // Today's writer, given the same contents, computes the same checksums as the earlier build.
 TEST(CheckpointFixtureTest, TodaysWriterReproducesTheFixturesChecksums) {
-  const std::string root =
-      (fs::path(testing::TempDir()) / "checkpoint_fixture_rewrite").string();
+  const std::string root = (fs::path(testing::TempDir()) / "checkpoint_fixture_rewrite").string();
   fs::remove_all(root);
   const CheckpointLayout l = FixtureLayout();
   auto tmp = BeginCheckpoint(root, l);
