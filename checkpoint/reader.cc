@@ -23,6 +23,20 @@ constexpr int64_t kMaxReadSpanBytes = 4 << 20;
 // Whole-table verification reads this much at a time.
 constexpr int64_t kVerifyChunkBytes = 8 << 20;
 
+// Opens a data file of the checkpoint read-only; DATA_LOSS naming it when it is missing or its
+// size is not the `expected` one the manifest implies. The caller owns the descriptor.
+absl::StatusOr<int> OpenWithManifestSize(const std::string& path, int64_t expected) {
+  ASSIGN_OR_RETURN(int fd, OpenForRead(path, absl::StatusCode::kDataLoss));
+  FdCloser closer(fd);
+  ASSIGN_OR_RETURN(int64_t size, FileSize(fd, path));
+  if (size != expected) {
+    return FileError(absl::StatusCode::kDataLoss, path,
+                     absl::StrCat("size is ", size, " bytes, the manifest says ", expected,
+                                  size < expected ? " (truncated)" : ""));
+  }
+  return closer.release();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const Manifest& manifest,
@@ -33,15 +47,8 @@ absl::StatusOr<std::unique_ptr<TableReader>> TableReader::Open(const Manifest& m
         absl::StrCat("table ", table, " out of range [0, ", l.table_rows.size(), ")"));
   }
   std::string path = JoinPath(manifest.dir, TableFileName(table));
-  ASSIGN_OR_RETURN(int fd, OpenForRead(path, absl::StatusCode::kDataLoss));
+  ASSIGN_OR_RETURN(int fd, OpenWithManifestSize(path, TableFileBytes(l, table)));
   FdCloser closer(fd);
-  ASSIGN_OR_RETURN(int64_t size, FileSize(fd, path));
-  const int64_t expected = TableFileBytes(l, table);
-  if (size != expected) {
-    return FileError(absl::StatusCode::kDataLoss, path,
-                     absl::StrCat("size is ", size, " bytes, the manifest says ", expected,
-                                  size < expected ? " (truncated)" : ""));
-  }
   return std::unique_ptr<TableReader>(
       new TableReader(std::move(path), closer.release(), l.table_rows[table], l.payload_floats));
 }
@@ -133,15 +140,8 @@ absl::Status ReadDense(const Manifest& manifest, int tensor, std::vector<float>*
         absl::StrCat("dense tensor ", tensor, " out of range [0, ", l.dense_sizes.size(), ")"));
   }
   const std::string path = JoinPath(manifest.dir, DenseFileName(tensor));
-  ASSIGN_OR_RETURN(int fd, OpenForRead(path, absl::StatusCode::kDataLoss));
+  ASSIGN_OR_RETURN(int fd, OpenWithManifestSize(path, DenseFileBytes(l, tensor)));
   FdCloser closer(fd);
-  ASSIGN_OR_RETURN(int64_t size, FileSize(fd, path));
-  const int64_t expected = DenseFileBytes(l, tensor);
-  if (size != expected) {
-    return FileError(absl::StatusCode::kDataLoss, path,
-                     absl::StrCat("size is ", size, " bytes, the manifest says ", expected,
-                                  size < expected ? " (truncated)" : ""));
-  }
   DenseHeader header;
   std::vector<float> w(static_cast<size_t>(l.dense_sizes[tensor]));
   std::vector<float> s(static_cast<size_t>(l.dense_state_floats[tensor]));
