@@ -14,8 +14,9 @@
 
 #include "benchmark/benchmark.h"
 #include "kernels/dense_ops.h"
-#include "worker/data.h"
 #include "kernels/dlrm.h"
+#include "kernels/spec_config.h"
+#include "worker/data.h"
 #include "worker/local_trainer.h"
 
 namespace ecps {
@@ -63,7 +64,7 @@ BENCHMARK(BM_TrainStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealT
 void BM_ForwardBackward(benchmark::State& state) {
   SetBlasThreads(static_cast<int>(state.range(0)));
   const JobSpec spec = QuickstartJob();
-  auto model = Dlrm::Create(spec.model, kBatch);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), kBatch);
   std::vector<std::vector<float>> params, grads;
   (*model)->InitDense(1, &params);
   std::vector<const float*> pp;

@@ -10,25 +10,27 @@
 #include "checkpoint/store.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
+#include "kernels/spec_config.h"
 
 namespace ecps {
 namespace fs = std::filesystem;
 
 absl::StatusOr<CheckpointLayout> CheckpointLayoutFor(const JobSpec& spec, int64_t step) {
-  auto model = Dlrm::Create(spec.model, 1);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), 1);
   if (!model.ok()) return model.status();
   CheckpointLayout layout;
   layout.job = spec.job.name;
   layout.step = step;
   layout.dim = spec.model.embedding_dim;
   layout.payload_floats =
-      spec.model.embedding_dim + SparseStateFloats(spec.optimizer.sparse, spec.model.embedding_dim);
-  layout.sparse_optimizer = spec.optimizer.sparse.type;
-  layout.dense_optimizer = spec.optimizer.dense.type;
+      spec.model.embedding_dim + SparseStateFloats(ToSparseOptimizerConfig(spec.optimizer.sparse),
+                                                         spec.model.embedding_dim);
+  layout.sparse_optimizer = ToString(spec.optimizer.sparse.type);
+  layout.dense_optimizer = ToString(spec.optimizer.dense.type);
   layout.table_rows = spec.model.table_rows;
   for (const DenseTensorInfo& t : (*model)->tensors()) {
     layout.dense_sizes.push_back(t.size);
-    layout.dense_state_floats.push_back(DenseStateFloats(spec.optimizer.dense, t.size));
+    layout.dense_state_floats.push_back(DenseStateFloats(ToDenseOptimizerConfig(spec.optimizer.dense), t.size));
   }
   return layout;
 }

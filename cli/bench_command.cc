@@ -102,7 +102,8 @@ int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir
       break;
     }
   }
-  const int k = base.fault_tolerance.mode == "erasure_code" ? base.fault_tolerance.k : 4;
+  const int k =
+      base.fault_tolerance.mode == FaultToleranceMode::kErasureCode ? base.fault_tolerance.k : 4;
   const int r = std::max(1, base.fault_tolerance.r);
   // Checkpoint intervals: the spec's, else a tenth of the job, and twice that.
   int64_t interval = base.fault_tolerance.checkpoint.interval_steps > 0
@@ -110,16 +111,17 @@ int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir
                          : std::max<int64_t>(1, base.job.steps / 10);
   struct Variant {
     std::string name;
-    std::string mode;
+    FaultToleranceMode mode;
     int64_t interval;
     bool fault;
   };
   const std::vector<Variant> variants = {
-      {"none", "none", 0, false},
-      {"erasure_code", "erasure_code", 0, true},
-      {"replication", "replication", 0, true},
-      {"checkpoint-" + std::to_string(interval), "checkpoint", interval, true},
-      {"checkpoint-" + std::to_string(2 * interval), "checkpoint", 2 * interval, true},
+      {"none", FaultToleranceMode::kNone, 0, false},
+      {"erasure_code", FaultToleranceMode::kErasureCode, 0, true},
+      {"replication", FaultToleranceMode::kReplication, 0, true},
+      {"checkpoint-" + std::to_string(interval), FaultToleranceMode::kCheckpoint, interval, true},
+      {"checkpoint-" + std::to_string(2 * interval), FaultToleranceMode::kCheckpoint, 2 * interval,
+       true},
   };
   std::vector<std::string> dirs;
   int failed = 0;
@@ -128,10 +130,9 @@ int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir
     spec.job.name = base.job.name + "-" + v.name;
     spec.job.output_dir = (out / v.name).string();
     spec.fault_tolerance.mode = v.mode;
-    spec.fault_tolerance.k = v.mode == "erasure_code" ? k : 1;
+    spec.fault_tolerance.k = v.mode == FaultToleranceMode::kErasureCode ? k : 1;
     spec.fault_tolerance.r = r;
-    spec.fault_tolerance.dense_replicas =
-        v.mode == "erasure_code" || v.mode == "replication" ? r : 0;
+    spec.fault_tolerance.dense_replicas = KeepsRedundancy(v.mode) ? r : 0;
     spec.fault_tolerance.checkpoint.interval_steps = v.interval;
     spec.fault_tolerance.checkpoint.interval_seconds = 0;
     spec.fault_tolerance.checkpoint.dir = (out / v.name / "checkpoints").string();

@@ -92,7 +92,7 @@ class Job {
     if (!spec_file.ok()) return Fail(2, std::string(spec_file.status().message()));
     std::printf("ecps: job '%s': %d servers (+%d spares), %d workers, mode %s; output in %s%s\n",
                 spec_.job.name.c_str(), spec_.cluster.servers, spec_.cluster.spares,
-                spec_.cluster.workers, spec_.fault_tolerance.mode.c_str(), out_.c_str(),
+                spec_.cluster.workers, ToString(spec_.fault_tolerance.mode), out_.c_str(),
                 children_->name() == std::string("local") ? "" : "; roles as Slurm job steps");
     std::fflush(stdout);
     RoleSetup setup;

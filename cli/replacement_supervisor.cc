@@ -8,15 +8,15 @@ namespace {
 
 // Whether a dead server of `mode` can be replaced: its rows come back from parity or
 // replicas, or (checkpoint) the job rolls back to the last checkpoint.
-bool ServersReplaceable(const std::string& mode) {
-  return mode == "erasure_code" || mode == "replication" || mode == "checkpoint";
+bool ServersReplaceable(FaultToleranceMode mode) {
+  return KeepsRedundancy(mode) || mode == FaultToleranceMode::kCheckpoint;
 }
 
 }  // namespace
 
-ReplacementSupervisor::ReplacementSupervisor(std::string mode, RoleSpawner* spawner,
+ReplacementSupervisor::ReplacementSupervisor(FaultToleranceMode mode, RoleSpawner* spawner,
                                              LaunchBackend* backend)
-    : mode_(std::move(mode)), spawner_(spawner), backend_(backend) {}
+    : mode_(mode), spawner_(spawner), backend_(backend) {}
 
 std::string ReplacementSupervisor::Supervise(const v1::StatusResponse& st, EventLog* events) {
   bool standby = false;

@@ -15,6 +15,7 @@
 #include "cli/progress_line.h"
 #include "cli/role_spawner.h"
 #include "proto/ecps.pb.h"
+#include "runtime/spec.h"
 
 namespace ecps {
 
@@ -23,7 +24,7 @@ class ReplacementSupervisor {
   static constexpr int kMaxRestarts = 3;
 
   // `spawner` and `backend` must outlive the supervisor.
-  ReplacementSupervisor(std::string mode, RoleSpawner* spawner, LaunchBackend* backend);
+  ReplacementSupervisor(FaultToleranceMode mode, RoleSpawner* spawner, LaunchBackend* backend);
 
   // Starts the replacements `status` calls for (one at a time per slot), each an event.
   // Returns why the job must fail (a slot out of restarts, with its last log lines), or
@@ -33,7 +34,7 @@ class ReplacementSupervisor {
  private:
   using Slot = std::pair<int, int>;  // (role, id)
 
-  const std::string mode_;
+  const FaultToleranceMode mode_;
   RoleSpawner* const spawner_;
   LaunchBackend* const backend_;
   std::map<Slot, int> replacements_;  // the slot's latest replacement, a child index

@@ -155,7 +155,7 @@ double Rate(const v1::StatusResponse& st) {
 JobFacts FactsOf(const JobSpec& spec) {
   JobFacts f;
   f.name = spec.job.name;
-  f.mode = spec.fault_tolerance.mode;
+  f.mode = ToString(spec.fault_tolerance.mode);
   f.servers = spec.cluster.servers;
   f.workers = spec.cluster.workers;
   f.steps_asked = spec.job.steps;

@@ -229,7 +229,7 @@ TEST(RunReportTest, FactsComeFromTheSpec) {
   spec.data.batch_size = 8;
   spec.cluster.workers = 2;
   spec.cluster.servers = 3;
-  spec.fault_tolerance.mode = "replication";
+  spec.fault_tolerance.mode = FaultToleranceMode::kReplication;
   spec.data.max_bad_lines = 7;
   const JobFacts f = FactsOf(spec);
   EXPECT_EQ(f.samples_asked, 1600);

@@ -59,7 +59,7 @@ class CoordinatorLoopTest : public testing::CoordinatorServiceFixture {
 // that died during a save was declared dead only once the save was over.
 TEST_F(CoordinatorLoopTest, DetectsADeathWhileACheckpointIsBeingSaved) {
   JobSpec spec = TestSpec(2, 1);
-  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.mode = FaultToleranceMode::kCheckpoint;
   spec.fault_tolerance.checkpoint.interval_steps = 10;
   ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   absl::Notification saving;   // the checkpointer was entered
@@ -113,7 +113,7 @@ TEST_F(CoordinatorLoopTest, DetectsADeathWhileACheckpointIsBeingSaved) {
 // scrub, and the job finishes.
 TEST_F(CoordinatorLoopTest, RunsTheFinalCheckpointThenTheFinalScrub) {
   JobSpec spec = TestSpec(2, 1);
-  spec.fault_tolerance.mode = "replication";
+  spec.fault_tolerance.mode = FaultToleranceMode::kReplication;
   spec.fault_tolerance.r = 1;
   ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   std::mutex mu;

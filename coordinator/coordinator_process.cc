@@ -140,7 +140,7 @@ absl::Status CoordinatorProcess::WireClusterOperations() {
 
   // Mode checkpoint: a dead server is replaced (a spare, or a new process `ecps run` starts,
   // which loads the last checkpoint), then every server reloads it and every worker rewinds.
-  if (spec.fault_tolerance.mode == "checkpoint") {
+  if (spec.fault_tolerance.mode == FaultToleranceMode::kCheckpoint) {
     service_->SetReloader([token, scrub_timeout_ms, checkpoint_root](const v1::ClusterMap& map) {
       return ReloadCheckpointOnServers(ServerAddresses(map), token, map.epoch(),
                                        scrub_timeout_ms, checkpoint_root);
@@ -153,7 +153,7 @@ absl::Status CoordinatorProcess::WireClusterOperations() {
   }
   // In modes with parity a dead server is recovered, not fatal: a standby spare takes its id
   // at once, or the slot waits for a replacement process (`ecps run` starts one).
-  if (spec.fault_tolerance.mode == "erasure_code" || spec.fault_tolerance.mode == "replication") {
+  if (KeepsRedundancy(spec.fault_tolerance.mode)) {
     service_->SetServerDeadHandler([svc](int server_id) {
       svc->ReplaceServer(server_id);
       return true;
@@ -188,7 +188,7 @@ absl::Status CoordinatorProcess::Start() {
   }
   spdlog::info("coordinator for job '{}' listening on {} as {} ({} servers, {} workers, mode {})",
                spec.job.name, server_.address, advertised_, spec.cluster.servers,
-               spec.cluster.workers, spec.fault_tolerance.mode);
+               spec.cluster.workers, ToString(spec.fault_tolerance.mode));
   return absl::OkStatus();
 }
 

@@ -48,19 +48,20 @@ absl::StatusOr<std::unique_ptr<CoordinatorService>> CoordinatorService::Create(
   config.workers = spec.cluster.workers;
   const FaultToleranceSection& ft = spec.fault_tolerance;
   config.mode = ft.mode;
-  if (ft.mode == "none" || ft.mode == "checkpoint") {
-    config.k = 1;
-    config.r = 0;
-  } else if (ft.mode == "replication") {
-    config.k = 1;
-    config.r = ft.r;
-  } else if (ft.mode == "erasure_code") {
-    config.k = ft.k;
-    config.r = ft.r;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fault_tolerance.mode '", ft.mode,
-                     "' is not one of none, erasure_code, replication, checkpoint"));
+  switch (ft.mode) {
+    case FaultToleranceMode::kNone:
+    case FaultToleranceMode::kCheckpoint:
+      config.k = 1;
+      config.r = 0;
+      break;
+    case FaultToleranceMode::kReplication:
+      config.k = 1;
+      config.r = ft.r;
+      break;
+    case FaultToleranceMode::kErasureCode:
+      config.k = ft.k;
+      config.r = ft.r;
+      break;
   }
   if (config.k < 1 || config.r < 0 || config.k + config.r > config.servers) {
     return absl::InvalidArgumentError(
@@ -87,9 +88,8 @@ CoordinatorService::CoordinatorService(const JobSpec& spec, std::string token, c
       detector_(clock, detector_options),
       progress_(spec.cluster.workers, spec.job.steps),
       phase_(v1::JOB_STARTING),
-      final_scrub_(spec.fault_tolerance.mode == "erasure_code" ||
-                   spec.fault_tolerance.mode == "replication"),
-      schedule_(spec.fault_tolerance.mode == "checkpoint",
+      final_scrub_(KeepsRedundancy(spec.fault_tolerance.mode)),
+      schedule_(spec.fault_tolerance.mode == FaultToleranceMode::kCheckpoint,
                 spec.fault_tolerance.checkpoint.interval_steps,
                 spec.fault_tolerance.checkpoint.interval_seconds,
                 spec.fault_tolerance.checkpoint.save_final),
@@ -261,7 +261,7 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
   response->set_eval_logloss(summary.eval_logloss);
   response->set_elapsed_s(summary.elapsed_s);
   response->set_eta_s(summary.eta_s);
-  response->set_mode(membership_.config().mode);
+  response->set_mode(ToString(membership_.config().mode));
   response->set_k(membership_.config().k);
   response->set_r(membership_.config().r);
   response->set_error(error_);

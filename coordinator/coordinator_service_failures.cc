@@ -125,8 +125,7 @@ std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
 }
 
 std::string CoordinatorService::DataLossLocked() const {
-  const std::string& mode = membership_.config().mode;
-  if (!placement_ || (mode != "erasure_code" && mode != "replication")) return "";
+  if (!placement_ || !KeepsRedundancy(membership_.config().mode)) return "";
   v1::ClusterMap map;
   membership_.FillClusterMap(&map);
   // A replacement still rebuilding holds only some of its rows, and which is not known
@@ -186,7 +185,7 @@ void CoordinatorService::HandleDeadServers(const std::vector<DeadServer>& dead) 
     } else {
       absl::MutexLock lock(&mu_);
       FailJobLocked(absl::StrCat(server.why, "; no recovery for it (fault_tolerance.mode '",
-                                 membership_.config().mode, "')"));
+                                 ToString(membership_.config().mode), "')"));
       PublishLocked();
     }
   }

@@ -61,11 +61,7 @@ class CoordinatorServiceTest : public testing::CoordinatorServiceFixture {
 
 TEST_F(CoordinatorServiceTest, RejectsUnusableSpecs) {
   JobSpec spec = TestSpec(2, 1);
-  spec.fault_tolerance.mode = "magic";
-  EXPECT_EQ(CoordinatorService::Create(spec, kToken, &clock_).status().code(),
-            absl::StatusCode::kInvalidArgument);
-  spec = TestSpec(2, 1);
-  spec.fault_tolerance.mode = "erasure_code";
+  spec.fault_tolerance.mode = FaultToleranceMode::kErasureCode;
   spec.fault_tolerance.k = 2;
   spec.fault_tolerance.r = 1;
   EXPECT_EQ(CoordinatorService::Create(spec, kToken, &clock_).status().code(),
@@ -602,7 +598,7 @@ TEST_F(CoordinatorCheckpointTest, WithoutSaveFinalTheJobFinishesAtOnce) {
 
 TEST_F(CoordinatorCheckpointTest, PeriodicCheckpointsInModeCheckpoint) {
   JobSpec spec = TestSpec(1, 1);
-  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.mode = FaultToleranceMode::kCheckpoint;
   spec.fault_tolerance.checkpoint.interval_steps = 10;
   ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   std::vector<int64_t> steps;
@@ -629,7 +625,7 @@ TEST_F(CoordinatorCheckpointTest, PeriodicCheckpointsInModeCheckpoint) {
 // finishes), with the save's report, and never after a failed one.
 TEST_F(CoordinatorCheckpointTest, PrunesAfterEveryCommittedSave) {
   JobSpec spec = TestSpec(1, 1);
-  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.mode = FaultToleranceMode::kCheckpoint;
   spec.fault_tolerance.checkpoint.interval_steps = 10;
   ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   bool fail_next = false;
@@ -675,7 +671,7 @@ TEST_F(CoordinatorCheckpointTest, PrunesAfterEveryCommittedSave) {
 // (the servers hold no consistent state, then the workers' reports are from before).
 TEST_F(CoordinatorCheckpointTest, NothingIsPrunedOrSavedDuringARollback) {
   JobSpec spec = TestSpec(2, 1);
-  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.mode = FaultToleranceMode::kCheckpoint;
   spec.fault_tolerance.checkpoint.interval_steps = 10;
   ASSERT_NO_FATAL_FAILURE(MakeService(spec));
   CoordinatorService* svc = service_.get();

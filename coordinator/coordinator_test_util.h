@@ -25,7 +25,7 @@ inline JobSpec TestSpec(int servers, int workers, int64_t steps = 100) {
   spec.cluster.servers = servers;
   spec.cluster.workers = workers;
   spec.cluster.heartbeat_timeout_ms = 1500;
-  spec.fault_tolerance.mode = "none";
+  spec.fault_tolerance.mode = FaultToleranceMode::kNone;
   return spec;
 }
 

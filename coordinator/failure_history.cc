@@ -9,10 +9,10 @@ bool IsOpen(const v1::FailureEvent& e, v1::Role role, int id) {
 
 }  // namespace
 
-int64_t RowPayloadBytes(int embedding_dim, const std::string& sparse_optimizer) {
+int64_t RowPayloadBytes(int embedding_dim, SparseOptimizerType sparse_optimizer) {
   int64_t floats = embedding_dim;
-  if (sparse_optimizer == "adagrad") floats += embedding_dim;
-  if (sparse_optimizer == "rowwise_adagrad") floats += 1;
+  if (sparse_optimizer == SparseOptimizerType::kAdagrad) floats += embedding_dim;
+  if (sparse_optimizer == SparseOptimizerType::kRowwiseAdagrad) floats += 1;
   return floats * 4;
 }
 

@@ -22,6 +22,7 @@
 
 #include "absl/time/time.h"
 #include "proto/ecps.pb.h"
+#include "runtime/spec.h"
 
 namespace ecps {
 
@@ -51,7 +52,7 @@ class FailureHistory {
 
 // Bytes of one embedding row's payload: dim weights plus the sparse optimizer's state (adagrad:
 // dim accumulators, rowwise_adagrad: one, sgd: none), as float32.
-int64_t RowPayloadBytes(int embedding_dim, const std::string& sparse_optimizer);
+int64_t RowPayloadBytes(int embedding_dim, SparseOptimizerType sparse_optimizer);
 
 }  // namespace ecps
 

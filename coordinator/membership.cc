@@ -369,7 +369,7 @@ std::vector<std::string> Membership::LiveInstances() const {
 void Membership::FillClusterMap(v1::ClusterMap* map) const {
   map->set_epoch(epoch_);
   map->set_version(version_);
-  map->set_mode(config_.mode);
+  map->set_mode(ToString(config_.mode));
   map->set_k(config_.k);
   map->set_r(config_.r);
   map->clear_servers();

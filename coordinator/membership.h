@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "proto/ecps.pb.h"
+#include "runtime/spec.h"
 
 namespace ecps {
 namespace v1 {
@@ -65,7 +66,7 @@ class Membership {
   struct Config {
     int servers = 0;
     int workers = 0;
-    std::string mode = "none";  // fault_tolerance.mode, copied into the map
+    FaultToleranceMode mode = FaultToleranceMode::kNone;  // copied into the map by name
     int k = 1;
     int r = 0;
   };

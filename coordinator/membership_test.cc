@@ -16,7 +16,7 @@ Membership::Config Config(int servers, int workers) {
   Membership::Config config;
   config.servers = servers;
   config.workers = workers;
-  config.mode = "erasure_code";
+  config.mode = FaultToleranceMode::kErasureCode;
   config.k = 2;
   config.r = 1;
   return config;

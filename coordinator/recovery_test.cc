@@ -28,12 +28,12 @@ class RecoveryTest : public testing::CoordinatorServiceFixture {
   // server handler is the one coordinator_main installs.
   void StartJob(int servers, int spares, int workers) {
     JobSpec spec = TestSpec(servers, workers);
-    spec.fault_tolerance.mode = "erasure_code";
+    spec.fault_tolerance.mode = FaultToleranceMode::kErasureCode;
     spec.fault_tolerance.k = 2;
     spec.fault_tolerance.r = 1;
     spec.cluster.spares = spares;
     spec.model.embedding_dim = 16;
-    spec.optimizer.sparse.type = "adagrad";
+    spec.optimizer.sparse.type = SparseOptimizerType::kAdagrad;
     ASSERT_NO_FATAL_FAILURE(MakeService(spec));
     CoordinatorService* svc = service_.get();
     service_->SetServerDeadHandler([svc](int id) {
@@ -273,9 +273,9 @@ TEST_F(RecoveryTest, KillFlagsTheHolderAndNamesItInTheFailure) {
 }
 
 TEST(FailureHistoryTest, RowPayloadBytesFollowsTheOptimizer) {
-  EXPECT_EQ(RowPayloadBytes(16, "sgd"), 64);
-  EXPECT_EQ(RowPayloadBytes(16, "adagrad"), 128);
-  EXPECT_EQ(RowPayloadBytes(16, "rowwise_adagrad"), 68);
+  EXPECT_EQ(RowPayloadBytes(16, SparseOptimizerType::kSgd), 64);
+  EXPECT_EQ(RowPayloadBytes(16, SparseOptimizerType::kAdagrad), 128);
+  EXPECT_EQ(RowPayloadBytes(16, SparseOptimizerType::kRowwiseAdagrad), 68);
 }
 
 }  // namespace

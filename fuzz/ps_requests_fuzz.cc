@@ -19,7 +19,7 @@ namespace {
 
 constexpr char kToken[] = "fuzz-token";
 
-JobSpec Spec(const std::string& mode, int servers) {
+JobSpec Spec(FaultToleranceMode mode, int servers) {
   JobSpec spec;
   spec.cluster.servers = servers;
   spec.cluster.rpc_timeout_ms = 200;
@@ -31,12 +31,12 @@ JobSpec Spec(const std::string& mode, int servers) {
   spec.fault_tolerance.mode = mode;
   spec.fault_tolerance.k = 2;
   spec.fault_tolerance.r = 1;
-  spec.fault_tolerance.ack = "async";
+  spec.fault_tolerance.ack = AckPolicy::kAsync;
   spec.fault_tolerance.checkpoint.dir = "/nonexistent/ecps-fuzz-checkpoints";
   return spec;
 }
 
-std::unique_ptr<ParameterServerCore> MakeCore(const std::string& mode, int servers, int self) {
+std::unique_ptr<ParameterServerCore> MakeCore(FaultToleranceMode mode, int servers, int self) {
   auto core = std::make_unique<ParameterServerCore>(kToken);
   core->SetEpoch(1);
   std::vector<std::string> addresses(servers, "127.0.0.1:1");
@@ -66,8 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return true;
   }();
   (void)quiet;
-  static ParameterServerCore* plain = MakeCore("none", 2, 0).release();
-  static ParameterServerCore* coded = MakeCore("erasure_code", 3, 2).release();
+  static ParameterServerCore* plain = MakeCore(FaultToleranceMode::kNone, 2, 0).release();
+  static ParameterServerCore* coded = MakeCore(FaultToleranceMode::kErasureCode, 3, 2).release();
   if (size < 1) return 0;
   const uint8_t rpc = data[0] % 12;
   ++data;

@@ -10,7 +10,7 @@
 
 namespace ecps {
 
-absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const ModelSection& model, int max_batch) {
+absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int max_batch) {
   if (model.num_dense < 1) return absl::InvalidArgumentError("model.num_dense must be >= 1");
   if (model.num_sparse < 1) return absl::InvalidArgumentError("model.num_sparse must be >= 1");
   if (model.embedding_dim < 1) {
@@ -26,10 +26,6 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const ModelSection& model, in
   }
   for (int w : model.top_mlp) {
     if (w < 1) return absl::InvalidArgumentError("model.top_mlp: widths must be >= 1");
-  }
-  if (model.pooling != "sum" && model.pooling != "mean") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.pooling: unknown '", model.pooling, "' (allowed: sum, mean)"));
   }
   if (max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
 

@@ -19,9 +19,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "runtime/spec.h"
 
 namespace ecps {
+
+// The model's shape. A job's comes from its spec's model section (kernels/spec_config.h).
+struct DlrmConfig {
+  int num_dense = 0;   // dense features per sample
+  int num_sparse = 0;  // sparse features (embedding tables) per sample
+  int embedding_dim = 0;
+  std::vector<int> bottom_mlp;  // widths; the last must equal embedding_dim
+  std::vector<int> top_mlp;     // hidden widths; the output layer (1) is implied
+};
 
 struct DenseTensorInfo {
   std::string name;  // "bottom.0.weight", "bottom.0.bias", ..., "top.2.bias"
@@ -31,8 +39,8 @@ struct DenseTensorInfo {
 class Dlrm {
  public:
   // INVALID_ARGUMENT when a size is not positive, bottom_mlp is empty or its last width is
-  // not embedding_dim, pooling is not sum|mean, or max_batch < 1.
-  static absl::StatusOr<std::unique_ptr<Dlrm>> Create(const ModelSection& model, int max_batch);
+  // not embedding_dim, or max_batch < 1.
+  static absl::StatusOr<std::unique_ptr<Dlrm>> Create(const DlrmConfig& model, int max_batch);
 
   // W then b of every layer, bottom layers first, then top layers (the last is the output).
   const std::vector<DenseTensorInfo>& tensors() const { return tensors_; }

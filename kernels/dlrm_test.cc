@@ -13,26 +13,22 @@
 namespace ecps {
 namespace {
 
-ModelSection SmallModel() {
-  ModelSection m;
+DlrmConfig SmallModel() {
+  DlrmConfig m;
   m.num_dense = 3;
   m.num_sparse = 3;
   m.embedding_dim = 4;
   m.bottom_mlp = {6, 4};
   m.top_mlp = {7, 5};
-  m.table_rows = {10, 10, 10};
   return m;
 }
 
 TEST(Dlrm, CreateValidates) {
-  ModelSection m = SmallModel();
+  DlrmConfig m = SmallModel();
   m.bottom_mlp = {6, 5};
   EXPECT_EQ(Dlrm::Create(m, 8).status().code(), absl::StatusCode::kInvalidArgument);
   m = SmallModel();
   m.bottom_mlp.clear();
-  EXPECT_EQ(Dlrm::Create(m, 8).status().code(), absl::StatusCode::kInvalidArgument);
-  m = SmallModel();
-  m.pooling = "max";
   EXPECT_EQ(Dlrm::Create(m, 8).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Dlrm::Create(SmallModel(), 0).status().code(), absl::StatusCode::kInvalidArgument);
 }

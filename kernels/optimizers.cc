@@ -2,37 +2,18 @@
 
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
 #include "kernels/hash_rng.h"
 
 namespace ecps {
 namespace {
 
-enum class SparseKind { kSgd, kAdagrad, kRowwiseAdagrad, kUnknown };
-enum class DenseKind { kSgd, kAdagrad, kAdam, kUnknown };
-
-SparseKind KindOf(const SparseOptimizer& opt) {
-  if (opt.type == "adagrad") return SparseKind::kAdagrad;
-  if (opt.type == "rowwise_adagrad") return SparseKind::kRowwiseAdagrad;
-  if (opt.type == "sgd") return SparseKind::kSgd;
-  return SparseKind::kUnknown;
-}
-
-DenseKind KindOf(const DenseOptimizer& opt) {
-  if (opt.type == "adam") return DenseKind::kAdam;
-  if (opt.type == "adagrad") return DenseKind::kAdagrad;
-  if (opt.type == "sgd") return DenseKind::kSgd;
-  return DenseKind::kUnknown;
-}
-
-inline void SparseUpdate(SparseKind kind, const SparseOptimizer& opt, int dim, const float* g,
-                         float* p) {
+inline void SparseUpdate(const SparseOptimizerConfig& opt, int dim, const float* g, float* p) {
   const float lr = opt.lr, eps = opt.eps;
-  switch (kind) {
-    case SparseKind::kSgd:
+  switch (opt.rule) {
+    case SparseUpdateRule::kSgd:
       for (int k = 0; k < dim; ++k) p[k] -= lr * g[k];
       break;
-    case SparseKind::kAdagrad: {
+    case SparseUpdateRule::kAdagrad: {
       float* acc = p + dim;
       for (int k = 0; k < dim; ++k) {
         acc[k] += g[k] * g[k];
@@ -40,7 +21,7 @@ inline void SparseUpdate(SparseKind kind, const SparseOptimizer& opt, int dim, c
       }
       break;
     }
-    case SparseKind::kRowwiseAdagrad: {
+    case SparseUpdateRule::kRowwiseAdagrad: {
       float sq = 0;
       for (int k = 0; k < dim; ++k) sq += g[k] * g[k];
       float& acc = p[dim];
@@ -49,18 +30,12 @@ inline void SparseUpdate(SparseKind kind, const SparseOptimizer& opt, int dim, c
       for (int k = 0; k < dim; ++k) p[k] -= scale * g[k];
       break;
     }
-    case SparseKind::kUnknown:
-      break;
   }
 }
 
 }  // namespace
 
-absl::Status ValidateSparseOptimizer(const SparseOptimizer& opt) {
-  if (KindOf(opt) == SparseKind::kUnknown) {
-    return absl::InvalidArgumentError(absl::StrCat("optimizer.sparse.type: unknown '", opt.type,
-                                                   "' (allowed: sgd, adagrad, rowwise_adagrad)"));
-  }
+absl::Status ValidateSparseOptimizer(const SparseOptimizerConfig& opt) {
   if (!(opt.lr > 0)) return absl::InvalidArgumentError("optimizer.sparse.lr must be > 0");
   if (!(opt.eps > 0)) return absl::InvalidArgumentError("optimizer.sparse.eps must be > 0");
   if (!(opt.initial_accumulator >= 0)) {
@@ -69,11 +44,7 @@ absl::Status ValidateSparseOptimizer(const SparseOptimizer& opt) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateDenseOptimizer(const DenseOptimizer& opt) {
-  if (KindOf(opt) == DenseKind::kUnknown) {
-    return absl::InvalidArgumentError(absl::StrCat("optimizer.dense.type: unknown '", opt.type,
-                                                   "' (allowed: sgd, adagrad, adam)"));
-  }
+absl::Status ValidateDenseOptimizer(const DenseOptimizerConfig& opt) {
   if (!(opt.lr > 0)) return absl::InvalidArgumentError("optimizer.dense.lr must be > 0");
   if (!(opt.eps > 0)) return absl::InvalidArgumentError("optimizer.dense.eps must be > 0");
   if (!(opt.beta1 >= 0 && opt.beta1 < 1) || !(opt.beta2 >= 0 && opt.beta2 < 1)) {
@@ -82,28 +53,28 @@ absl::Status ValidateDenseOptimizer(const DenseOptimizer& opt) {
   return absl::OkStatus();
 }
 
-int SparseStateFloats(const SparseOptimizer& opt, int dim) {
-  switch (KindOf(opt)) {
-    case SparseKind::kAdagrad:
+int SparseStateFloats(const SparseOptimizerConfig& opt, int dim) {
+  switch (opt.rule) {
+    case SparseUpdateRule::kAdagrad:
       return dim;
-    case SparseKind::kRowwiseAdagrad:
+    case SparseUpdateRule::kRowwiseAdagrad:
       return 1;
     default:
       return 0;
   }
 }
 
-void ApplySparseUpdate(const SparseOptimizer& opt, int dim, const float* grad, float* payload) {
-  SparseUpdate(KindOf(opt), opt, dim, grad, payload);
+void ApplySparseUpdate(const SparseOptimizerConfig& opt, int dim, const float* grad,
+                       float* payload) {
+  SparseUpdate(opt, dim, grad, payload);
 }
 
-void ApplySparseUpdates(const SparseOptimizer& opt, int dim, int64_t n, const float* grads,
+void ApplySparseUpdates(const SparseOptimizerConfig& opt, int dim, int64_t n, const float* grads,
                         float* const* payloads) {
-  const SparseKind kind = KindOf(opt);
-  for (int64_t i = 0; i < n; ++i) SparseUpdate(kind, opt, dim, grads + i * dim, payloads[i]);
+  for (int64_t i = 0; i < n; ++i) SparseUpdate(opt, dim, grads + i * dim, payloads[i]);
 }
 
-void InitSparseRow(const SparseOptimizer& opt, uint64_t seed, int table, int64_t row, int dim,
+void InitSparseRow(const SparseOptimizerConfig& opt, uint64_t seed, int table, int64_t row, int dim,
                    int64_t table_rows, float* payload) {
   const float bound = std::sqrt(1.0f / static_cast<float>(table_rows > 0 ? table_rows : 1));
   const uint64_t base =
@@ -116,31 +87,31 @@ void InitSparseRow(const SparseOptimizer& opt, uint64_t seed, int table, int64_t
   for (int k = 0; k < state; ++k) payload[dim + k] = opt.initial_accumulator;
 }
 
-int64_t DenseStateFloats(const DenseOptimizer& opt, int64_t size) {
-  switch (KindOf(opt)) {
-    case DenseKind::kAdagrad:
+int64_t DenseStateFloats(const DenseOptimizerConfig& opt, int64_t size) {
+  switch (opt.rule) {
+    case DenseUpdateRule::kAdagrad:
       return size;
-    case DenseKind::kAdam:
+    case DenseUpdateRule::kAdam:
       return 2 * size;
     default:
       return 0;
   }
 }
 
-void ApplyDenseUpdate(const DenseOptimizer& opt, int64_t step, int64_t size, const float* grad,
-                      float* weights, float* state) {
+void ApplyDenseUpdate(const DenseOptimizerConfig& opt, int64_t step, int64_t size,
+                      const float* grad, float* weights, float* state) {
   const float lr = opt.lr, eps = opt.eps;
-  switch (KindOf(opt)) {
-    case DenseKind::kSgd:
+  switch (opt.rule) {
+    case DenseUpdateRule::kSgd:
       for (int64_t i = 0; i < size; ++i) weights[i] -= lr * grad[i];
       break;
-    case DenseKind::kAdagrad:
+    case DenseUpdateRule::kAdagrad:
       for (int64_t i = 0; i < size; ++i) {
         state[i] += grad[i] * grad[i];
         weights[i] -= lr * grad[i] / (std::sqrt(state[i]) + eps);
       }
       break;
-    case DenseKind::kAdam: {
+    case DenseUpdateRule::kAdam: {
       const float b1 = opt.beta1, b2 = opt.beta2;
       const double t = static_cast<double>(step < 1 ? 1 : step);
       const float c1 = static_cast<float>(1.0 / (1.0 - std::pow(static_cast<double>(b1), t)));
@@ -155,8 +126,6 @@ void ApplyDenseUpdate(const DenseOptimizer& opt, int64_t step, int64_t size, con
       }
       break;
     }
-    case DenseKind::kUnknown:
-      break;
   }
 }
 

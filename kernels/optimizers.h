@@ -14,40 +14,61 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "runtime/spec.h"
 
 namespace ecps {
 
-// INVALID_ARGUMENT naming the field when the type is unknown or a rate/eps is not positive.
-absl::Status ValidateSparseOptimizer(const SparseOptimizer& opt);
-absl::Status ValidateDenseOptimizer(const DenseOptimizer& opt);
+enum class SparseUpdateRule { kSgd, kAdagrad, kRowwiseAdagrad };
+enum class DenseUpdateRule { kSgd, kAdagrad, kAdam };
+
+// What the kernels need of an optimizer. A job's come from its spec's optimizer section
+// (kernels/spec_config.h converts); the defaults here serve configs built by hand.
+struct SparseOptimizerConfig {
+  SparseUpdateRule rule = SparseUpdateRule::kAdagrad;
+  float lr = 0.05f;
+  float eps = 1e-8f;
+  float initial_accumulator = 0.0f;
+};
+
+struct DenseOptimizerConfig {
+  DenseUpdateRule rule = DenseUpdateRule::kAdam;
+  float lr = 0.001f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+};
+
+// INVALID_ARGUMENT naming the spec field when a rate/eps is not positive or a beta is not in
+// [0, 1).
+absl::Status ValidateSparseOptimizer(const SparseOptimizerConfig& opt);
+absl::Status ValidateDenseOptimizer(const DenseOptimizerConfig& opt);
 
 // A sparse row's payload = dim weights followed by SparseStateFloats() optimizer-state floats.
-int SparseStateFloats(const SparseOptimizer& opt,
+int SparseStateFloats(const SparseOptimizerConfig& opt,
                       int dim);  // sgd 0, adagrad dim, rowwise_adagrad 1
 
 // Applies one update to a row payload in place; grad has dim floats (already summed over the
-// batch's occurrences). An unknown type leaves the payload unchanged (validate first).
-void ApplySparseUpdate(const SparseOptimizer& opt, int dim, const float* grad, float* payload);
+// batch's occurrences).
+void ApplySparseUpdate(const SparseOptimizerConfig& opt, int dim, const float* grad,
+                       float* payload);
 
 // Same as ApplySparseUpdate for n rows: row i's gradient is grads + i*dim and its payload is
-// payloads[i]. Resolves the optimizer type once.
-void ApplySparseUpdates(const SparseOptimizer& opt, int dim, int64_t n, const float* grads,
+// payloads[i].
+void ApplySparseUpdates(const SparseOptimizerConfig& opt, int dim, int64_t n, const float* grads,
                         float* const* payloads);
 
 // Deterministic initial payload of (table, row): depends only on (seed, table, row, dim,
 // table_rows), never on which server holds it. Weights ~ U(-sqrt(1/table_rows),
 // +sqrt(1/table_rows)) from a counter-based hash; state = initial_accumulator.
-void InitSparseRow(const SparseOptimizer& opt, uint64_t seed, int table, int64_t row, int dim,
+void InitSparseRow(const SparseOptimizerConfig& opt, uint64_t seed, int table, int64_t row, int dim,
                    int64_t table_rows, float* payload);
 
-int64_t DenseStateFloats(const DenseOptimizer& opt,
+int64_t DenseStateFloats(const DenseOptimizerConfig& opt,
                          int64_t size);  // sgd 0, adagrad size, adam 2*size
 
 // step is the 1-based count of updates applied to this tensor (Adam bias correction).
 // state holds DenseStateFloats() floats (adam: m[size] then v[size]), zero-initialised.
-void ApplyDenseUpdate(const DenseOptimizer& opt, int64_t step, int64_t size, const float* grad,
-                      float* weights, float* state);
+void ApplyDenseUpdate(const DenseOptimizerConfig& opt, int64_t step, int64_t size,
+                      const float* grad, float* weights, float* state);
 
 }  // namespace ecps
 

@@ -12,18 +12,18 @@ namespace {
 constexpr double kTol = 1e-6;
 
 TEST(SparseOptimizer, StateSizes) {
-  SparseOptimizer o;
-  o.type = "sgd";
+  SparseOptimizerConfig o;
+  o.rule = SparseUpdateRule::kSgd;
   EXPECT_EQ(SparseStateFloats(o, 16), 0);
-  o.type = "adagrad";
+  o.rule = SparseUpdateRule::kAdagrad;
   EXPECT_EQ(SparseStateFloats(o, 16), 16);
-  o.type = "rowwise_adagrad";
+  o.rule = SparseUpdateRule::kRowwiseAdagrad;
   EXPECT_EQ(SparseStateFloats(o, 16), 1);
 }
 
 TEST(SparseOptimizer, Sgd) {
-  SparseOptimizer o;
-  o.type = "sgd";
+  SparseOptimizerConfig o;
+  o.rule = SparseUpdateRule::kSgd;
   o.lr = 0.5f;
   std::vector<float> p = {1.0f, -2.0f};
   const float g[2] = {0.2f, -0.4f};
@@ -33,8 +33,8 @@ TEST(SparseOptimizer, Sgd) {
 }
 
 TEST(SparseOptimizer, Adagrad) {
-  SparseOptimizer o;
-  o.type = "adagrad";
+  SparseOptimizerConfig o;
+  o.rule = SparseUpdateRule::kAdagrad;
   o.lr = 0.1f;
   o.eps = 1e-8f;
   o.initial_accumulator = 0.5f;
@@ -54,8 +54,8 @@ TEST(SparseOptimizer, Adagrad) {
 }
 
 TEST(SparseOptimizer, RowwiseAdagrad) {
-  SparseOptimizer o;
-  o.type = "rowwise_adagrad";
+  SparseOptimizerConfig o;
+  o.rule = SparseUpdateRule::kRowwiseAdagrad;
   o.lr = 0.1f;
   std::vector<float> p = {1.0f, 2.0f, 0.0f};
   const float g[2] = {1.0f, -3.0f};
@@ -67,8 +67,8 @@ TEST(SparseOptimizer, RowwiseAdagrad) {
 }
 
 TEST(SparseOptimizer, BatchedMatchesSingle) {
-  SparseOptimizer o;
-  o.type = "adagrad";
+  SparseOptimizerConfig o;
+  o.rule = SparseUpdateRule::kAdagrad;
   std::vector<float> a = {1, 2, 0, 0}, b = {3, 4, 0, 0}, a2 = a, b2 = b;
   const float g[4] = {0.1f, 0.2f, 0.3f, 0.4f};
   float* ptrs[2] = {a.data(), b.data()};
@@ -80,8 +80,8 @@ TEST(SparseOptimizer, BatchedMatchesSingle) {
 }
 
 TEST(SparseOptimizer, InitIsDeterministicAndBounded) {
-  SparseOptimizer o;
-  o.type = "adagrad";
+  SparseOptimizerConfig o;
+  o.rule = SparseUpdateRule::kAdagrad;
   o.initial_accumulator = 0.25f;
   const int dim = 16;
   const int64_t rows = 10000;
@@ -111,25 +111,25 @@ TEST(SparseOptimizer, InitIsDeterministicAndBounded) {
 }
 
 TEST(DenseOptimizer, Sizes) {
-  DenseOptimizer o;
-  o.type = "sgd";
+  DenseOptimizerConfig o;
+  o.rule = DenseUpdateRule::kSgd;
   EXPECT_EQ(DenseStateFloats(o, 10), 0);
-  o.type = "adagrad";
+  o.rule = DenseUpdateRule::kAdagrad;
   EXPECT_EQ(DenseStateFloats(o, 10), 10);
-  o.type = "adam";
+  o.rule = DenseUpdateRule::kAdam;
   EXPECT_EQ(DenseStateFloats(o, 10), 20);
 }
 
 TEST(DenseOptimizer, SgdAndAdagrad) {
-  DenseOptimizer o;
-  o.type = "sgd";
+  DenseOptimizerConfig o;
+  o.rule = DenseUpdateRule::kSgd;
   o.lr = 0.25f;
   float w[2] = {1, 1};
   const float g[2] = {2, -4};
   ApplyDenseUpdate(o, 1, 2, g, w, nullptr);
   EXPECT_NEAR(w[0], 0.5, kTol);
   EXPECT_NEAR(w[1], 2.0, kTol);
-  o.type = "adagrad";
+  o.rule = DenseUpdateRule::kAdagrad;
   float s[2] = {0, 0};
   ApplyDenseUpdate(o, 1, 2, g, w, s);
   EXPECT_NEAR(s[0], 4.0, kTol);
@@ -139,8 +139,8 @@ TEST(DenseOptimizer, SgdAndAdagrad) {
 }
 
 TEST(DenseOptimizer, AdamTwoSteps) {
-  DenseOptimizer o;
-  o.type = "adam";
+  DenseOptimizerConfig o;
+  o.rule = DenseUpdateRule::kAdam;
   o.lr = 0.01f;
   o.beta1 = 0.9f;
   o.beta2 = 0.999f;
@@ -167,15 +167,16 @@ TEST(DenseOptimizer, AdamTwoSteps) {
 }
 
 TEST(Optimizers, Validation) {
-  SparseOptimizer s;
+  SparseOptimizerConfig s;
   EXPECT_TRUE(ValidateSparseOptimizer(s).ok());
-  s.type = "adam";
+  s.eps = 0;
   EXPECT_EQ(ValidateSparseOptimizer(s).code(), absl::StatusCode::kInvalidArgument);
-  DenseOptimizer d;
+  DenseOptimizerConfig d;
   EXPECT_TRUE(ValidateDenseOptimizer(d).ok());
-  d.type = "rowwise_adagrad";
+  d.beta1 = 1;
   EXPECT_EQ(ValidateDenseOptimizer(d).code(), absl::StatusCode::kInvalidArgument);
-  d.type = "sgd";
+  d.beta1 = 0.9f;
+  d.rule = DenseUpdateRule::kSgd;
   d.lr = 0;
   EXPECT_FALSE(ValidateDenseOptimizer(d).ok());
 }

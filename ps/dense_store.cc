@@ -7,7 +7,7 @@
 
 namespace ecps {
 
-DenseStore::DenseStore(const DenseOptimizer& optimizer, int servers, int server,
+DenseStore::DenseStore(const DenseOptimizerConfig& optimizer, int servers, int server,
                        std::vector<std::vector<float>> initial, int replicas)
     : optimizer_(optimizer),
       servers_(servers),

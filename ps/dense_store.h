@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "runtime/spec.h"
+#include "kernels/optimizers.h"
 
 namespace ecps {
 
@@ -24,7 +24,7 @@ class DenseStore {
  public:
   // `initial` holds every tensor of the model (all servers compute the same deterministic
   // initial values); the store keeps those with index % servers == server.
-  DenseStore(const DenseOptimizer& optimizer, int servers, int server,
+  DenseStore(const DenseOptimizerConfig& optimizer, int servers, int server,
              std::vector<std::vector<float>> initial, int replicas = 0);
 
   int num_tensors() const { return static_cast<int>(sizes_.size()); }
@@ -77,7 +77,7 @@ class DenseStore {
     std::vector<float> state ABSL_GUARDED_BY(mu);
     int64_t version ABSL_GUARDED_BY(mu) = 0;
   };
-  const DenseOptimizer optimizer_;
+  const DenseOptimizerConfig optimizer_;
   const int servers_;
   const int server_;
   const int replicas_;

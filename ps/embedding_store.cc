@@ -26,7 +26,7 @@ void XorInto(uint8_t* out, const uint8_t* in, size_t bytes) {
 }  // namespace
 
 EmbeddingStore::EmbeddingStore(const Placement& placement, int server, int dim,
-                               const SparseOptimizer& optimizer)
+                               const SparseOptimizerConfig& optimizer)
     : placement_(placement),
       server_(server),
       dim_(dim),
@@ -35,7 +35,7 @@ EmbeddingStore::EmbeddingStore(const Placement& placement, int server, int dim,
       locks_(std::make_unique<absl::Mutex[]>(kLockStripes)) {}
 
 absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
-    const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
+    const Placement& placement, int server, int dim, const SparseOptimizerConfig& optimizer,
     uint64_t seed, bool lost, const RowSource* source) {
   if (server < 0 || server >= placement.servers()) {
     return absl::InvalidArgumentError("server id " + std::to_string(server) +

@@ -19,9 +19,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "kernels/optimizers.h"
 #include "runtime/huge_buffer.h"
 #include "runtime/placement.h"
-#include "runtime/spec.h"
 
 namespace ecps {
 
@@ -37,11 +37,9 @@ class EmbeddingStore {
   // with the payload of rows[i]; its error is returned.
   using RowSource =
       std::function<absl::Status(int table, const int64_t* rows, int64_t n, float* out)>;
-  static absl::StatusOr<std::unique_ptr<EmbeddingStore>> Create(const Placement& placement,
-                                                                int server, int dim,
-                                                                const SparseOptimizer& optimizer,
-                                                                uint64_t seed, bool lost = false,
-                                                                const RowSource* source = nullptr);
+  static absl::StatusOr<std::unique_ptr<EmbeddingStore>> Create(
+      const Placement& placement, int server, int dim, const SparseOptimizerConfig& optimizer,
+      uint64_t seed, bool lost = false, const RowSource* source = nullptr);
 
   int dim() const { return dim_; }
   int payload_floats() const { return payload_floats_; }
@@ -111,7 +109,7 @@ class EmbeddingStore {
   static constexpr size_t kPrefetchAhead = 8;
 
   EmbeddingStore(const Placement& placement, int server, int dim,
-                 const SparseOptimizer& optimizer);
+                 const SparseOptimizerConfig& optimizer);
   // Validates (table, rows) and writes each row's local slot to `slots`.
   absl::Status Resolve(int table, absl::Span<const int64_t> rows,
                        std::vector<int64_t>* slots) const;
@@ -129,7 +127,7 @@ class EmbeddingStore {
   const Placement placement_;
   const int server_;
   const int dim_;
-  const SparseOptimizer optimizer_;
+  const SparseOptimizerConfig optimizer_;
   const int payload_floats_;
   HugeBuffer storage_;          // every table's rows, back to back
   std::vector<float*> tables_;  // per table: DataSlots * payload_floats, inside storage_

@@ -20,11 +20,11 @@ class ParityReceiverTest : public ::testing::Test {
  protected:
   ParityReceiverTest()
       : placement_(*Placement::Create(3, 2, 1, {64})),
-        code_(*RowCode::Create("erasure_code", 2, 1, "auto")) {
-    optimizer_.type = "sgd";
+        code_(*RowCode::Create(FaultToleranceMode::kErasureCode, 2, 1, "auto")) {
+    optimizer_.rule = SparseUpdateRule::kSgd;
     parity_ = *ParityStore::Create(placement_, 0, kDim, optimizer_, /*seed=*/7, code_.get());
-    DenseOptimizer dense;
-    dense.type = "sgd";
+    DenseOptimizerConfig dense;
+    dense.rule = DenseUpdateRule::kSgd;
     dense.lr = 1.0f;
     // Tensor t's primary is server t, its replica server t + 1 (mod 3): tensor 2 is
     // replicated here.
@@ -87,7 +87,7 @@ class ParityReceiverTest : public ::testing::Test {
 
   Placement placement_;
   std::unique_ptr<RowCode> code_;
-  SparseOptimizer optimizer_;
+  SparseOptimizerConfig optimizer_;
   std::unique_ptr<ParityStore> parity_;
   std::unique_ptr<DenseStore> dense_;
   std::unique_ptr<ParityReceiver> receiver_;

@@ -10,7 +10,7 @@
 
 namespace ecps {
 
-void InitialStripeData(const Placement& placement, const SparseOptimizer& optimizer,
+void InitialStripeData(const Placement& placement, const SparseOptimizerConfig& optimizer,
                        uint64_t seed, int dim, int table, int64_t stripe,
                        std::vector<std::vector<uint8_t>>* data) {
   const int pf = dim + SparseStateFloats(optimizer, dim);
@@ -26,7 +26,7 @@ void InitialStripeData(const Placement& placement, const SparseOptimizer& optimi
 }
 
 absl::StatusOr<std::unique_ptr<ParityStore>> ParityStore::Create(
-    const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
+    const Placement& placement, int server, int dim, const SparseOptimizerConfig& optimizer,
     uint64_t seed, const RowCode* code, bool lost, const StripeSource* source) {
   if (placement.r() < 1) return absl::InvalidArgumentError("placement has no parity");
   const size_t payload_bytes = sizeof(float) * (dim + SparseStateFloats(optimizer, dim));

@@ -25,10 +25,10 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "kernels/optimizers.h"
 #include "ps/row_code.h"
 #include "runtime/huge_buffer.h"
 #include "runtime/placement.h"
-#include "runtime/spec.h"
 
 namespace ecps {
 
@@ -48,7 +48,7 @@ class ParityStore {
   using StripeSource = std::function<absl::Status(int table, int64_t stripe,
                                                   std::vector<std::vector<uint8_t>>* data)>;
   static absl::StatusOr<std::unique_ptr<ParityStore>> Create(
-      const Placement& placement, int server, int dim, const SparseOptimizer& optimizer,
+      const Placement& placement, int server, int dim, const SparseOptimizerConfig& optimizer,
       uint64_t seed, const RowCode* code, bool lost = false, const StripeSource* source = nullptr);
 
   size_t payload_bytes() const { return payload_bytes_; }
@@ -173,7 +173,7 @@ class ParityStore {
 
 // The initial payload of every member of a stripe (k data rows, zero rows past the table's
 // end), as bytes: what ParityStore encodes at creation and recovery can check against.
-void InitialStripeData(const Placement& placement, const SparseOptimizer& optimizer,
+void InitialStripeData(const Placement& placement, const SparseOptimizerConfig& optimizer,
                        uint64_t seed, int dim, int table, int64_t stripe,
                        std::vector<std::vector<uint8_t>>* data);
 

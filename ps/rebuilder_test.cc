@@ -141,12 +141,13 @@ class FakePeers : public StripeSource {
 
 TEST(RebuilderTest, AStripeCaughtMidUpdateIsReadAgainUnderAFreezeAndInstalledExactly) {
   const Placement placement = *Placement::Create(kServers, kK, kR, {kRows});
-  std::unique_ptr<RowCode> code = *RowCode::Create("erasure_code", kK, kR, "auto");
-  SparseOptimizer optimizer;
-  optimizer.type = "sgd";
+  std::unique_ptr<RowCode> code =
+      *RowCode::Create(FaultToleranceMode::kErasureCode, kK, kR, "auto");
+  SparseOptimizerConfig optimizer;
+  optimizer.rule = SparseUpdateRule::kSgd;
   auto embeddings = *EmbeddingStore::Create(placement, 0, kDim, optimizer, 7, /*lost=*/true);
   auto parity = *ParityStore::Create(placement, 0, kDim, optimizer, 7, code.get(), /*lost=*/true);
-  DenseOptimizer dense_optimizer;
+  DenseOptimizerConfig dense_optimizer;
   DenseStore dense(dense_optimizer, kServers, 0, {});
   const size_t bytes = sizeof(float) * embeddings->payload_floats();
   // A stripe with a data member on server 0: the one to tear.

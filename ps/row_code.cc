@@ -2,18 +2,20 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
+
 namespace ecps {
 
-absl::StatusOr<std::unique_ptr<RowCode>> RowCode::Create(const std::string& mode, int k, int r,
+absl::StatusOr<std::unique_ptr<RowCode>> RowCode::Create(FaultToleranceMode mode, int k, int r,
                                                          const std::string& backend) {
-  if (mode == "replication") {
+  if (mode == FaultToleranceMode::kReplication) {
     if (k != 1 || r < 1) {
       return absl::InvalidArgumentError("replication needs k = 1 and r >= 1");
     }
     return std::unique_ptr<RowCode>(new RowCode(k, r, nullptr));
   }
-  if (mode != "erasure_code") {
-    return absl::InvalidArgumentError("mode '" + mode + "' keeps no parity");
+  if (mode != FaultToleranceMode::kErasureCode) {
+    return absl::InvalidArgumentError(absl::StrCat("mode '", ToString(mode), "' keeps no parity"));
   }
   auto code = codec::ErasureCode::Create(k, r, backend);
   if (!code.ok()) return code.status();

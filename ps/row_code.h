@@ -12,13 +12,15 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "codec/codec.h"
+#include "runtime/spec.h"
 
 namespace ecps {
 
 class RowCode {
  public:
-  // mode: erasure_code (k, r, codec backend) or replication (k must be 1).
-  static absl::StatusOr<std::unique_ptr<RowCode>> Create(const std::string& mode, int k, int r,
+  // mode: erasure_code (k, r, codec backend) or replication (k must be 1); INVALID_ARGUMENT
+  // for a mode that keeps no parity.
+  static absl::StatusOr<std::unique_ptr<RowCode>> Create(FaultToleranceMode mode, int k, int r,
                                                          const std::string& backend);
 
   int k() const { return k_; }

@@ -189,7 +189,8 @@ absl::Status ServerLifecycle::Start() {
   const auto t0 = std::chrono::steady_clock::now();
   // Mode checkpoint has nothing to rebuild from: a replacement loads the last checkpoint (the
   // coordinator then has every server reload it and every worker rewind).
-  const bool from_checkpoint = recovering && spec.fault_tolerance.mode == "checkpoint";
+  const bool from_checkpoint =
+      recovering && spec.fault_tolerance.mode == FaultToleranceMode::kCheckpoint;
   JobSpec build_spec = spec;
   if (from_checkpoint) build_spec.job.resume_from = spec.fault_tolerance.checkpoint.dir;
   CoordinatorLink* coordinator = coordinator_;

@@ -105,7 +105,7 @@ class ServerLifecycleTest : public ::testing::Test {
   ServerLifecycleTest() : core_("token") {
     options_.spec.cluster.servers = 1;
     options_.spec.cluster.workers = 1;
-    options_.spec.fault_tolerance.mode = "none";
+    options_.spec.fault_tolerance.mode = FaultToleranceMode::kNone;
     options_.spec.model.embedding_dim = 8;
     options_.spec.model.bottom_mlp = {16, 8};
     options_.spec.model.top_mlp = {16};

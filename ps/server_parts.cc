@@ -11,16 +11,17 @@
 #include "checkpoint/layout.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
+#include "kernels/spec_config.h"
 #include "proto/ecps.pb.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
 
 void RowCodeShape(const FaultToleranceSection& ft, int* k, int* r) {
-  if (ft.mode == "erasure_code") {
+  if (ft.mode == FaultToleranceMode::kErasureCode) {
     *k = ft.k;
     *r = ft.r;
-  } else if (ft.mode == "replication") {
+  } else if (ft.mode == FaultToleranceMode::kReplication) {
     *k = 1;
     *r = ft.r;
   } else {
@@ -43,7 +44,7 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
   RowCodeShape(ft, &k, &r);
   auto placement = Placement::Create(spec.cluster.servers, k, r, spec.model.table_rows);
   if (!placement.ok()) return placement.status();
-  auto model = Dlrm::Create(spec.model, 1);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), 1);
   if (!model.ok()) return model.status();
 
   ServerParts parts;
@@ -92,16 +93,16 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
       return absl::OkStatus();
     };
   }
-  auto store =
-      EmbeddingStore::Create(*placement, server, spec.model.embedding_dim, spec.optimizer.sparse,
-                             spec.job.seed, lost, resume ? &row_source : nullptr);
+  auto store = EmbeddingStore::Create(*placement, server, spec.model.embedding_dim,
+                                      ToSparseOptimizerConfig(spec.optimizer.sparse), spec.job.seed,
+                                      lost, resume ? &row_source : nullptr);
   if (!store.ok()) return store.status();
   parts.embeddings = std::move(*store);
   std::vector<std::vector<float>> dense;
   (*model)->InitDense(spec.job.seed, &dense);
   const bool fault_tolerant = r > 0;
-  parts.dense = std::make_unique<DenseStore>(spec.optimizer.dense, spec.cluster.servers, server,
-                                             std::move(dense),
+  parts.dense = std::make_unique<DenseStore>(ToDenseOptimizerConfig(spec.optimizer.dense),
+                                             spec.cluster.servers, server, std::move(dense),
                                              fault_tolerant ? ft.dense_replicas : 0);
   if (resume) {
     for (int t = 0; t < parts.dense->num_tensors(); ++t) {
@@ -120,21 +121,21 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
   auto code = RowCode::Create(ft.mode, k, r, ft.codec_backend);
   if (!code.ok()) return code.status();
   parts.code = std::move(*code);
-  auto parity =
-      ParityStore::Create(*placement, server, spec.model.embedding_dim, spec.optimizer.sparse,
-                          spec.job.seed, parts.code.get(), lost, resume ? &stripe_source : nullptr);
+  auto parity = ParityStore::Create(*placement, server, spec.model.embedding_dim,
+                                    ToSparseOptimizerConfig(spec.optimizer.sparse), spec.job.seed,
+                                    parts.code.get(), lost, resume ? &stripe_source : nullptr);
   if (!parity.ok()) return parity.status();
   parts.parity = std::move(*parity);
   parts.peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms);
   DeltaStreamOptions options;
-  if (ft.ack == "async") {
+  if (ft.ack == AckPolicy::kAsync) {
     options.window = ft.async_window;
     options.linger_ms = ft.async_linger_ms;
   }
   options.instance = instance;
   options.on_unreachable = report_unreachable;
   parts.report_unreachable = report_unreachable;
-  parts.ack_after_parity = ft.ack != "async";
+  parts.ack_after_parity = ft.ack != AckPolicy::kAsync;
   parts.ack_timeout_ms = spec.cluster.rpc_timeout_ms;
   parts.rebuild_wait_ms = std::max(spec.cluster.rpc_timeout_ms, 60000);
   const std::string sender = "server-" + std::to_string(server);
@@ -156,7 +157,7 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
     rebuild.live_peers = recovery->live_peers;
     rebuild.training_done = recovery->training_done;
     rebuild.rate_limit_mb_s = ft.rebuild_rate_mb_s;
-    rebuild.settle_ms = 20 + (ft.ack == "async" ? ft.async_linger_ms : 0);
+    rebuild.settle_ms = 20 + (ft.ack == AckPolicy::kAsync ? ft.async_linger_ms : 0);
     if (ft.rebuild_rate_mb_s > 0) {
       // Under a rate limit, batches of about 100 ms of reads keep the rebuild smooth.
       const double stripe_bytes = double(parts.parity->payload_bytes()) * k;
@@ -181,8 +182,9 @@ int64_t ServerTableBytes(const JobSpec& spec, int /*server*/) {
   auto placement = Placement::Create(spec.cluster.servers, k, r, spec.model.table_rows);
   if (!placement.ok()) return 0;
   const int64_t row_bytes =
-      sizeof(float) * (spec.model.embedding_dim +
-                       SparseStateFloats(spec.optimizer.sparse, spec.model.embedding_dim));
+      sizeof(float) *
+      (spec.model.embedding_dim +
+       SparseStateFloats(ToSparseOptimizerConfig(spec.optimizer.sparse), spec.model.embedding_dim));
   int64_t bytes = 0;
   for (int t = 0; t < placement->num_tables(); ++t) {
     bytes += (placement->DataSlots(t) + placement->ParitySlots(t)) * row_bytes;

@@ -15,6 +15,28 @@
 
 namespace ecps {
 
+// The spec's enumerated values. ParseSpec turns their YAML names into these once; ToString
+// gives the name back (for logs, the cluster map, checkpoint manifests and SpecToYaml).
+enum class FaultToleranceMode { kNone, kErasureCode, kReplication, kCheckpoint };
+enum class AckPolicy { kAfterParity, kAsync };  // fault_tolerance.ack
+enum class SparseOptimizerType { kSgd, kAdagrad, kRowwiseAdagrad };
+enum class DenseOptimizerType { kSgd, kAdagrad, kAdam };
+enum class DataSourceType { kSynthetic, kCriteoTsv, kCriteoCsv };
+enum class PoolingType { kSum, kMean };
+
+const char* ToString(FaultToleranceMode mode);  // "none", "erasure_code", ...
+const char* ToString(AckPolicy ack);            // "after_parity", "async"
+const char* ToString(SparseOptimizerType type);
+const char* ToString(DenseOptimizerType type);
+const char* ToString(DataSourceType source);  // "synthetic", "criteo_tsv", "criteo_csv"
+const char* ToString(PoolingType pooling);    // "sum", "mean"
+
+// Modes that keep redundancy on other servers (parity or replicas), so a lost server can be
+// rebuilt from its peers.
+inline bool KeepsRedundancy(FaultToleranceMode mode) {
+  return mode == FaultToleranceMode::kErasureCode || mode == FaultToleranceMode::kReplication;
+}
+
 struct JobSection {
   std::string name = "ecps-job";
   std::string output_dir;        // default: runs/<name>
@@ -60,18 +82,18 @@ struct ModelSection {
   std::vector<int64_t> table_rows;   // one per sparse feature; a scalar in YAML repeats
   std::vector<int> bottom_mlp = {64, 16};   // last must equal embedding_dim
   std::vector<int> top_mlp = {64, 32};      // hidden sizes; the output layer (1) is implied
-  std::string pooling = "sum";              // sum | mean
+  PoolingType pooling = PoolingType::kSum;
 };
 
 struct SparseOptimizer {
-  std::string type = "adagrad";      // sgd | adagrad | rowwise_adagrad
+  SparseOptimizerType type = SparseOptimizerType::kAdagrad;
   float lr = 0.05f;
   float eps = 1e-8f;
   float initial_accumulator = 0.0f;
 };
 
 struct DenseOptimizer {
-  std::string type = "adam";         // sgd | adagrad | adam
+  DenseOptimizerType type = DenseOptimizerType::kAdam;
   float lr = 0.001f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
@@ -91,7 +113,7 @@ struct SyntheticData {
 };
 
 struct DataSection {
-  std::string source = "synthetic";  // synthetic | criteo_tsv | criteo_csv
+  DataSourceType source = DataSourceType::kSynthetic;
   std::vector<std::string> paths;    // input files for criteo_* (relative to the spec file)
   int batch_size = 512;
   double eval_fraction = 0.05;       // criteo_*: share of rows held out for evaluation
@@ -108,10 +130,10 @@ struct CheckpointSection {
 };
 
 struct FaultToleranceSection {
-  std::string mode = "none";         // none | erasure_code | replication | checkpoint
+  FaultToleranceMode mode = FaultToleranceMode::kNone;
   int k = 4;
   int r = 1;
-  std::string ack = "after_parity";  // after_parity | async
+  AckPolicy ack = AckPolicy::kAfterParity;
   int async_window = 4096;           // unacknowledged deltas per server pair (async)
   int async_linger_ms = 0;           // async: how long deltas may wait to share a batch
   int dense_replicas = -1;           // -1: r
@@ -167,6 +189,11 @@ absl::StatusOr<JobSpec> LoadSpecFile(const std::string& path);
 // Renders a spec back to YAML (every key, defaults included); ParseSpec(SpecToYaml(s))
 // yields an equal spec. Used to pass the exact spec to child processes.
 std::string SpecToYaml(const JobSpec& spec);
+
+// Every key the spec knows, as paths from the top ("job.name", "optimizer.sparse.lr",
+// "faults[].at_step"), in the order SpecToYaml writes them; from the same field tables that
+// read and render the spec (docs/spec.md must list each).
+std::vector<std::string> SpecKeyPaths();
 
 }  // namespace ecps
 

@@ -1,5 +1,6 @@
 #include "runtime/spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -176,19 +177,19 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->model.table_rows, std::vector<int64_t>(26, 100000));
   EXPECT_EQ(spec->model.bottom_mlp, (std::vector<int>{64, 16}));
   EXPECT_EQ(spec->model.top_mlp, (std::vector<int>{64, 32}));
-  EXPECT_EQ(spec->model.pooling, "sum");
+  EXPECT_EQ(spec->model.pooling, PoolingType::kSum);
 
-  EXPECT_EQ(spec->optimizer.sparse.type, "adagrad");
+  EXPECT_EQ(spec->optimizer.sparse.type, SparseOptimizerType::kAdagrad);
   EXPECT_EQ(spec->optimizer.sparse.lr, 0.05f);
   EXPECT_EQ(spec->optimizer.sparse.eps, 1e-8f);
   EXPECT_EQ(spec->optimizer.sparse.initial_accumulator, 0.0f);
-  EXPECT_EQ(spec->optimizer.dense.type, "adam");
+  EXPECT_EQ(spec->optimizer.dense.type, DenseOptimizerType::kAdam);
   EXPECT_EQ(spec->optimizer.dense.lr, 0.001f);
   EXPECT_EQ(spec->optimizer.dense.beta1, 0.9f);
   EXPECT_EQ(spec->optimizer.dense.beta2, 0.999f);
   EXPECT_EQ(spec->optimizer.dense.eps, 1e-8f);
 
-  EXPECT_EQ(spec->data.source, "synthetic");
+  EXPECT_EQ(spec->data.source, DataSourceType::kSynthetic);
   EXPECT_TRUE(spec->data.paths.empty());
   EXPECT_EQ(spec->data.batch_size, 512);
   EXPECT_EQ(spec->data.eval_fraction, 0.05);
@@ -198,10 +199,10 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->data.synthetic.hidden_seed, 7u);
   EXPECT_EQ(spec->data.synthetic.label_noise, 0.1);
 
-  EXPECT_EQ(spec->fault_tolerance.mode, "none");
+  EXPECT_EQ(spec->fault_tolerance.mode, FaultToleranceMode::kNone);
   EXPECT_EQ(spec->fault_tolerance.k, 4);
   EXPECT_EQ(spec->fault_tolerance.r, 1);
-  EXPECT_EQ(spec->fault_tolerance.ack, "after_parity");
+  EXPECT_EQ(spec->fault_tolerance.ack, AckPolicy::kAfterParity);
   EXPECT_EQ(spec->fault_tolerance.async_window, 4096);
   EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 0);
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 0);  // mode none: no backups
@@ -358,19 +359,19 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   EXPECT_EQ(spec->model.table_rows[25], 10000000000);
   EXPECT_EQ(spec->model.bottom_mlp, (std::vector<int>{128, 32, 8}));
   EXPECT_TRUE(spec->model.top_mlp.empty());
-  EXPECT_EQ(spec->model.pooling, "mean");
+  EXPECT_EQ(spec->model.pooling, PoolingType::kMean);
 
-  EXPECT_EQ(spec->optimizer.sparse.type, "rowwise_adagrad");
+  EXPECT_EQ(spec->optimizer.sparse.type, SparseOptimizerType::kRowwiseAdagrad);
   EXPECT_EQ(spec->optimizer.sparse.lr, 0.123456789f);
   EXPECT_EQ(spec->optimizer.sparse.eps, 1.0e-6f);
   EXPECT_EQ(spec->optimizer.sparse.initial_accumulator, 0.1f);
-  EXPECT_EQ(spec->optimizer.dense.type, "sgd");
+  EXPECT_EQ(spec->optimizer.dense.type, DenseOptimizerType::kSgd);
   EXPECT_EQ(spec->optimizer.dense.lr, 3.3e-3f);
   EXPECT_EQ(spec->optimizer.dense.beta1, 0.5f);
   EXPECT_EQ(spec->optimizer.dense.beta2, 0.75f);
   EXPECT_EQ(spec->optimizer.dense.eps, 1e-7f);
 
-  EXPECT_EQ(spec->data.source, "criteo_tsv");
+  EXPECT_EQ(spec->data.source, DataSourceType::kCriteoTsv);
   // Relative data paths are resolved against the spec file's folder.
   ASSERT_EQ(spec->data.paths.size(), 2u);
   EXPECT_EQ(fs::path(spec->data.paths[0]), fs::absolute(dir.path() / "day_0.tsv"));
@@ -383,10 +384,10 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   EXPECT_EQ(spec->data.synthetic.hidden_seed, 99u);
   EXPECT_EQ(spec->data.synthetic.label_noise, 0.0);
 
-  EXPECT_EQ(spec->fault_tolerance.mode, "erasure_code");
+  EXPECT_EQ(spec->fault_tolerance.mode, FaultToleranceMode::kErasureCode);
   EXPECT_EQ(spec->fault_tolerance.k, 4);
   EXPECT_EQ(spec->fault_tolerance.r, 2);
-  EXPECT_EQ(spec->fault_tolerance.ack, "async");
+  EXPECT_EQ(spec->fault_tolerance.ack, AckPolicy::kAsync);
   EXPECT_EQ(spec->fault_tolerance.async_window, 128);
   EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 7);
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 2);  // -1 resolved to r
@@ -902,7 +903,7 @@ TEST(SpecTest, EveryExampleParses) {
 TEST(SpecTest, ExamplesHaveTheAgreedShape) {
   auto quick = LoadSpecFile(std::string(ECPS_EXAMPLES_DIR) + "/quickstart.yaml");
   ASSERT_TRUE(quick.ok()) << quick.status();
-  EXPECT_EQ(quick->data.source, "synthetic");
+  EXPECT_EQ(quick->data.source, DataSourceType::kSynthetic);
   EXPECT_EQ(quick->cluster.servers, 5);
   EXPECT_EQ(quick->cluster.workers, 1);
   EXPECT_EQ(quick->model.table_rows, std::vector<int64_t>(26, 10000));
@@ -936,7 +937,7 @@ TEST(SpecTest, DocumentationExamplesAreTrue) {
   ASSERT_GE(yaml_blocks.size(), 2u);
   auto example = ParseSpec(yaml_blocks[0], "docs/spec.md example");
   ASSERT_TRUE(example.ok()) << example.status();
-  EXPECT_EQ(example->fault_tolerance.mode, "erasure_code");
+  EXPECT_EQ(example->fault_tolerance.mode, FaultToleranceMode::kErasureCode);
   EXPECT_EQ(example->faults.size(), 2u);
 
   auto bad = ParseSpec(yaml_blocks[1], "bad.yaml");
@@ -951,36 +952,64 @@ TEST(SpecTest, DocsListEveryKey) {
   ASSERT_TRUE(in) << ECPS_SPEC_DOC;
   std::stringstream doc;
   doc << in.rdbuf();
-  auto spec = ParseSpec("{}", "empty");
+  int keys = 0;
+  for (const std::string& path : SpecKeyPaths()) {
+    // docs/spec.md has one table per top-level section; nested keys are "sub.key" there.
+    const size_t dot = path.find('.');
+    ASSERT_NE(dot, std::string::npos) << path;
+    const std::string name = path.substr(dot + 1);
+    ++keys;
+    EXPECT_NE(doc.str().find("| `" + name + "` |"), std::string::npos)
+        << "docs/spec.md has no row for " << path;
+  }
+  EXPECT_GT(keys, 40);
+}
+
+// The key list comes from the same tables that render the spec: every key SpecToYaml writes
+// is in it, in the same order.
+TEST(SpecTest, KeyPathsAreWhatSpecToYamlWrites) {
+  auto spec = ParseSpec("faults: [{at_step: 1, action: kill_worker}]", "one-fault");
   ASSERT_TRUE(spec.ok()) << spec.status();
   std::istringstream yaml(SpecToYaml(*spec));
-  std::string line;
-  int keys = 0;
+  std::vector<std::string> written;
   std::vector<std::string> parents;  // by indent / 2: the sections this line is inside
+  std::string line;
   while (std::getline(yaml, line)) {
-    const size_t start = line.find_first_not_of(' ');
+    size_t start = line.find_first_not_of(' ');
     const size_t colon = line.find(':');
-    if (start == std::string::npos || colon == std::string::npos || line[start] == '#' ||
-        line[start] == '-') {
-      continue;
-    }
+    if (start == std::string::npos || colon == std::string::npos || line[start] == '#') continue;
+    const bool item = line[start] == '-';
+    if (item) start = line.find_first_not_of(' ', start + 1);
     const std::string key = line.substr(start, colon - start);
     const size_t depth = start / 2;
-    parents.resize(depth);
+    parents.resize(std::min(parents.size(), depth));
     if (line.find_first_not_of(' ', colon + 1) == std::string::npos) {
+      parents.resize(depth);
       parents.push_back(key);  // a section: its keys follow, indented
       continue;
     }
-    if (depth == 0) continue;  // a top-level list (faults: []) has a section of its own
-    // docs/spec.md has one table per top-level section; nested keys are "sub.key" there.
-    std::string name;
-    for (size_t i = 1; i < parents.size(); ++i) name += parents[i] + ".";
-    name += key;
-    ++keys;
-    EXPECT_NE(doc.str().find("| `" + name + "` |"), std::string::npos)
-        << "docs/spec.md has no row for " << (parents.empty() ? "" : parents[0] + ".") << name;
+    std::string path;
+    for (const std::string& p : parents) {
+      path += (p == "faults" ? "faults[]" : p) + ".";
+    }
+    written.push_back(path + key);
   }
-  EXPECT_GT(keys, 40);
+  EXPECT_EQ(written, SpecKeyPaths());
+}
+
+TEST(SpecTest, EnumNamesReadBack) {
+  for (auto mode : {FaultToleranceMode::kNone, FaultToleranceMode::kErasureCode,
+                    FaultToleranceMode::kReplication, FaultToleranceMode::kCheckpoint}) {
+    auto spec = ParseSpec(
+        absl::StrCat("fault_tolerance: {mode: ", ToString(mode), "}\ncluster: {servers: 6}"));
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->fault_tolerance.mode, mode);
+  }
+  EXPECT_STREQ(ToString(AckPolicy::kAsync), "async");
+  EXPECT_STREQ(ToString(SparseOptimizerType::kRowwiseAdagrad), "rowwise_adagrad");
+  EXPECT_STREQ(ToString(DenseOptimizerType::kAdam), "adam");
+  EXPECT_STREQ(ToString(DataSourceType::kCriteoCsv), "criteo_csv");
+  EXPECT_STREQ(ToString(PoolingType::kMean), "mean");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "checkpoint/layout.h"
 #include "coordinator/checkpoint_job.h"
 #include "gtest/gtest.h"
+#include "kernels/spec_config.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 
@@ -28,7 +29,7 @@ std::string ReadFile(const fs::path& p) {
 }
 
 void Train(const JobSpec& spec, TestCluster* cluster) {
-  auto model = Dlrm::Create(spec.model, spec.data.batch_size);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size);
   ASSERT_TRUE(model.ok());
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
@@ -103,7 +104,7 @@ TEST(CheckpointRollback, EveryServerReloadsTheCheckpointByteForByte) {
   const fs::path root = fs::temp_directory_path() / ("ecps_rollback_" + std::to_string(getpid()));
   fs::remove_all(root);
   JobSpec spec = SmallSpec(3, 15);
-  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.mode = FaultToleranceMode::kCheckpoint;
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   Train(spec, cluster.get());
@@ -131,7 +132,7 @@ TEST(CheckpointRollback, EveryServerReloadsTheCheckpointByteForByte) {
 
 TEST(CheckpointRollback, ReloadRefusesAMissingCheckpointNamingTheRoot) {
   JobSpec spec = SmallSpec(2, 1);
-  spec.fault_tolerance.mode = "checkpoint";
+  spec.fault_tolerance.mode = FaultToleranceMode::kCheckpoint;
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   const v1::ClusterMap map = cluster->current_map();

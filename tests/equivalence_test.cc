@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/dense_ops.h"
+#include "kernels/spec_config.h"
 #include "tests/test_cluster.h"
 #include "worker/local_trainer.h"
 #include "worker/training_loop.h"
@@ -22,7 +23,7 @@ void ExpectEquivalent(const JobSpec& spec) {
   const std::string token = "equivalence";
   auto cluster = TestCluster::Start(spec, token);
   ASSERT_NE(cluster, nullptr);
-  auto model = Dlrm::Create(spec.model, spec.data.batch_size);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size);
   ASSERT_TRUE(model.ok()) << model.status();
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
@@ -87,8 +88,8 @@ TEST(Equivalence, OneServerOneWorkerSynchronous) {
 TEST(Equivalence, ThreeServersRowwiseAdagradAndSgd) {
   JobSpec spec = SmallSpec(3, 20);
   spec.job.synchronous = true;
-  spec.optimizer.sparse.type = "rowwise_adagrad";
-  spec.optimizer.dense.type = "sgd";
+  spec.optimizer.sparse.type = SparseOptimizerType::kRowwiseAdagrad;
+  spec.optimizer.dense.type = DenseOptimizerType::kSgd;
   spec.optimizer.dense.lr = 0.05f;
   ExpectEquivalent(spec);
 }

@@ -4,13 +4,14 @@
 // acknowledged only once its parity is updated.
 #include <atomic>
 #include <condition_variable>
-#include <mutex>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 
 #include "coordinator/scrub.h"
 #include "gtest/gtest.h"
+#include "kernels/spec_config.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/row_code.h"
 #include "tests/test_cluster.h"
@@ -21,9 +22,9 @@ namespace {
 
 constexpr char kToken[] = "ec-test";
 
-JobSpec EcSpec(const std::string& optimizer, int k, int r, int extra_servers = 0) {
+JobSpec EcSpec(SparseOptimizerType optimizer, int k, int r, int extra_servers = 0) {
   JobSpec spec = SmallSpec(k + r + extra_servers, 30);
-  spec.fault_tolerance.mode = "erasure_code";
+  spec.fault_tolerance.mode = FaultToleranceMode::kErasureCode;
   spec.fault_tolerance.k = k;
   spec.fault_tolerance.r = r;
   spec.fault_tolerance.dense_replicas = r;
@@ -46,7 +47,7 @@ void Train(const JobSpec& spec, TestCluster* cluster, int workers) {
     threads.emplace_back([&, w] {
       JobSpec s = spec;
       s.cluster.workers = workers;
-      auto model = Dlrm::Create(s.model, s.data.batch_size);
+      auto model = Dlrm::Create(ToDlrmConfig(s.model), s.data.batch_size);
       std::vector<int64_t> sizes;
       for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
       auto ps = PsClient::Create(cluster->map(), s.model.table_rows, s.model.embedding_dim,
@@ -72,7 +73,7 @@ void ExpectClean(const TestCluster& cluster) {
 }
 
 struct Case {
-  std::string optimizer;
+  SparseOptimizerType optimizer;
   int k;
   int r;
 };
@@ -89,19 +90,23 @@ TEST_P(ParityAfterTraining, ScrubIsClean) {
   ExpectClean(*cluster);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Codes, ParityAfterTraining,
-    ::testing::Values(Case{"sgd", 2, 1}, Case{"adagrad", 4, 1}, Case{"rowwise_adagrad", 3, 2},
-                      Case{"adagrad", 3, 2}, Case{"sgd", 4, 1}, Case{"rowwise_adagrad", 2, 1}),
-    [](const auto& info) {
-      return info.param.optimizer + "_k" + std::to_string(info.param.k) + "_r" +
-             std::to_string(info.param.r);
-    });
+INSTANTIATE_TEST_SUITE_P(Codes, ParityAfterTraining,
+                         ::testing::Values(Case{SparseOptimizerType::kSgd, 2, 1},
+                                           Case{SparseOptimizerType::kAdagrad, 4, 1},
+                                           Case{SparseOptimizerType::kRowwiseAdagrad, 3, 2},
+                                           Case{SparseOptimizerType::kAdagrad, 3, 2},
+                                           Case{SparseOptimizerType::kSgd, 4, 1},
+                                           Case{SparseOptimizerType::kRowwiseAdagrad, 2, 1}),
+                         [](const auto& info) {
+                           return std::string(ToString(info.param.optimizer)) + "_k" +
+                                  std::to_string(info.param.k) + "_r" +
+                                  std::to_string(info.param.r);
+                         });
 
 // A rebuild reads a survivor's data and parity members in one ReadRows: its parity part
 // answers as ReadParity does, and a stripe the server holds no parity of fails the whole read.
 TEST(ReadRows, ReadsParityInTheSameRequest) {
-  JobSpec spec = EcSpec("adagrad", 2, 1);
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   Train(spec, cluster.get(), 1);
@@ -154,7 +159,7 @@ TEST(ReadRows, ReadsParityInTheSameRequest) {
 }
 
 TEST(Scrub, DetectsACorruptedParityRow) {
-  JobSpec spec = EcSpec("adagrad", 2, 1);
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   // Flip one byte of one parity row through the parity delta path itself, as the data
@@ -228,7 +233,7 @@ class FlakyTransport : public DeltaTransport {
 };
 
 TEST(ExactlyOnce, FlakyNetworkStillEndsClean) {
-  JobSpec spec = EcSpec("adagrad", 3, 2);
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 3, 2);
   FlakyTransport flaky;
   // The transport needs the addresses, which exist only once the servers listen: start the
   // cluster with it, then attach (no delta flows before training starts).
@@ -263,8 +268,8 @@ class SlowTransport : public DeltaTransport {
 
 // Pushes one row and, the moment the push returns, compares the parity holder's row with a
 // fresh encode of the stripe's current data. Returns whether they matched.
-bool ParityCurrentWhenAcked(const std::string& ack) {
-  JobSpec spec = EcSpec("adagrad", 2, 1);
+bool ParityCurrentWhenAcked(AckPolicy ack) {
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
   spec.fault_tolerance.ack = ack;
   SlowTransport slow;
   auto cluster = TestCluster::Start(spec, kToken, &slow);
@@ -303,7 +308,7 @@ bool ParityCurrentWhenAcked(const std::string& ack) {
     EXPECT_TRUE(s->ReadRows(&c, req, &resp).ok());
     data[j].assign(resp.payloads().begin(), resp.payloads().end());
   }
-  auto code = RowCode::Create("erasure_code", 2, 1, "auto");
+  auto code = RowCode::Create(FaultToleranceMode::kErasureCode, 2, 1, "auto");
   std::vector<uint8_t> expect(parity.size());
   const uint8_t* d[2] = {data[0].data(), data[1].data()};
   uint8_t* p[1] = {expect.data()};
@@ -312,17 +317,17 @@ bool ParityCurrentWhenAcked(const std::string& ack) {
 }
 
 TEST(AckAfterParity, ParityReflectsAPushWhenItIsAcknowledged) {
-  EXPECT_TRUE(ParityCurrentWhenAcked("after_parity"));
+  EXPECT_TRUE(ParityCurrentWhenAcked(AckPolicy::kAfterParity));
 }
 
 TEST(AckAfterParity, AsyncAcknowledgesBeforeParity) {
   // The same check with ack async fails: the hook above would notice a wrong ack mode.
-  EXPECT_FALSE(ParityCurrentWhenAcked("async"));
+  EXPECT_FALSE(ParityCurrentWhenAcked(AckPolicy::kAsync));
 }
 
 TEST(Replication, CopiesStayIdenticalThroughTraining) {
   JobSpec spec = SmallSpec(3, 30);
-  spec.fault_tolerance.mode = "replication";
+  spec.fault_tolerance.mode = FaultToleranceMode::kReplication;
   spec.fault_tolerance.r = 2;
   spec.fault_tolerance.dense_replicas = 2;
   auto cluster = TestCluster::Start(spec, kToken);

@@ -22,7 +22,7 @@ class PeerValidationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     spec_ = SmallSpec(3, 1);
-    spec_.fault_tolerance.mode = "erasure_code";
+    spec_.fault_tolerance.mode = FaultToleranceMode::kErasureCode;
     spec_.fault_tolerance.k = 2;
     spec_.fault_tolerance.r = 1;
     spec_.fault_tolerance.dense_replicas = 1;

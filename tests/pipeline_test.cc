@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/dlrm.h"
+#include "kernels/spec_config.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 
@@ -23,7 +24,7 @@ v1::WorkerProgress Train(const JobSpec& spec, int worker = 0, absl::Status* stat
   auto cluster = TestCluster::Start(spec, token);
   EXPECT_NE(cluster, nullptr);
   if (cluster == nullptr) return {};
-  auto model = Dlrm::Create(spec.model, spec.data.batch_size);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size);
   EXPECT_TRUE(model.ok()) << model.status();
   if (!model.ok()) return {};
   std::vector<int64_t> sizes;
@@ -58,7 +59,7 @@ TEST(Pipeline, ReportsThePushedStepNotHowFarTheReaderGot) {
 
 JobSpec CriteoSpec(int batch_size, double eval_fraction) {
   JobSpec spec = SmallSpec(2, 1000);  // more steps than the file holds
-  spec.data.source = "criteo_tsv";
+  spec.data.source = DataSourceType::kCriteoTsv;
   spec.data.paths = {std::string(ECPS_TEST_DATA_DIR) + "/criteo_sample.tsv"};  // 200 rows
   spec.data.batch_size = batch_size;
   spec.data.eval_fraction = eval_fraction;
@@ -105,7 +106,7 @@ TEST(Pipeline, ANonFiniteLossIsAnErrorNamingTheStep) {
   for (bool synchronous : {true, false}) {
     JobSpec spec = SmallSpec(2, 200);
     spec.job.synchronous = synchronous;
-    spec.optimizer.dense.type = "sgd";
+    spec.optimizer.dense.type = DenseOptimizerType::kSgd;
     spec.optimizer.dense.lr = 1e30f;
     absl::Status status;
     const v1::WorkerProgress p = Train(spec, 0, &status);

@@ -9,6 +9,7 @@
 
 #include "coordinator/scrub.h"
 #include "gtest/gtest.h"
+#include "kernels/spec_config.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/rpc.h"
 #include "tests/test_cluster.h"
@@ -19,7 +20,7 @@ namespace {
 
 constexpr char kToken[] = "recovery-test";
 
-JobSpec Spec(const std::string& mode, int k, int r, int servers, int64_t steps) {
+JobSpec Spec(FaultToleranceMode mode, int k, int r, int servers, int64_t steps) {
   JobSpec spec = SmallSpec(servers, steps);
   spec.fault_tolerance.mode = mode;
   spec.fault_tolerance.k = k;
@@ -36,7 +37,7 @@ std::vector<std::string> Addresses(const v1::ClusterMap& map) {
 }
 
 std::unique_ptr<PsClient> Client(const JobSpec& spec, TestCluster* cluster, const std::string& name) {
-  auto model = Dlrm::Create(spec.model, spec.data.batch_size);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size);
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
   auto ps = PsClient::Create(cluster->current_map(), spec.model.table_rows, spec.model.embedding_dim,
@@ -66,7 +67,7 @@ void Train(const JobSpec& spec, TestCluster* cluster, int workers, std::atomic<i
     threads.emplace_back([&, w] {
       JobSpec s = spec;
       s.cluster.workers = workers;
-      auto model = Dlrm::Create(s.model, s.data.batch_size);
+      auto model = Dlrm::Create(ToDlrmConfig(s.model), s.data.batch_size);
       auto ps = Client(s, cluster, "worker-" + std::to_string(w));
       ProgressBoard board;
       std::atomic<bool> stop{false};
@@ -152,7 +153,7 @@ void ExpectClean(TestCluster* cluster) {
 }
 
 struct Case {
-  std::string mode;
+  FaultToleranceMode mode;
   int k, r, servers, victim;
 };
 
@@ -193,17 +194,18 @@ TEST_P(QuiescentRebuild, RebuiltRowsAreByteIdentical) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Codes, QuiescentRebuild,
-                         ::testing::Values(Case{"erasure_code", 2, 1, 3, 1},
-                                           Case{"erasure_code", 4, 1, 5, 0},
-                                           Case{"erasure_code", 3, 2, 5, 4},
-                                           Case{"replication", 1, 1, 3, 2}),
+                         ::testing::Values(Case{FaultToleranceMode::kErasureCode, 2, 1, 3, 1},
+                                           Case{FaultToleranceMode::kErasureCode, 4, 1, 5, 0},
+                                           Case{FaultToleranceMode::kErasureCode, 3, 2, 5, 4},
+                                           Case{FaultToleranceMode::kReplication, 1, 1, 3, 2}),
                          [](const auto& info) {
-                           return info.param.mode + "_k" + std::to_string(info.param.k) + "_r" +
+                           return std::string(ToString(info.param.mode)) + "_k" +
+                                  std::to_string(info.param.k) + "_r" +
                                   std::to_string(info.param.r);
                          });
 
 TEST(OnlineRebuild, ReplacedWhileTrainingEndsConsistent) {
-  JobSpec spec = Spec("erasure_code", 3, 2, 5, 200);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 3, 2, 5, 200);
   // A slow background rebuild, so workers certainly ask for rows it has not reached yet.
   spec.fault_tolerance.rebuild_rate_mb_s = 0.1;
   auto cluster = TestCluster::Start(spec, kToken);
@@ -233,7 +235,7 @@ TEST(OnlineRebuild, ReplacedWhileTrainingEndsConsistent) {
 }
 
 TEST(SimultaneousFailures, TwoServersOfAThreeTwoCodeAreRebuiltExactly) {
-  JobSpec spec = Spec("erasure_code", 3, 2, 5, 25);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 3, 2, 5, 25);
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   Train(spec, cluster.get(), 2, nullptr);
@@ -253,7 +255,7 @@ TEST(SimultaneousFailures, TwoServersOfAThreeTwoCodeAreRebuiltExactly) {
 }
 
 TEST(SimultaneousFailures, SecondFailureDuringARecovery) {
-  JobSpec spec = Spec("erasure_code", 3, 2, 5, 25);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 3, 2, 5, 25);
   spec.fault_tolerance.rebuild_rate_mb_s = 0.2;  // slow, so the second failure lands mid-rebuild
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
@@ -277,10 +279,10 @@ TEST(SimultaneousFailures, SecondFailureDuringARecovery) {
 // A (2, 1) job whose every applied +1 push takes exactly 1 off each weight (SGD, lr 1), with
 // pushes acknowledged only once their parity is: what the counting tests below need.
 JobSpec CountingSpec() {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
-  spec.optimizer.sparse.type = "sgd";
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 2, 1, 3, 1);
+  spec.optimizer.sparse.type = SparseOptimizerType::kSgd;
   spec.optimizer.sparse.lr = 1.0f;
-  spec.fault_tolerance.ack = "after_parity";
+  spec.fault_tolerance.ack = AckPolicy::kAfterParity;
   return spec;
 }
 
@@ -415,7 +417,7 @@ TEST(Soak, EveryAcknowledgedUpdateSurvivesFailureAfterFailure) {
 // waiting for them: the client sends it only to RECOVERING servers, the server answers at
 // once and rebuilds them on demand, ahead of a background sweep that would take far longer.
 TEST(OnlineRebuild, PrefetchHintRebuildsRowsBeforeThePull) {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 2, 1, 3, 1);
   spec.fault_tolerance.rebuild_rate_mb_s = 0.01;  // the sweep would take minutes
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
@@ -469,7 +471,7 @@ TEST(OnlineRebuild, PrefetchHintRebuildsRowsBeforeThePull) {
 // Hints that come in quick succession share one on-demand batch (one read from each survivor
 // for both), and a pull that needs rows starts a batch at once.
 TEST(OnlineRebuild, HintsShareABatchAndPullsDoNotWait) {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 2, 1, 3, 1);
   spec.fault_tolerance.rebuild_rate_mb_s = 0.01;  // the sweep would take minutes
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
@@ -537,7 +539,7 @@ TEST(OnlineRebuild, HintsShareABatchAndPullsDoNotWait) {
 // Once every worker has finished there is no training left to protect: the rebuild drops its
 // rate limit, so the end of the job (its final scrub and checkpoint) does not wait for it.
 TEST(OnlineRebuild, RateLimitEndsWhenTrainingIsDone) {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 2, 1, 3, 1);
   spec.fault_tolerance.rebuild_rate_mb_s = 0.001;  // about 8 minutes for this server's rows
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
@@ -556,7 +558,7 @@ TEST(OnlineRebuild, RateLimitEndsWhenTrainingIsDone) {
 // The parity holders count the updates of each data row they protect, so that a replacement
 // can rebuild the rows workers use most first (Rebuilder::LoadHotRows asks them).
 TEST(HotRows, ParityHolderListsADataServersRowsByUpdateCount) {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 2, 1, 3, 1);
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
@@ -619,7 +621,7 @@ TEST(HotRows, ParityHolderListsADataServersRowsByUpdateCount) {
 // A checkpoint or scrub that froze the servers may see the epoch move on (a server died
 // meanwhile); its release must still be accepted, or the survivors stay frozen for good.
 TEST(Freeze, ReleaseFromAnOlderEpochIsAccepted) {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 2, 1, 3, 1);
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   v1::FreezeRequest freeze;
@@ -660,7 +662,7 @@ TEST(Freeze, ReleaseFromAnOlderEpochIsAccepted) {
 // with the background throttled to one small batch, the one hot row (in the last table, so
 // last in slot order) is rebuilt while rows of the second table still wait.
 TEST(HotRows, ReplacementRebuildsTheHottestRowsFirst) {
-  JobSpec spec = Spec("erasure_code", 2, 1, 3, 1);
+  JobSpec spec = Spec(FaultToleranceMode::kErasureCode, 2, 1, 3, 1);
   spec.fault_tolerance.rebuild_rate_mb_s = 1e-5;  // 16-stripe batches, minutes apart
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);

@@ -18,8 +18,8 @@ constexpr int kDim = 4;
 struct Fixture {
   Fixture() {
     placement = std::make_unique<Placement>(*Placement::Create(3, 2, 1, {64}));
-    code = *RowCode::Create("erasure_code", 2, 1, "auto");
-    optimizer.type = "sgd";
+    code = *RowCode::Create(FaultToleranceMode::kErasureCode, 2, 1, "auto");
+    optimizer.rule = SparseUpdateRule::kSgd;
   }
   // A stripe of table 0 whose parity server 0 holds.
   int64_t ParityStripe() const {
@@ -33,7 +33,7 @@ struct Fixture {
   }
   std::unique_ptr<Placement> placement;
   std::unique_ptr<RowCode> code;
-  SparseOptimizer optimizer;
+  SparseOptimizerConfig optimizer;
 };
 
 // A delta of member j of `stripe` from version `from` to `to`, filled with `fill`.

@@ -35,7 +35,7 @@ class TestCluster {
     cluster->map_.set_epoch(1);
     cluster->map_.set_k(k);
     cluster->map_.set_r(r);
-    cluster->map_.set_mode(spec.fault_tolerance.mode);
+    cluster->map_.set_mode(ToString(spec.fault_tolerance.mode));
     cluster->map_.set_phase(v1::JOB_RUNNING);
     // Listen first, so every server knows every address before it builds its parts.
     std::vector<std::string> addresses;

@@ -531,7 +531,7 @@ class CriteoSource : public DataSource {
   CriteoSource(const DataSection& data, const ModelSection& model, int partition,
                int num_partitions, bool eval, int64_t max_samples)
       : paths_(data.paths),
-        csv_(data.source == "criteo_csv"),
+        csv_(data.source == DataSourceType::kCriteoCsv),
         rows_(model.table_rows),
         partition_(partition),
         num_partitions_(num_partitions),
@@ -732,27 +732,25 @@ absl::StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSection& da
                                                            bool eval, int64_t max_samples) {
   absl::Status st = ValidateCommon(data, model, partition, num_partitions);
   if (!st.ok()) return st;
-  if (data.source == "synthetic") {
+  if (data.source == DataSourceType::kSynthetic) {
     return std::unique_ptr<DataSource>(std::make_unique<SyntheticSource>(
         data, model, seed, partition, num_partitions, eval, max_samples));
   }
-  if (data.source == "criteo_tsv" || data.source == "criteo_csv") {
-    if (model.num_dense != kCriteoDense || model.num_sparse != kCriteoSparse) {
-      return absl::InvalidArgumentError(
-          "criteo data needs model.num_dense = 13 and model.num_sparse = 26");
-    }
-    if (data.paths.empty()) return absl::InvalidArgumentError("data.paths is empty");
-    for (const auto& p : data.paths) {
-      RETURN_IF_ERROR(CheckCriteoFile(p, data.source == "criteo_csv", model.table_rows));
-    }
-    auto src =
-        std::make_unique<CriteoSource>(data, model, partition, num_partitions, eval, max_samples);
-    st = src->Open();
-    if (!st.ok()) return st;
-    return std::unique_ptr<DataSource>(std::move(src));
+  // criteo_tsv or criteo_csv
+  if (model.num_dense != kCriteoDense || model.num_sparse != kCriteoSparse) {
+    return absl::InvalidArgumentError(
+        "criteo data needs model.num_dense = 13 and model.num_sparse = 26");
   }
-  return absl::InvalidArgumentError(absl::StrCat("data.source: unknown '", data.source,
-                                                 "' (allowed: synthetic, criteo_tsv, criteo_csv)"));
+  if (data.paths.empty()) return absl::InvalidArgumentError("data.paths is empty");
+  for (const auto& p : data.paths) {
+    RETURN_IF_ERROR(
+        CheckCriteoFile(p, data.source == DataSourceType::kCriteoCsv, model.table_rows));
+  }
+  auto src =
+      std::make_unique<CriteoSource>(data, model, partition, num_partitions, eval, max_samples);
+  st = src->Open();
+  if (!st.ok()) return st;
+  return std::unique_ptr<DataSource>(std::move(src));
 }
 
 absl::StatusOr<double> SyntheticCeilingAuc(const DataSection& data, const ModelSection& model,

@@ -6,23 +6,26 @@
 
 #include "kernels/dense_ops.h"
 #include "kernels/optimizers.h"
+#include "kernels/spec_config.h"
 #include "runtime/status_macros.h"
 #include "worker/metrics.h"
 
 namespace ecps {
 
 absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(const JobSpec& spec) {
-  RETURN_IF_ERROR(ValidateSparseOptimizer(spec.optimizer.sparse));
-  RETURN_IF_ERROR(ValidateDenseOptimizer(spec.optimizer.dense));
-  if (spec.data.batch_size < 1) return absl::InvalidArgumentError("data.batch_size must be >= 1");
   std::unique_ptr<LocalTrainer> t(new LocalTrainer());
+  t->sparse_optimizer_ = ToSparseOptimizerConfig(spec.optimizer.sparse);
+  t->dense_optimizer_ = ToDenseOptimizerConfig(spec.optimizer.dense);
+  RETURN_IF_ERROR(ValidateSparseOptimizer(t->sparse_optimizer_));
+  RETURN_IF_ERROR(ValidateDenseOptimizer(t->dense_optimizer_));
+  if (spec.data.batch_size < 1) return absl::InvalidArgumentError("data.batch_size must be >= 1");
   t->spec_ = spec;
   SetBlasThreads(spec.cluster.worker_threads);
-  ASSIGN_OR_RETURN(t->model_, Dlrm::Create(spec.model, spec.data.batch_size));
+  ASSIGN_OR_RETURN(t->model_, Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size));
   ASSIGN_OR_RETURN(t->data_, MakeDataSource(spec.data, spec.model, spec.job.seed, 0, 1, false));
   t->dim_ = spec.model.embedding_dim;
   t->num_sparse_ = spec.model.num_sparse;
-  t->stride_ = t->dim_ + SparseStateFloats(spec.optimizer.sparse, t->dim_);
+  t->stride_ = t->dim_ + SparseStateFloats(t->sparse_optimizer_, t->dim_);
   for (int64_t rows : spec.model.table_rows) {
     t->tables_.emplace_back(new float[static_cast<size_t>(rows) * t->stride_]);
     t->initialised_.emplace_back(static_cast<size_t>(rows), 0);
@@ -30,7 +33,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(const JobSpec
   t->model_->InitDense(spec.job.seed, &t->dense_);
   const auto& infos = t->model_->tensors();
   for (size_t i = 0; i < infos.size(); ++i) {
-    t->dense_state_.emplace_back(DenseStateFloats(spec.optimizer.dense, infos[i].size), 0.0f);
+    t->dense_state_.emplace_back(DenseStateFloats(t->dense_optimizer_, infos[i].size), 0.0f);
     t->dense_grads_.emplace_back(infos[i].size, 0.0f);
     t->param_ptrs_.push_back(t->dense_[i].data());
     t->grad_ptrs_.push_back(t->dense_grads_[i].data());
@@ -41,7 +44,7 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(const JobSpec
 float* LocalTrainer::MutableRow(int table, int64_t row) const {
   float* p = tables_[table].get() + static_cast<size_t>(row) * stride_;
   if (!initialised_[table][row]) {
-    InitSparseRow(spec_.optimizer.sparse, spec_.job.seed, table, row, dim_,
+    InitSparseRow(sparse_optimizer_, spec_.job.seed, table, row, dim_,
                   spec_.model.table_rows[table], p);
     initialised_[table][row] = 1;
   }
@@ -96,12 +99,12 @@ float LocalTrainer::StepOnBatch(const Batch& b) {
     const auto& rows = unique_.rows[t];
     payload_ptrs_.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) payload_ptrs_[i] = MutableRow(t, rows[i]);
-    ApplySparseUpdates(spec_.optimizer.sparse, d, static_cast<int64_t>(rows.size()),
+    ApplySparseUpdates(sparse_optimizer_, d, static_cast<int64_t>(rows.size()),
                        row_grads_[t].data(), payload_ptrs_.data());
   }
   ++steps_;
   for (size_t i = 0; i < dense_.size(); ++i) {
-    ApplyDenseUpdate(spec_.optimizer.dense, steps_, static_cast<int64_t>(dense_[i].size()),
+    ApplyDenseUpdate(dense_optimizer_, steps_, static_cast<int64_t>(dense_[i].size()),
                      dense_grads_[i].data(), dense_[i].data(), dense_state_[i].data());
   }
   samples_ += n;

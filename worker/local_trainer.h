@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/dlrm.h"
+#include "kernels/optimizers.h"
 #include "runtime/spec.h"
 #include "worker/data.h"
-#include "kernels/dlrm.h"
 #include "worker/step.h"
 
 namespace ecps {
@@ -70,6 +71,8 @@ class LocalTrainer {
   float* MutableRow(int table, int64_t row) const;
 
   JobSpec spec_;
+  SparseOptimizerConfig sparse_optimizer_;  // spec_.optimizer, as the kernels take it
+  DenseOptimizerConfig dense_optimizer_;
   int dim_ = 0, stride_ = 0, num_sparse_ = 0;
   std::unique_ptr<Dlrm> model_;
   std::unique_ptr<DataSource> data_;

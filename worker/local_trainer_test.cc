@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/optimizers.h"
+#include "kernels/spec_config.h"
 
 namespace ecps {
 namespace {
@@ -20,9 +21,9 @@ JobSpec SmallJob() {
   s.model.top_mlp = {32, 16};
   s.model.table_rows.assign(26, 5000);
   s.data.batch_size = 256;
-  s.optimizer.sparse.type = "adagrad";
+  s.optimizer.sparse.type = SparseOptimizerType::kAdagrad;
   s.optimizer.sparse.lr = 0.05f;
-  s.optimizer.dense.type = "adam";
+  s.optimizer.dense.type = DenseOptimizerType::kAdam;
   s.optimizer.dense.lr = 0.003f;
   return s;
 }
@@ -58,13 +59,14 @@ TEST(LocalTrainer, LearnsSyntheticData) {
 TEST(LocalTrainer, DeterministicAndLazyInitMatchesInitSparseRow) {
   JobSpec spec = SmallJob();
   spec.model.table_rows.assign(26, 300);
-  spec.optimizer.sparse.type = "rowwise_adagrad";
+  spec.optimizer.sparse.type = SparseOptimizerType::kRowwiseAdagrad;
   auto a = LocalTrainer::Create(spec);
   auto b = LocalTrainer::Create(spec);
   ASSERT_TRUE(a.ok() && b.ok());
   // A row nobody touched equals InitSparseRow.
   std::vector<float> init((*a)->payload_floats());
-  InitSparseRow(spec.optimizer.sparse, spec.job.seed, 5, 17, 8, 300, init.data());
+  InitSparseRow(ToSparseOptimizerConfig(spec.optimizer.sparse), spec.job.seed, 5, 17, 8, 300,
+                init.data());
   EXPECT_TRUE(std::equal(init.begin(), init.end(), (*a)->row_payload(5, 17)));
   ASSERT_TRUE((*a)->Train(5).ok());
   ASSERT_TRUE((*b)->Train(5).ok());
@@ -81,7 +83,8 @@ TEST(LocalTrainer, DeterministicAndLazyInitMatchesInitSparseRow) {
   // Training moved some rows and the dense weights.
   int moved = 0;
   for (int64_t r = 0; r < 300; ++r) {
-    InitSparseRow(spec.optimizer.sparse, spec.job.seed, 0, r, 8, 300, init.data());
+    InitSparseRow(ToSparseOptimizerConfig(spec.optimizer.sparse), spec.job.seed, 0, r, 8, 300,
+                  init.data());
     moved += !std::equal(init.begin(), init.end(), (*a)->row_payload(0, r));
   }
   EXPECT_GT(moved, 10);
@@ -109,7 +112,7 @@ TEST(LocalTrainer, StepOnBatchEqualsStep) {
 
 TEST(LocalTrainer, CreateRejectsBadConfig) {
   JobSpec spec = SmallJob();
-  spec.optimizer.sparse.type = "adam";
+  spec.optimizer.sparse.lr = 0;  // the kernels refuse a rate that is not positive
   EXPECT_EQ(LocalTrainer::Create(spec).status().code(), absl::StatusCode::kInvalidArgument);
   spec = SmallJob();
   spec.model.bottom_mlp = {32, 16};
@@ -121,7 +124,7 @@ TEST(LocalTrainer, CreateRejectsBadConfig) {
 
 TEST(LocalTrainer, TrainsOnCriteoSampleWithEpochs) {
   JobSpec spec = SmallJob();
-  spec.data.source = "criteo_csv";
+  spec.data.source = DataSourceType::kCriteoCsv;
   spec.data.paths = {std::string(ECPS_TEST_DATA_DIR) + "/criteo_sample.txt"};
   spec.data.batch_size = 64;
   spec.data.eval_fraction = 0.1;

@@ -56,7 +56,7 @@ void TrainingLoop::Reported(int64_t step, int64_t samples, double loss, int64_t 
 
 absl::Status TrainingLoop::NothingTrained() const {
   const std::string data =
-      spec_.data.source == "synthetic"
+      spec_.data.source == DataSourceType::kSynthetic
           ? absl::StrCat("data.synthetic.num_samples = ", spec_.data.synthetic.num_samples)
           : absl::StrCat("data.paths [", absl::StrJoin(spec_.data.paths, ", "), "]");
   const std::string partition = absl::StrCat("its partition (", worker_, " of ",

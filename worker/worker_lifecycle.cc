@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "checkpoint/layout.h"
 #include "kernels/dlrm.h"
+#include "kernels/spec_config.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 #include "worker/ps_client.h"
@@ -26,7 +27,9 @@ bool ServersServing(const v1::ClusterMap& map, int servers) {
   return true;
 }
 
-bool PositionsCountBatches(const JobSpec& spec) { return spec.data.source == "synthetic"; }
+bool PositionsCountBatches(const JobSpec& spec) {
+  return spec.data.source == DataSourceType::kSynthetic;
+}
 
 }  // namespace
 
@@ -234,7 +237,7 @@ absl::Status WorkerLifecycle::Train() {
       [servers](const v1::ClusterMap& m) { return ServersServing(m, servers); },
       std::max(600000, spec.cluster.connect_timeout_s * 1000));
   if (!map.ok()) return map.status();
-  auto model = Dlrm::Create(spec.model, spec.data.batch_size);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size);
   if (!model.ok()) return model.status();
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);

@@ -292,7 +292,7 @@ TEST_F(WorkerLifecycleTest, ARollbackOverAtStartIsReportedResumed) {
 }
 
 TEST_F(WorkerLifecycleTest, AwaitRollbackRewindsTheBoardAndThePlan) {
-  options_.spec.data.source = "synthetic";
+  options_.spec.data.source = DataSourceType::kSynthetic;
   WorkerLifecycle life(options_, "w", &coordinator_, &stop_);
   v1::HeartbeatResponse halted;
   *halted.mutable_rollback() = RollbackOf(1, false);

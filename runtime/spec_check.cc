@@ -1,0 +1,265 @@
+// Checks that span fields, and the defaults derived from other fields (runtime/spec_parser.h).
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "runtime/net.h"
+#include "runtime/spec_parser.h"
+
+namespace ecps {
+namespace spec_internal {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kDefaultTableRows = 100000;
+constexpr int kCriteoDense = 13;
+constexpr int kCriteoSparse = 26;
+
+bool IsValidJobName(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name == "." || name == "..") return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void SpecParser::CrossCheck(JobSpec* spec) {
+  JobSection& job = spec->job;
+  ClusterSection& cluster = spec->cluster;
+  ModelSection& model = spec->model;
+  DataSection& data = spec->data;
+  FaultToleranceSection& ft = spec->fault_tolerance;
+
+  // job
+  if (!Bad({"job.name"}) && !IsValidJobName(job.name)) {
+    ErrorAt("job.name", {"job.name"},
+            absl::StrCat("must be 1 to 128 characters from A-Z a-z 0-9 . _ - (and not . or ..), "
+                         "got ",
+                         Quoted(job.name)));
+  }
+  if (job.output_dir.empty()) job.output_dir = "runs/" + job.name;
+  if (!Bad({"job.token"})) {
+    bool printable = job.token.size() <= 256;
+    for (char c : job.token) printable = printable && c > 0x20 && c < 0x7f;
+    if (!printable) {
+      ErrorAt("job.token", {"job.token"},
+              "must be at most 256 printable ASCII characters without spaces (it travels in "
+              "RPC metadata)");
+    }
+  }
+  if (!job.resume_from.empty() && !Bad({"job.resume_from"})) {
+    std::error_code ec;
+    if (!fs::is_directory(job.resume_from, ec)) {
+      ErrorAt("job.resume_from", {"job.resume_from"},
+              absl::StrCat("no such checkpoint directory: ", job.resume_from));
+    }
+  }
+
+  // slurm: the values land in #SBATCH lines of a shell script
+  for (auto [key, value] :
+       {std::pair<const char*, const std::string*>{"partition", &spec->slurm.partition},
+        {"time", &spec->slurm.time},
+        {"account", &spec->slurm.account}}) {
+    const std::string path = absl::StrCat("slurm.", key);
+    if (Bad({path}) || value->empty()) continue;
+    if (value->find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                 "0123456789_.:,-") != std::string::npos) {
+      ErrorAt(path, {path},
+              absl::StrCat("must hold only letters, digits and _.:,- (as sbatch takes it), got '",
+                           *value, "'"));
+    }
+  }
+  for (size_t i = 0; i < spec->slurm.sbatch_options.size() && !Bad({"slurm.sbatch_options"}); ++i) {
+    const std::string& option = spec->slurm.sbatch_options[i];
+    const std::string path = absl::StrCat("slurm.sbatch_options[", i, "]");
+    if (option.rfind("--", 0) != 0 || option.find_first_of("'\"`$\\") != std::string::npos) {
+      ErrorAt(path, {path, "slurm.sbatch_options"},
+              absl::StrCat("must be one long sbatch option such as --mem=8G (no quotes, $ or "
+                           "backslashes), got '",
+                           option, "'"));
+    }
+  }
+
+  // cluster
+  if (!Bad({"cluster.host"}) && cluster.host.find_first_of(" \t/") != std::string::npos) {
+    ErrorAt(
+        "cluster.host", {"cluster.host"},
+        absl::StrCat("must be a host name or address (e.g. 0.0.0.0), got '", cluster.host, "'"));
+  }
+  // What CheckDialAddress accepts as a host (a wildcard is not: nobody can dial it).
+  if (!Bad({"cluster.advertise"}) && !cluster.advertise.empty() &&
+      !CheckDialAddress(cluster.advertise + ":1").ok()) {
+    ErrorAt("cluster.advertise", {"cluster.advertise"},
+            absl::StrCat("must be a host name or address peers can dial, got '", cluster.advertise,
+                         "'"));
+  }
+  if (!Bad({"cluster.coordinator"}) && !cluster.coordinator.empty()) {
+    if (absl::Status s = CheckDialAddress(cluster.coordinator); !s.ok()) {
+      ErrorAt("cluster.coordinator", {"cluster.coordinator"}, std::string(s.message()));
+    }
+  }
+  if (!Bad({"cluster.heartbeat_timeout_ms", "cluster.heartbeat_interval_ms"}) &&
+      cluster.heartbeat_timeout_ms <= cluster.heartbeat_interval_ms) {
+    ErrorAt("cluster.heartbeat_timeout_ms",
+            {"cluster.heartbeat_timeout_ms", "cluster.heartbeat_interval_ms"},
+            absl::StrCat("must be greater than cluster.heartbeat_interval_ms (",
+                         cluster.heartbeat_interval_ms, "), got ", cluster.heartbeat_timeout_ms));
+  }
+
+  // model
+  if (!Bad({"model.table_rows", "model.num_sparse"})) {
+    if (!table_rows_given_) {
+      model.table_rows.assign(model.num_sparse, kDefaultTableRows);
+    } else if (table_rows_scalar_) {
+      int64_t rows = model.table_rows.at(0);
+      model.table_rows.assign(model.num_sparse, rows);
+    } else if (model.table_rows.size() != static_cast<size_t>(model.num_sparse)) {
+      ErrorAt("model.table_rows", {"model.table_rows"},
+              absl::StrCat("must have one entry per sparse feature (model.num_sparse = ",
+                           model.num_sparse, "), got ", model.table_rows.size(),
+                           " entries; or give one number for every table"));
+    }
+  }
+  if (!Bad({"model.bottom_mlp", "model.embedding_dim"}) && !model.bottom_mlp.empty() &&
+      model.bottom_mlp.back() != model.embedding_dim) {
+    ErrorAt(
+        "model.bottom_mlp", {"model.bottom_mlp", "model.embedding_dim"},
+        absl::StrCat("last layer must equal model.embedding_dim (", model.embedding_dim,
+                     ") so dense and sparse features can interact, got ", model.bottom_mlp.back()));
+  }
+
+  // data
+  const bool criteo = data.source != DataSourceType::kSynthetic;
+  if (!Bad({"data.source"}) && criteo) {
+    if (!Bad({"model.num_dense"}) && model.num_dense != kCriteoDense) {
+      ErrorAt("model.num_dense", {"model.num_dense", "data.source"},
+              absl::StrCat("must be ", kCriteoDense, " when data.source is ", ToString(data.source),
+                           " (Criteo rows have 13 integer features), got ", model.num_dense));
+    }
+    if (!Bad({"model.num_sparse"}) && model.num_sparse != kCriteoSparse) {
+      ErrorAt(
+          "model.num_sparse", {"model.num_sparse", "data.source"},
+          absl::StrCat("must be ", kCriteoSparse, " when data.source is ", ToString(data.source),
+                       " (Criteo rows have 26 categorical features), got ", model.num_sparse));
+    }
+    if (!Bad({"data.paths"})) {
+      if (data.paths.empty()) {
+        ErrorAt("data.paths", {"data.paths", "data.source"},
+                absl::StrCat("must list at least one input file when data.source is ",
+                             ToString(data.source)));
+      }
+      for (size_t i = 0; i < data.paths.size(); ++i) {
+        fs::path path(data.paths[i]);
+        if (path.is_relative() && !base_dir_.empty()) {
+          std::error_code ec;
+          fs::path abs = fs::absolute(base_dir_ / path, ec);
+          path = ec ? base_dir_ / path : abs;
+          path = path.lexically_normal();
+        }
+        std::error_code ec;
+        std::string item = absl::StrCat("data.paths[", i, "]");
+        if (!fs::exists(path, ec)) {
+          ErrorAt(item, {item, "data.paths"},
+                  absl::StrCat("no such file: ", path.string(),
+                               base_dir_.empty() ? ""
+                                                 : " (relative paths are resolved against "
+                                                   "the spec file's folder)"));
+        } else if (fs::is_directory(path, ec)) {
+          ErrorAt(item, {item, "data.paths"},
+                  absl::StrCat("is a directory, expected a file: ", path.string()));
+        } else {
+          data.paths[i] = path.string();
+        }
+      }
+    }
+  } else if (!Bad({"data.source", "data.paths"}) && !data.paths.empty()) {
+    ErrorAt("data.paths", {"data.paths"},
+            "is only used when data.source is criteo_tsv or criteo_csv (data.source is "
+            "synthetic); remove it");
+  }
+
+  // fault tolerance
+  const bool ft_ok =
+      !Bad({"fault_tolerance.mode", "fault_tolerance.k", "fault_tolerance.r", "cluster.servers"});
+  if (ft_ok && ft.mode == FaultToleranceMode::kErasureCode) {
+    if (ft.k + ft.r > 255) {
+      ErrorAt("fault_tolerance.k", {"fault_tolerance.k", "fault_tolerance.r"},
+              absl::StrCat("k + r must be at most 255 (GF(2^8) codes), got k + r = ", ft.k + ft.r));
+    } else if (ft.k + ft.r > cluster.servers) {
+      ErrorAt("fault_tolerance.k",
+              {"fault_tolerance.k", "fault_tolerance.r", "fault_tolerance.mode"},
+              absl::StrCat("k + r must be at most cluster.servers (", cluster.servers,
+                           ") so every stripe member is on its own server, got k + r = ", ft.k,
+                           " + ", ft.r, " = ", ft.k + ft.r));
+    }
+  }
+  if (ft_ok && ft.mode == FaultToleranceMode::kReplication && 1 + ft.r > cluster.servers) {
+    ErrorAt("fault_tolerance.r", {"fault_tolerance.r", "fault_tolerance.mode"},
+            absl::StrCat("replication keeps 1 + r copies on distinct servers, so 1 + r must be "
+                         "at most cluster.servers (",
+                         cluster.servers, "), got r = ", ft.r));
+  }
+  if (!Bad({"fault_tolerance.dense_replicas", "fault_tolerance.mode", "fault_tolerance.r",
+            "cluster.servers"})) {
+    if (ft.dense_replicas == -1) {
+      ft.dense_replicas = KeepsRedundancy(ft.mode) ? std::min(ft.r, cluster.servers - 1) : 0;
+    } else if (ft.dense_replicas > cluster.servers - 1) {
+      ErrorAt("fault_tolerance.dense_replicas", {"fault_tolerance.dense_replicas"},
+              absl::StrCat("must be between -1 and cluster.servers - 1 (", cluster.servers - 1,
+                           "): each backup lives on another server, got ", ft.dense_replicas));
+    }
+  }
+  if (ft.checkpoint.dir.empty()) ft.checkpoint.dir = job.output_dir + "/checkpoints";
+  if (ft.mode == FaultToleranceMode::kCheckpoint && ft.checkpoint.interval_steps == 0 &&
+      ft.checkpoint.interval_seconds == 0 &&
+      !Bad({"fault_tolerance.checkpoint.interval_steps",
+            "fault_tolerance.checkpoint.interval_seconds", "job.steps"})) {
+    ft.checkpoint.interval_steps = std::max<int64_t>(1, job.steps / 10);
+  }
+
+  // faults
+  for (size_t i = 0; i < spec->faults.size(); ++i) {
+    const std::string p = absl::StrCat("faults[", i, "]");
+    if (Bad({p})) continue;
+    FaultSpec& f = spec->faults[i];
+    if (!Bad({p + ".at_step", "job.steps"}) && (f.at_step < 1 || f.at_step > job.steps)) {
+      ErrorAt(p + ".at_step", {p + ".at_step", p},
+              absl::StrCat("must be between 1 and job.steps (", job.steps, "), got ", f.at_step));
+    }
+    if (Bad({p + ".action"}) || f.action.empty()) continue;
+    const bool on_server = f.action != "kill_worker";
+    const int count = on_server ? cluster.servers : cluster.workers;
+    const char* what = on_server ? "cluster.servers" : "cluster.workers";
+    if (!Bad({p + ".target", on_server ? "cluster.servers" : "cluster.workers"}) &&
+        (f.target < 0 || f.target >= count)) {
+      ErrorAt(p + ".target", {p + ".target", p},
+              absl::StrCat("must be a ", on_server ? "server" : "worker", " index between 0 and ",
+                           count - 1, " (", what, " = ", count, "), got ", f.target));
+    }
+    if (!Bad({p + ".duration_s"})) {
+      if (f.action == "stop_server" && f.duration_s <= 0) {
+        ErrorAt(p + ".duration_s", {p + ".duration_s", p},
+                absl::StrCat("stop_server needs duration_s greater than 0 (seconds the server "
+                             "stays stopped), got ",
+                             FormatNumber(f.duration_s)));
+      } else if (f.action != "stop_server" && f.duration_s != 0) {
+        ErrorAt(p + ".duration_s", {p + ".duration_s", p},
+                absl::StrCat("is only used by stop_server; ", f.action,
+                             " is immediate (remove duration_s)"));
+      }
+    }
+  }
+}
+
+}  // namespace spec_internal
+}  // namespace ecps
