@@ -98,6 +98,16 @@ class CommandParser {
   }
 
   absl::StatusOr<ParsedCommand> Parse(const std::vector<std::string>& argv) {
+    // CLI11 reads `--token=` (nothing after the =) as `--token` and takes the next word as
+    // the value: `ecps status --token= HOST:PORT` would send the address as the token.
+    for (size_t i = 1; i < argv.size(); ++i) {
+      const std::string& a = argv[i];
+      if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' &&
+          a.find('=') == a.size() - 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("option ", a.substr(0, a.size() - 1), " needs a value after the ="));
+      }
+    }
     std::vector<std::string> args(argv.rbegin(), argv.rend() - 1);  // CLI11 pops from the back
     ParsedCommand parsed;
     try {

@@ -105,6 +105,10 @@ TEST(CommandLineTest, FlagWithoutItsValueIsRefused) {
   auto p = Parse({"run", "job.yaml", "--output"});
   ASSERT_FALSE(p.ok());
   EXPECT_THAT(p.status().message(), HasSubstr("option --output needs a value"));
+  // An empty value after = is refused, not filled from the next word.
+  auto empty = Parse({"status", "--token=", "127.0.0.1:1"});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(empty.status().message(), HasSubstr("option --token needs a value after the ="));
 }
 
 TEST(CommandLineTest, GetIntNamesTheFlagAndTheValue) {

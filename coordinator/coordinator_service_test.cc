@@ -1,3 +1,7 @@
+// CoordinatorService through its public handlers, with a fake clock and no network: every
+// scenario of the phase machine, failure handling, checkpoints and rollback. Over 600 lines
+// because each scenario is one test on one shared fixture; the decisions themselves have
+// their own table tests (job_phase_test.cc, job_steps_test.cc).
 #include "coordinator/coordinator_service.h"
 
 #include <atomic>

@@ -1,3 +1,5 @@
+// The job spec: every key's range, every cross-field rule, every error message and the
+// rendering. Over 600 lines because it holds one test per rule, and the spec has many keys.
 #include "runtime/spec.h"
 
 #include <algorithm>

@@ -1,6 +1,8 @@
 // Online rebuild of a replaced server, in-process over real gRPC: a rebuilt row (weights and
 // optimizer state) and parity row equal the lost one byte for byte; a server replaced while
 // workers train is rebuilt on demand and in the background and the cluster ends consistent.
+// Over 600 lines: each scenario builds its own cluster and failure on the shared fixture of
+// test_cluster.h, and reads best as one test.
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
