@@ -20,6 +20,7 @@
 #include "coordinator/process_probe.h"
 #include "coordinator/scrub.h"
 #include "google/protobuf/util/json_util.h"
+#include "runtime/posix_file.h"
 #include "runtime/net.h"
 #include "spdlog/spdlog.h"
 
@@ -50,27 +51,6 @@ int CoordinatorExitCode(v1::JobPhase phase, bool data_lost) {
   if (phase == v1::JOB_FINISHED) return 0;
   if (phase == v1::JOB_FAILED && data_lost) return kExitDataLost;
   return 1;
-}
-
-absl::Status WriteFileAtomically(const std::string& path, const std::string& content) {
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  FILE* file = std::fopen(tmp.c_str(), "w");
-  if (file == nullptr) {
-    return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-  }
-  const bool written = std::fwrite(content.data(), 1, content.size(), file) == content.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!written || !closed) {
-    std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    return absl::InternalError(
-        absl::StrCat("cannot rename ", tmp, " to ", path, ": ", std::strerror(err)));
-  }
-  return absl::OkStatus();
 }
 
 CoordinatorProcess::CoordinatorProcess(const CoordinatorOptions& options, std::string token)
@@ -175,10 +155,10 @@ absl::Status CoordinatorProcess::Start() {
   absl::Status written = advertise.status();
   if (written.ok()) advertised_ = JoinHostPort(*advertise, server_.port);
   if (written.ok() && !options_.port_file.empty()) {
-    written = WriteFileAtomically(options_.port_file, absl::StrCat(server_.port, "\n"));
+    written = WriteFileDurably(options_.port_file, absl::StrCat(server_.port, "\n"));
   }
   if (written.ok() && !options_.address_file.empty()) {
-    written = WriteFileAtomically(options_.address_file, absl::StrCat(advertised_, "\n"));
+    written = WriteFileDurably(options_.address_file, absl::StrCat(advertised_, "\n"));
   }
   if (!written.ok()) {
     service_->Shutdown();
@@ -222,7 +202,7 @@ absl::Status CoordinatorProcess::WriteFinalStatus() {
   if (saved.ok() && !google::protobuf::util::MessageToJsonString(status, &text, json).ok()) {
     saved = absl::InternalError("cannot render the status as JSON");
   }
-  if (saved.ok()) saved = WriteFileAtomically(options_.final_status_file, text + "\n");
+  if (saved.ok()) saved = WriteFileDurably(options_.final_status_file, text + "\n");
   return saved;
 }
 

@@ -37,10 +37,6 @@ absl::Duration TickPeriod(const CoordinatorOptions& options);
 // failed for data loss, 1 failed otherwise or not ended.
 int CoordinatorExitCode(v1::JobPhase phase, bool data_lost);
 
-// Writes `content` to `path` via a temporary file and a rename, so a reader never sees a
-// partial file. INTERNAL naming the file on an error.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& content);
-
 // Not thread-safe: one thread calls the steps in order (Create, Start, Serve, Stop).
 class CoordinatorProcess {
  public:

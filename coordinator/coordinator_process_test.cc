@@ -11,6 +11,7 @@
 #include "coordinator/coordinator_test_util.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "runtime/posix_file.h"
 
 namespace ecps {
 namespace {
@@ -75,13 +76,13 @@ TEST(CoordinatorExitCodeTest, FinishedDataLostFailedOrNotEnded) {
   EXPECT_EQ(CoordinatorExitCode(v1::JOB_STARTING, false), 1);
 }
 
-TEST(WriteFileAtomicallyTest, WritesTheContentAndNamesAFileItCannotWrite) {
+TEST(WriteFileDurablyTest, WritesTheContentAndNamesAFileItCannotWrite) {
   const std::string path = TempPath("atomic");
-  ASSERT_TRUE(WriteFileAtomically(path, "one\n").ok());
-  ASSERT_TRUE(WriteFileAtomically(path, "two\n").ok());
+  ASSERT_TRUE(WriteFileDurably(path, "one\n").ok());
+  ASSERT_TRUE(WriteFileDurably(path, "two\n").ok());
   EXPECT_EQ(ReadFile(path), "two\n");
   std::remove(path.c_str());
-  const absl::Status failed = WriteFileAtomically("/nonexistent-dir/x", "x");
+  const absl::Status failed = WriteFileDurably("/nonexistent-dir/x", "x");
   EXPECT_FALSE(failed.ok());
   EXPECT_NE(failed.message().find("/nonexistent-dir/x"), std::string::npos) << failed;
 }

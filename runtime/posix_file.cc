@@ -111,7 +111,8 @@ absl::Status WriteFileDurably(const std::string& path, const std::string& conten
     RETURN_IF_ERROR(FsyncFd(fd, tmp));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError(path, "rename", errno);
-  return FsyncPath(fs::path(path).parent_path().string());
+  const std::string dir = fs::path(path).parent_path().string();
+  return FsyncPath(dir.empty() ? "." : dir);  // a bare name lives in the working directory
 }
 
 }  // namespace ecps
