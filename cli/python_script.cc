@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
 #include "cli/process_group.h"
 
 namespace ecps {
@@ -16,7 +17,9 @@ std::string FindScript(const std::string& script) {
     candidates.push_back(std::string(env) + "/" + script);
   }
 #ifdef ECPS_SOURCE_DIR
-  candidates.push_back(std::string(ECPS_SOURCE_DIR) + "/deploy/" + script);
+  // StrCat, not operator+: g++ 12 warns (array-bounds, a known false positive) on a literal
+  // appended to a temporary string here.
+  candidates.push_back(absl::StrCat(ECPS_SOURCE_DIR, "/deploy/", script));
 #endif
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);

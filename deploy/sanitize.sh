@@ -26,7 +26,11 @@ fuzz_seconds="${ECPS_FUZZ_SECONDS:--1}"
 "$root/deploy/setup.sh" --deps-only  # the packages, clang among them
 
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+# ccache caches files that use the precompiled headers (cmake/EcpsPch.cmake) only with
+# these sloppiness settings.
+command -v ccache >/dev/null && launcher=(
+  "-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_SLOPPINESS=pch_defines,time_macros;ccache"
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 if [ ! -f "$build/build.ninja" ]; then
   # -O1 -g1: fast enough to run the suite, line numbers in reports, a shorter build.
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -41,7 +41,11 @@ fi
 if [ "${1:-}" = "--deps-only" ]; then exit 0; fi
 
 launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+# ccache caches files that use the precompiled headers (cmake/EcpsPch.cmake) only with
+# these sloppiness settings.
+command -v ccache >/dev/null && launcher=(
+  "-DCMAKE_CXX_COMPILER_LAUNCHER=env;CCACHE_SLOPPINESS=pch_defines,time_macros;ccache"
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 if [ ! -f "$build/build.ninja" ]; then
   debug=()
   [ "${ECPS_WERROR:-0}" = 1 ] && debug+=(-DECPS_WERROR=ON)

@@ -1,0 +1,1 @@
+// The precompiled headers of cmake/EcpsPch.cmake need a file to hang on.
