@@ -173,7 +173,7 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
         spdlog::info("worker {} recovered: instance {} trains again (step {})", result.node.id,
                      result.node.instance, request.worker().step());
       }
-      progress_.Report(result.node.id, request.worker());
+      progress_.Report(result.node.id, request.worker(), now);
       if (result.became_done) {
         // A finished worker may exit before the job ends: its silence is not a failure.
         detector_.Forget(result.node.instance);
@@ -273,6 +273,13 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
       [this](const std::string& instance)
           ABSL_NO_THREAD_SAFETY_ANALYSIS { return detector_.SinceHeartbeat(instance); },
       response);
+  // A worker's own samples_per_s is over its last heartbeat interval, which a few steps more
+  // or less swing; show the rate the job's is the sum of.
+  for (v1::NodeInfo& node : *response->mutable_nodes()) {
+    if (node.role() == v1::ROLE_WORKER) {
+      node.mutable_worker()->set_samples_per_s(progress_.WorkerRate(node.id()));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -110,11 +110,7 @@ std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
                         now, reason);
       worker_resume_step_.erase(node->id);
       const v1::WorkerProgress* last = membership_.WorkerProgressOf(node->id);
-      if (last != nullptr) {  // a dead worker trains no more samples per second
-        v1::WorkerProgress stopped = *last;
-        stopped.set_samples_per_s(0);
-        progress_.Report(node->id, stopped);
-      }
+      progress_.Stopped(node->id);  // a dead worker trains no more samples per second
       spdlog::warn("worker {}: waiting for a replacement to register as worker {}; it resumes "
                    "after step {} at reader position {}", node->id, node->id,
                    last != nullptr ? last->step() : 0,

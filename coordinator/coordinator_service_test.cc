@@ -364,11 +364,16 @@ TEST_F(CoordinatorServiceTest, StartupTimeoutFailsTheJobNamingWhatIsMissing) {
 
 TEST_F(CoordinatorServiceTest, StatusReportsNodesAndProgress) {
   StartJob(2, 2);
-  clock_.Advance(absl::Seconds(10));
+  clock_.Advance(absl::Seconds(9));
+  // Both workers train 10 steps of 100 samples in the second before the status.
+  Beat(WorkerHeartbeat(0, "w0", 30));
+  Beat(WorkerHeartbeat(1, "w1", 10));
+  clock_.Advance(absl::Seconds(1));
   Beat(ServerHeartbeat(0, "s0"));
   v1::HeartbeatRequest w0 = WorkerHeartbeat(0, "w0", 40);
   w0.mutable_worker()->set_eval_auc(0.75);
   w0.mutable_worker()->set_eval_step(40);
+  w0.mutable_worker()->set_samples_per_s(9999);  // its own rate: not what the job shows
   Beat(w0);
   Beat(WorkerHeartbeat(1, "w1", 20));
   clock_.Advance(absl::Milliseconds(250));
@@ -380,7 +385,7 @@ TEST_F(CoordinatorServiceTest, StatusReportsNodesAndProgress) {
   EXPECT_EQ(status.r(), 0);
   EXPECT_EQ(status.step(), 20);
   EXPECT_EQ(status.samples(), 6000);
-  EXPECT_DOUBLE_EQ(status.samples_per_s(), 1000);
+  EXPECT_DOUBLE_EQ(status.samples_per_s(), 2000);
   EXPECT_DOUBLE_EQ(status.eval_auc(), 0.75);
   EXPECT_NEAR(status.elapsed_s(), 10.25, 1e-9);
   EXPECT_NEAR(status.eta_s(), 80 / (20 / 10.25), 1e-6);
@@ -390,6 +395,7 @@ TEST_F(CoordinatorServiceTest, StatusReportsNodesAndProgress) {
   EXPECT_EQ(status.nodes(0).address(), "127.0.0.1:7000");
   EXPECT_EQ(status.nodes(0).server().data_rows(), 1000);
   EXPECT_EQ(status.nodes(2).worker().step(), 40);
+  EXPECT_DOUBLE_EQ(status.nodes(2).worker().samples_per_s(), 1000) << "the coordinator's rate";
 }
 
 // Collects what WatchClusterMap sends, for a watcher running on its own thread.

@@ -1,22 +1,70 @@
 #include "coordinator/job_progress.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "proto/ecps.pb.h"
 
 namespace ecps {
 
-JobProgress::JobProgress(int num_workers, int64_t total_steps)
-    : total_steps_(total_steps), workers_(std::max(0, num_workers)) {}
+double WindowRate(const std::deque<CounterPoint>& points, absl::Time known_until,
+                  absl::Duration window) {
+  if (points.size() < 2) return 0;
+  const CounterPoint& first = points.front();
+  const CounterPoint& last = points.back();
+  // Until the next step is acknowledged the counter stands still for about a step's time
+  // in any case; only a pause longer than that is a stall.
+  absl::Time end = last.at;
+  if (last.step > first.step) {
+    const absl::Duration step_time = (last.at - first.at) / (last.step - first.step);
+    const absl::Duration still = known_until - last.at;
+    if (still > step_time) end += still - step_time;
+  }
+  const CounterPoint* start = &first;
+  for (const CounterPoint& p : points) {
+    if (p.at > end - window) break;
+    start = &p;
+  }
+  const double seconds = absl::ToDoubleSeconds(end - start->at);
+  if (start == &last || seconds <= 0) return 0;
+  return static_cast<double>(last.samples - start->samples) / seconds;
+}
 
-void JobProgress::Report(int worker, const v1::WorkerProgress& progress) {
+void CounterWindow::Add(absl::Time at, absl::Time received, int64_t step, int64_t samples) {
+  if (!points_.empty() && (samples < points_.back().samples || step < points_.back().step)) {
+    points_.clear();
+  }
+  known_until_ = received;
+  if (!points_.empty() && samples == points_.back().samples) {
+    points_.back().at = std::max(points_.back().at, at);
+    return;
+  }
+  // A report's date is the receipt minus the age the worker measured, so transit jitter
+  // could put it before the previous one; time does not run backwards for one counter.
+  if (!points_.empty()) at = std::max(at, points_.back().at);
+  points_.push_back(CounterPoint{at, step, samples});
+  // WindowRate never starts before the newest point a window before the newest: older
+  // ones are of no use.
+  while (points_.size() > 2 && points_[1].at <= points_.back().at - window_) {
+    points_.pop_front();
+  }
+}
+
+JobProgress::JobProgress(int num_workers, int64_t total_steps, absl::Duration rate_window)
+    : total_steps_(total_steps), workers_(std::max(0, num_workers), Latest(rate_window)) {}
+
+void JobProgress::Report(int worker, const v1::WorkerProgress& progress, absl::Time received) {
   if (worker < 0 || worker >= static_cast<int>(workers_.size())) return;
   Latest& w = workers_[worker];
   w.reported = true;
   w.step = progress.step();
   w.samples = progress.samples();
-  w.samples_per_s = progress.samples_per_s();
+  // A worker from before samples_age_s sends 0: its count is dated on receipt.
+  const double age = progress.samples_age_s();
+  const absl::Duration ago =
+      std::isfinite(age) && age > 0 ? absl::Seconds(age) : absl::ZeroDuration();
+  w.counter.Add(received - ago, received, progress.step(), progress.samples());
   w.loss = progress.loss();
   w.done = progress.done();
   if (progress.eval_auc() > 0) {
@@ -24,6 +72,17 @@ void JobProgress::Report(int worker, const v1::WorkerProgress& progress) {
     w.eval_logloss = progress.eval_logloss();
     w.eval_step = progress.eval_step();
   }
+}
+
+void JobProgress::Stopped(int worker) {
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) return;
+  workers_[worker].counter.Reset();
+}
+
+double JobProgress::WorkerRate(int worker) const {
+  if (worker < 0 || worker >= static_cast<int>(workers_.size())) return 0;
+  const Latest& w = workers_[worker];
+  return w.done ? 0 : w.counter.Rate();
 }
 
 void JobProgress::MarkRunning(absl::Time t) {
@@ -43,7 +102,7 @@ ProgressSummary JobProgress::Summarize(absl::Time now) const {
   for (const Latest& w : workers_) {
     min_step = std::min(min_step, w.reported ? w.step : int64_t{0});
     s.samples += w.samples;
-    if (!w.done) s.samples_per_s += w.samples_per_s;
+    if (!w.done) s.samples_per_s += w.counter.Rate();
     if (w.reported && w.step > 0) {
       loss_sum += w.loss;
       ++loss_count;

@@ -5,8 +5,10 @@ usage: plot_timeline.py OUTPUT_DIR
 
 Reads OUTPUT_DIR/metrics.csv (written by `ecps run`) and, when present, OUTPUT_DIR/report.json
 (its "drills" and "failures" arrays), and writes OUTPUT_DIR/timeline.png. Throughput is the
-rate of change of the cumulative sample count between timeline rows (what the job really
-trained), with the coordinator's reported samples/s as a thin line. Needs Debian's
+samples_per_s column (the coordinator's rate over the last 2 s of the workers' steps) as a
+thin line, and its centred moving average over 5 s on top. Not the change of the cumulative
+`samples` between rows: that count moves once a heartbeat, so each row interval holds one
+heartbeat's samples more or fewer than were trained in it. Needs Debian's
 python3-matplotlib (Agg backend, no display). Exit codes: 0 written, 2 bad input,
 3 matplotlib missing.
 """
@@ -14,6 +16,25 @@ import csv
 import json
 import os
 import sys
+
+
+# The smoothed line's span: several rows at any metrics interval up to a second, and short
+# enough that a recovery's dip keeps its shape.
+SMOOTH_S = 5.0
+
+
+def centred_mean(times, values, span):
+    """The mean of the values within span/2 of each time (fewer at the ends)."""
+    out, lo, hi, total = [], 0, 0, 0.0
+    for t in times:
+        while hi < len(times) and times[hi] <= t + span / 2:
+            total += values[hi]
+            hi += 1
+        while times[lo] < t - span / 2:
+            total -= values[lo]
+            lo += 1
+        out.append(total / (hi - lo))
+    return out
 
 
 def main(argv):
@@ -29,13 +50,12 @@ def main(argv):
         print("python3-matplotlib is not installed (apt-get install python3-matplotlib)")
         return 3
 
-    times, samples, reported, phases = [], [], [], []
+    times, rate, phases = [], [], []
     try:
         with open(os.path.join(out, "metrics.csv"), newline="") as f:
             for row in csv.DictReader(f):
                 times.append(float(row["time_s"]))
-                samples.append(float(row["samples"]))
-                reported.append(float(row["samples_per_s"]))
+                rate.append(float(row["samples_per_s"]))
                 phases.append(row["phase"])
     except (OSError, KeyError, ValueError) as e:
         print(f"cannot read {out}/metrics.csv: {e}")
@@ -51,18 +71,11 @@ def main(argv):
     except (OSError, ValueError):
         pass
 
-    # Throughput from the cumulative sample count, between consecutive rows.
-    mid, rate = [], []
-    for i in range(1, len(times)):
-        dt = times[i] - times[i - 1]
-        if dt > 0:
-            mid.append((times[i] + times[i - 1]) / 2)
-            rate.append(max(0.0, (samples[i] - samples[i - 1]) / dt))
-
     fig, ax = plt.subplots(figsize=(11, 4.5))
-    ax.plot(mid, rate, color="tab:blue", linewidth=1.6, label="samples/s (trained)")
-    ax.plot(times, reported, color="tab:blue", alpha=0.3, linewidth=0.8,
-            label="samples/s (reported)")
+    ax.plot(times, rate, color="tab:blue", alpha=0.35, linewidth=0.8,
+            label="samples/s (last 2 s)")
+    ax.plot(times, centred_mean(times, rate, SMOOTH_S), color="tab:blue", linewidth=1.8,
+            label=f"samples/s ({SMOOTH_S:g} s centred mean)")
 
     # Shade the time the job was in the RECOVERING phase.
     start = None

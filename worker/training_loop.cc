@@ -21,6 +21,7 @@ absl::Status TrainingLoop::Train() {
   if (start_position_ > 0) {
     if (absl::Status s = source_->Seek(start_position_); !s.ok()) return s;
   }
+  board_->TrainingStarts();
   const absl::Status trained = spec_.job.synchronous ? TrainInLockstep() : TrainPipelined();
   // Also when training failed (past data.max_bad_lines, say): the report names the lines.
   board_->Data(source_->bad_lines(), source_->bad_line_examples(), /*exhausted=*/false);

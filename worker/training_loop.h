@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -38,8 +39,14 @@ struct PreparedBatch {
 // Progress shared between the training loop and the heartbeat thread. Thread-safe.
 class ProgressBoard {
  public:
+  using Clock = std::function<std::chrono::steady_clock::time_point()>;
+  // `now` is injected so that tests can move time by hand.
+  explicit ProgressBoard(Clock now = std::chrono::steady_clock::now)
+      : now_(std::move(now)), last_time_(now_()), counted_at_(last_time_) {}
+
   void Step(int64_t step, int64_t samples, double loss, int64_t position, int64_t bad) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (samples != p_.samples()) counted_at_ = now_();
     p_.set_step(step);
     p_.set_samples(samples);
     p_.set_reader_position(position);
@@ -62,6 +69,12 @@ class ProgressBoard {
     for (const std::string& e : examples) p_.add_bad_line_examples(e);
     p_.set_data_exhausted(exhausted);
   }
+  // Training starts (or resumes) from the count on the board now: the time before it
+  // (start-up, waiting for the servers) must not count as a step that trained slowly.
+  void TrainingStarts() {
+    std::lock_guard<std::mutex> lock(mu_);
+    counted_at_ = now_();
+  }
   void Done() { std::lock_guard<std::mutex> lock(mu_); p_.set_done(true); }
   // Mode checkpoint rollback: stopped for rollback `generation`; then rewound to a checkpoint.
   void Paused(uint64_t generation) {
@@ -74,6 +87,7 @@ class ProgressBoard {
     p_.set_samples(position);
     p_.set_reader_position(position);
     p_.set_resumed_generation(generation);
+    counted_at_ = now_();
   }
   // A worker started after rollback `generation` was over: nothing of it to rewind.
   void Resumed(uint64_t generation) {
@@ -84,14 +98,17 @@ class ProgressBoard {
     std::lock_guard<std::mutex> lock(mu_);
     p_.set_error(error);
   }
-  // A snapshot for a heartbeat: rate and loss over the time since the previous snapshot.
+  // A snapshot for a heartbeat: rate and loss over the time since the previous snapshot,
+  // and how long ago the count was reached (samples_age_s), which is what the coordinator
+  // takes its rates from.
   v1::WorkerProgress Snapshot() {
     std::lock_guard<std::mutex> lock(mu_);
-    auto now = std::chrono::steady_clock::now();
+    const auto now = now_();
     double dt = std::chrono::duration<double>(now - last_time_).count();
     if (dt > 0 && p_.samples() >= last_samples_) {
       p_.set_samples_per_s((p_.samples() - last_samples_) / dt);
     }
+    p_.set_samples_age_s(std::chrono::duration<double>(now - counted_at_).count());
     if (loss_count_ > 0) p_.set_loss(loss_sum_ / loss_count_);
     last_time_ = now;
     last_samples_ = p_.samples();
@@ -109,7 +126,9 @@ class ProgressBoard {
   }();
   double loss_sum_ = 0;
   int64_t loss_count_ = 0;
-  std::chrono::steady_clock::time_point last_time_ = std::chrono::steady_clock::now();
+  const Clock now_;
+  std::chrono::steady_clock::time_point last_time_;
+  std::chrono::steady_clock::time_point counted_at_;  // when p_.samples() was reached
   int64_t last_samples_ = 0;
 };
 
