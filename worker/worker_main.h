@@ -13,6 +13,10 @@ struct WorkerOptions {
   std::string coordinator;  // host:port
   std::string token;
   int id = 0;               // worker index: reads partition id of spec.cluster.workers
+  // Where its gRPC health service (runtime/health.h) and /metrics listen; a worker serves
+  // no other RPC.
+  std::string listen_host = "127.0.0.1";
+  int port = 0;             // 0: any free port
 };
 
 // Registers, waits for every server, then runs spec.job.steps training steps (read batch,
