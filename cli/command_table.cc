@@ -62,6 +62,10 @@ const std::vector<CommandSpec>& CommandTable() {
        "write an sbatch script that runs the job under Slurm (docs/deploy.md); default\n"
        "      FILE: DIR/<job name>.sbatch, DIR the job's folder (job.output_dir); -o - prints it",
        {{"script", "FILE", "where the script goes (- for standard output)", 'o'}, kOutput}},
+      {"k8s", "SPEC.yaml [-o DIR]",
+       "write the Kubernetes manifests of the job (the spec's k8s: section; docs/deploy.md),\n"
+       "      one file per object, for `kubectl apply -f DIR`; default DIR: job.output_dir/k8s",
+       {{"dir", "DIR", "where the files go (default: job.output_dir/k8s)", 'o'}}},
       {"coordinator",
        "--spec SPEC [--host H] [--advertise A] [--port P] [--port-file F]\n"
        "              [--address-file F] [--final-status F]",
@@ -80,9 +84,10 @@ const std::vector<CommandSpec>& CommandTable() {
         kHost, kAdvertise,
         {"port", "P", "the port to listen on (default 0: any)"},
         kToken, kLogLevel}},
-      {"worker", "--spec SPEC [--coordinator ADDR] --id N",
+      {"worker", "--spec SPEC [--coordinator ADDR] --id N [--host H] [--port P]",
        "a worker of a cluster deployment (docs/deploy.md)",
-       {kSpec, kCoordinator, {"id", "N", "the worker's id, in [0, cluster.workers)"}, kToken,
+       {kSpec, kCoordinator, {"id", "N", "the worker's id, in [0, cluster.workers)"}, kHost,
+        {"port", "P", "the port of its gRPC health service (default 0: any)"}, kToken,
         kLogLevel}},
   };
   return *table;

@@ -23,6 +23,7 @@
 #include "cli/launch_backend.h"
 #include "cli/process_group.h"
 #include "cli/progress_line.h"
+#include "cli/prometheus_targets.h"
 #include "cli/python_script.h"
 #include "cli/replacement_supervisor.h"
 #include "cli/role_spawner.h"
@@ -31,6 +32,7 @@
 #include "proto/ecps.pb.h"
 #include "ps/server_main.h"
 #include "runtime/coordinator_client.h"
+#include "runtime/posix_file.h"
 #include "runtime/spec.h"
 
 namespace ecps {
@@ -182,6 +184,7 @@ class Job {
     ReplacementSupervisor supervisor(spec_.fault_tolerance.mode, spawner, children_.get());
     EventLog events(&printer_);
     std::map<int, int> failure_states;
+    std::string targets;  // prometheus_targets.json as last written
     auto last_ok = start;
     v1::StatusResponse last;
     std::string failure;
@@ -206,6 +209,15 @@ class Job {
         if (!ended) {
           drills.Run(last, t, &client, &events);
           failure = supervisor.Supervise(last, &events);
+        }
+        if (std::string now = PrometheusTargets(last); now != targets) {
+          // Written whole and renamed: Prometheus re-reads it whenever it changes.
+          const std::string path = (fs::path(out_) / "prometheus_targets.json").string();
+          if (absl::Status w = WriteFileDurably(path, now); w.ok()) {
+            targets = std::move(now);
+          } else {
+            printer_.Event("ecps: cannot write " + path + ": " + w.ToString());
+          }
         }
         csv << MetricsCsvRow(t, last, events.Take());
         csv.flush();

@@ -11,6 +11,7 @@
 #include "cli/checkpoint_command.h"
 #include "cli/command_line.h"
 #include "cli/job_dir.h"
+#include "cli/k8s_manifests.h"
 #include "cli/kill_command.h"
 #include "cli/launcher.h"
 #include "cli/scrub_command.h"
@@ -194,6 +195,10 @@ int Main(int argc, char** argv) {
     }
     return RunSlurmCommand(a.operands[0], a.Get("script"), a.Get("output"));
   }
+  if (command == "k8s") {
+    if (a.operands.size() != 1) return UsageError(command, "usage: ecps k8s SPEC.yaml [-o DIR]");
+    return RunK8sCommand(a.operands[0], a.Get("dir"));
+  }
   if (command == "bench throughput" || command == "bench recovery") {
     if (a.operands.size() != 1) {
       return UsageError(command, "usage: ecps " + command + " SPEC.yaml [--output DIR]");
@@ -252,6 +257,8 @@ int Main(int argc, char** argv) {
     if (options.id < 0 || options.id >= options.spec.cluster.workers) {
       return UsageError(command, "--id must be in [0, cluster.workers)");
     }
+    options.listen_host = BindHost(a, options.spec);
+    if (!IntFlag(a, "port", 0, &options.port)) return 2;
     options.token = TokenFrom(a);
     return RunWorker(options);
   }

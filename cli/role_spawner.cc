@@ -36,8 +36,9 @@ std::vector<std::string> RoleSpawner::ServerArgv(int id) const {
 }
 
 std::vector<std::string> RoleSpawner::WorkerArgv(int id) const {
-  return {setup_.self, "worker", "--spec", setup_.spec_file, "--coordinator", address_, "--id",
-          std::to_string(id)};
+  // --host as for servers: the worker's health service and /metrics bind where the job does.
+  return {setup_.self, "worker", "--spec",  setup_.spec_file, "--coordinator",
+          address_,    "--id",   std::to_string(id), "--host", setup_.bind_host};
 }
 
 absl::StatusOr<int> RoleSpawner::Spawn(const std::string& name,

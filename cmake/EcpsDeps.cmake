@@ -11,6 +11,7 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)  # /metrics (runtime/metrics.h)
 
 find_package(OpenBLAS CONFIG REQUIRED)   # variables only
 add_library(ecps_openblas INTERFACE)

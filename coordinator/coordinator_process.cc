@@ -17,9 +17,11 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/layout.h"
 #include "coordinator/checkpoint_job.h"
+#include "coordinator/job_metrics.h"
 #include "coordinator/process_probe.h"
 #include "coordinator/scrub.h"
 #include "google/protobuf/util/json_util.h"
+#include "runtime/health.h"
 #include "runtime/posix_file.h"
 #include "runtime/net.h"
 #include "spdlog/spdlog.h"
@@ -166,6 +168,20 @@ absl::Status CoordinatorProcess::Start() {
     server_.server.reset();
     return written;
   }
+  // Ready as soon as it listens: registrations, heartbeats and status are all it serves.
+  SetHealth(server_.server.get(), kCoordinatorHealthService, true);
+  metrics_ = StartRoleMetrics("coordinator", options_.listen_host, spec.monitoring.metrics_port);
+  if (metrics_ != nullptr) {
+    service_->set_metrics_address(JoinHostPort(*advertise, metrics_->port()));
+    CoordinatorService* service = service_.get();
+    const std::string token = token_;
+    metrics_->AddCallback([service, token](MetricsBuilder* out) {
+      v1::StatusRequest request;
+      FillHeader(request.mutable_header(), token, 0, "coordinator");
+      v1::StatusResponse status;
+      if (service->Status(request, &status).ok()) AddJobMetrics(status, out);
+    });
+  }
   spdlog::info("coordinator for job '{}' listening on {} as {} ({} servers, {} workers, mode {})",
                spec.job.name, server_.address, advertised_, spec.cluster.servers,
                spec.cluster.workers, ToString(spec.fault_tolerance.mode));
@@ -207,6 +223,7 @@ absl::Status CoordinatorProcess::WriteFinalStatus() {
 }
 
 void CoordinatorProcess::Shutdown() {
+  metrics_.reset();  // no scrape reads the service past here
   // A save in progress finishes first: the servers are never left frozen.
   if (loop_ != nullptr) loop_->Stop();
   // Ending the WatchClusterMap streams first keeps the server's shutdown from waiting on them.

@@ -20,6 +20,7 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
 #include "proto/ecps.pb.h"
+#include "runtime/metrics.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -80,6 +81,8 @@ class CoordinatorProcess {
   GrpcServer server_;
   std::string advertised_;
   std::unique_ptr<CoordinatorLoop> loop_;
+  // /metrics (null: monitoring.metrics_port -1, or it could not listen). Reads service_.
+  std::unique_ptr<MetricsEndpoint> metrics_;
 };
 
 }  // namespace ecps

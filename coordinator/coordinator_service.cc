@@ -250,6 +250,7 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
   absl::MutexLock lock(&mu_);
   const ProgressSummary summary = progress_.Summarize(clock_->Now());
   response->set_job(job_name_);
+  response->set_metrics_address(metrics_address_);
   response->set_phase(phase_);
   response->set_epoch(membership_.epoch());
   response->set_step(summary.step);

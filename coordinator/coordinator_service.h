@@ -117,6 +117,13 @@ class CoordinatorService {
   // INVALID_ARGUMENT: bad role, id out of range, missing instance/address.
   absl::Status Register(const v1::RegisterRequest& request, v1::RegisterResponse* response);
 
+  // Where the coordinator serves /metrics (StatusResponse.metrics_address). Set once, before
+  // serving.
+  void set_metrics_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    metrics_address_ = std::move(address);
+  }
+
   // Records liveness, the node's own state and its stats/progress. OK with fenced=true when
   // the instance does not hold its id (or was declared dead): nothing is recorded and the
   // node must exit. The response always carries the current epoch and phase.
@@ -290,6 +297,7 @@ class CoordinatorService {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string job_name_;
+  std::string metrics_address_ ABSL_GUARDED_BY(mu_);
   const std::string token_;
   const Clock* const clock_;
   const CoordinatorServiceOptions options_;

@@ -15,6 +15,7 @@ struct Membership::Node {
   int id = -1;
   bool spare = false;
   std::string address;
+  std::string metrics_address;
   std::string instance;
   int64_t pid = 0;
   v1::NodeState state = v1::NODE_STATE_UNSPECIFIED;
@@ -117,6 +118,7 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
   fresh.registered = true;
   fresh.role = role;
   fresh.address = request.address();
+  fresh.metrics_address = request.metrics_address();
   fresh.instance = request.instance();
   fresh.pid = request.pid();
   Registration result;
@@ -397,6 +399,7 @@ void Membership::FillStatusNodes(
       info->set_role(node.role);
       info->set_id(node.id);
       info->set_address(node.address);
+      info->set_metrics_address(node.metrics_address);
       info->set_state(node.state);
       info->set_instance(node.instance);
       info->set_pid(node.pid);

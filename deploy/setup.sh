@@ -20,10 +20,15 @@ packages=(cmake ninja-build pkg-config g++ ccache
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libisal-dev python3-matplotlib
   libxxhash-dev nlohmann-json3-dev libcli11-dev  # checkpoint hashes, JSON, the command line
+  prometheus-cpp-dev prometheus  # /metrics; promtool and a real Prometheus for its tests
   clang libclang-rt-dev  # clang: deploy/sanitize.sh (ASan, UBSan, libFuzzer)
   patchelf               # deploy/bundle.sh: the bundle's $ORIGIN run paths
   iproute2               # the multihost test's network namespaces
   slurmctld slurmd slurm-client munge)  # the slurm test's private cluster
+# node and npm: the k8s test's offline schema check (tests/k8s). A Node.js that is there
+# already is used as it is: NodeSource's nodejs, for one, brings its own npm and conflicts with
+# Debian's npm package.
+command -v npm >/dev/null || packages+=(nodejs npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -35,6 +40,16 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The k8s test's npm modules, exactly as tests/k8s/package-lock.json pins them, when they are
+# missing or older than the lock file (npm records what it installed in .package-lock.json).
+k8s_modules="$root/tests/k8s/node_modules/.package-lock.json"
+if [ ! -f "$k8s_modules" ] || [ "$root/tests/k8s/package-lock.json" -nt "$k8s_modules" ]; then
+  echo "setup: installing the k8s test's npm modules (tests/k8s)"
+  # Not fatal here (the build needs none of it); the k8s test then fails and says why.
+  npm ci --prefix "$root/tests/k8s" --no-audit --no-fund --loglevel=error >/dev/null ||
+    echo "setup: warning: npm ci --prefix tests/k8s failed; the k8s test will fail" >&2
 fi
 
 # --deps-only: install and stop (deploy/sanitize.sh builds elsewhere, with Clang).

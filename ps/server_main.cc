@@ -12,7 +12,10 @@
 #include "ps/grpc_parameter_server.h"
 #include "ps/parameter_server.h"
 #include "ps/server_lifecycle.h"
+#include "ps/server_metrics.h"
 #include "runtime/coordinator_client.h"
+#include "runtime/health.h"
+#include "runtime/metrics.h"
 #include "runtime/net.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
@@ -62,10 +65,23 @@ int RunServer(const ServerOptions& options) {
     return 1;
   }
   const std::string address = JoinHostPort(*advertise, server->port);
-  CoordinatorClient coordinator(options.coordinator, options.token,
-                                "server-" + std::to_string(options.requested_id),
+  // Ready for workers once ACTIVE or RECOVERING (runtime/health.h); not while starting.
+  SetHealth(server->server.get(), kParameterServerHealthService, false);
+  const std::string name = "server-" + std::to_string(options.requested_id);
+  CoordinatorClient coordinator(options.coordinator, options.token, name,
                                 spec.cluster.rpc_timeout_ms);
   ServerLifecycle life(options, MakeInstanceId(), address, &coordinator, &core, &g_stop);
+  // Declared after `life` and `core`, which its callback reads: destroyed first.
+  std::unique_ptr<MetricsEndpoint> metrics =
+      StartRoleMetrics(name, options.listen_host, spec.monitoring.metrics_port);
+  if (metrics != nullptr) {
+    coordinator.set_metrics_address(JoinHostPort(*advertise, metrics->port()));
+    metrics->AddCallback([&life, &core](MetricsBuilder* out) {
+      v1::ServerStats stats;
+      core.FillStats(&stats);
+      AddServerMetrics(life.id(), stats, out);
+    });
+  }
   auto registered = life.Register();
   if (!registered.ok()) {
     spdlog::error("{}", registered.status().ToString());
@@ -78,6 +94,7 @@ int RunServer(const ServerOptions& options) {
   // Heartbeats run from the start, so the coordinator sees a server that is initialising.
   std::thread heartbeats([&] {
     while (life.running()) {
+      SetHealth(server->server.get(), kParameterServerHealthService, ServerReady(life.state()));
       switch (life.Heartbeat()) {
         case HeartbeatAction::kKill:
           spdlog::warn("server {}: killed by the coordinator (ecps kill)", life.id());

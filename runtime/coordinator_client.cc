@@ -56,6 +56,7 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
   request.set_requested_id(requested_id);
   request.set_instance(instance);
   request.set_pid(getpid());
+  request.set_metrics_address(metrics_address_);
   v1::RegisterResponse response;
   // Roles may start in any order (Slurm steps, Kubernetes pods): until the coordinator
   // answers, keep trying, with backoff, until `wait_ms` has passed, and say what we wait for.

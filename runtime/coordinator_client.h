@@ -55,6 +55,9 @@ class CoordinatorClient : public CoordinatorLink {
   absl::StatusOr<v1::ClusterMap> WaitForMap(const std::function<bool(const v1::ClusterMap&)>& ready,
                                             int timeout_ms) override;
 
+  // Sent with Register: where this role serves /metrics (host:port; empty: nowhere).
+  void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
+
   const std::string& token() const { return token_; }
   const std::string& sender() const { return sender_; }
   uint64_t epoch() const override;
@@ -68,6 +71,7 @@ class CoordinatorClient : public CoordinatorLink {
   const std::string token_;
   const std::string sender_;
   const int rpc_timeout_ms_;
+  std::string metrics_address_;
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

@@ -5,8 +5,10 @@
 #include <thread>
 
 #include "absl/strings/cord.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "absl/strings/numbers.h"
 #include "proto/ecps.pb.h"
+#include "runtime/metrics.h"
 
 namespace ecps {
 
@@ -96,6 +98,9 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
                                            const std::vector<grpc::Service*>& services,
                                            int threads) {
   GrpcServer result;
+  // grpc.health.v1 on every server (runtime/health.h); a process-wide switch read when a
+  // server is built, so every server of the process has it.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -109,7 +114,14 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
                               std::max(8, 4 * pollers));
   std::string listen = host + ":" + std::to_string(port);
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &result.port);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(RpcMetricsInterceptor());  // requests and latency, for /metrics
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   for (grpc::Service* service : services) builder.RegisterService(service);
+  if (services.empty()) {
+    result.unimplemented = std::make_unique<grpc::CallbackGenericService>();
+    builder.RegisterCallbackGenericService(result.unimplemented.get());
+  }
   result.server = builder.BuildAndStart();
   if (result.server == nullptr || result.port == 0) {
     return absl::UnavailableError("could not listen on " + listen);

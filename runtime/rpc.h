@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 
 namespace ecps {
@@ -69,13 +70,18 @@ absl::Status CheckHeader(const v1::RequestHeader& header, std::string_view token
 
 // A running gRPC server.
 struct GrpcServer {
+  // A server with no services of its own (a worker's: health only) answers every other
+  // method UNIMPLEMENTED through this; gRPC refuses to start a server without one. Declared
+  // before `server`, which must go first.
+  std::unique_ptr<grpc::CallbackGenericService> unimplemented;
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::string address;  // host:port
 };
 
 // Starts a server for `services` on host:port (port 0 picks a free port). `threads` bounds
-// the synchronous handler threads. The services must outlive the server.
+// the synchronous handler threads. The services must outlive the server. Every server also
+// serves grpc.health.v1 (runtime/health.h); with no services, only that.
 absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
                                            const std::vector<grpc::Service*>& services,
                                            int threads = 4);

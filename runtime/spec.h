@@ -154,6 +154,9 @@ struct MonitoringSection {
   int metrics_interval_ms = 1000;    // metrics timeline resolution
   int report_every_steps = 10;       // worker progress reports to the coordinator
   std::string log_level = "info";
+  // The port every role serves Prometheus' /metrics on (HTTP, on cluster.host's address).
+  // 0: a free port each (roles of `ecps run` share a host; `ecps k8s` uses 9400); -1: none.
+  int metrics_port = 0;
 };
 
 // `ecps slurm`: the sbatch options of the job it writes (docs/deploy.md).
@@ -164,6 +167,26 @@ struct SlurmSection {
   std::string account;                      // empty: the user's default account
   std::vector<std::string> sbatch_options;  // more #SBATCH lines, e.g. "--mem=8G"
   std::string binary;                       // ecps on the nodes; empty: the one writing it
+};
+
+// `ecps k8s`: the Kubernetes objects it writes (docs/deploy.md, "On Kubernetes"). Quantities
+// are Kubernetes' ("2", "500m", "8Gi"); a CPU figure is the pod's request, a memory figure
+// its request and limit; empty: none.
+struct K8sSection {
+  std::string namespace_name = "default";        // key `namespace`
+  std::string image;                             // holds `ecps` on its PATH; required there
+  std::string image_pull_policy = "IfNotPresent";  // IfNotPresent | Always | Never
+  std::string service_account;                   // empty: the namespace's default
+  std::string coordinator_cpu = "500m";
+  std::string coordinator_memory = "1Gi";
+  std::string server_cpu = "2";
+  std::string server_memory = "4Gi";
+  std::string worker_cpu = "2";
+  std::string worker_memory = "4Gi";
+  // A PersistentVolumeClaim mounted at fault_tolerance.checkpoint.dir in the coordinator's and
+  // the servers' pods; empty: an emptyDir each, so no checkpoint can be written.
+  std::string checkpoint_claim;
+  std::vector<std::string> node_selector;        // "key=value" labels every pod's node needs
 };
 
 struct JobSpec {
@@ -177,6 +200,7 @@ struct JobSpec {
   std::vector<FaultSpec> faults;
   MonitoringSection monitoring;
   SlurmSection slurm;
+  K8sSection k8s;
 };
 
 // Parses and validates a spec. `source_name` is used in error messages ("spec.yaml:12: ...").

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <set>
 #include <string_view>
 #include <system_error>
 #include <utility>
@@ -29,6 +30,131 @@ bool IsValidJobName(std::string_view name) {
     }
   }
   return true;
+}
+
+// Kubernetes' names and values (k8s:), checked here so that a bad one is refused with its
+// line like any other key, not by the API server after `kubectl apply`.
+bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// An RFC 1123 label: a namespace, one part of a DNS name.
+bool IsDnsLabel(std::string_view s) {
+  if (s.empty() || s.size() > 63 || !IsLowerAlnum(s.front()) || !IsLowerAlnum(s.back())) {
+    return false;
+  }
+  return std::all_of(s.begin(), s.end(), [](char c) { return IsLowerAlnum(c) || c == '-'; });
+}
+
+// An RFC 1123 subdomain: the name of a claim or a service account.
+bool IsDnsSubdomain(std::string_view s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = s.find('.', start);
+    if (!IsDnsLabel(s.substr(start, dot == std::string_view::npos ? dot : dot - start))) {
+      return false;
+    }
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// A label's name or value: at most 63 of [A-Za-z0-9_.-], alphanumeric at both ends (a value
+// may be empty).
+bool IsLabelText(std::string_view s) {
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (s.empty() || s.size() > 63 || !alnum(s.front()) || !alnum(s.back())) return false;
+  return std::all_of(s.begin(), s.end(),
+                     [&](char c) { return alnum(c) || c == '-' || c == '_' || c == '.'; });
+}
+
+// A resource quantity as Kubernetes reads one, unsigned: digits with an optional fraction,
+// then a decimal suffix (m k M G T P E), a binary one (Ki ... Ei) or an exponent (e3, E-2).
+bool IsQuantity(std::string_view q) {
+  size_t i = 0;
+  int digits = 0;
+  while (i < q.size() && std::isdigit(static_cast<unsigned char>(q[i]))) ++i, ++digits;
+  if (i < q.size() && q[i] == '.') {
+    ++i;
+    while (i < q.size() && std::isdigit(static_cast<unsigned char>(q[i]))) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  const std::string_view suffix = q.substr(i);
+  for (std::string_view known : {"", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti",
+                                 "Pi", "Ei"}) {
+    if (suffix == known) return true;
+  }
+  if (suffix[0] != 'e' && suffix[0] != 'E') return false;
+  std::string_view exponent = suffix.substr(1);
+  if (!exponent.empty() && (exponent[0] == '+' || exponent[0] == '-')) exponent.remove_prefix(1);
+  return !exponent.empty() && std::all_of(exponent.begin(), exponent.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c)) != 0;
+  });
+}
+
+void CheckK8s(SpecParser& p, const K8sSection& k8s) {
+  if (!p.Bad({"k8s.namespace"}) && !IsDnsLabel(k8s.namespace_name)) {
+    p.ErrorAt("k8s.namespace", {"k8s.namespace"},
+              absl::StrCat("must be a Kubernetes namespace: at most 63 lower-case letters, "
+                           "digits and -, a letter or digit at both ends, got ",
+                           Quoted(k8s.namespace_name)));
+  }
+  // The image lands in every pod's spec as written; a space or a quote is a typo there.
+  if (!p.Bad({"k8s.image"}) &&
+      k8s.image.find_first_of(" \t\n'\"`$\\") != std::string::npos) {
+    p.ErrorAt("k8s.image", {"k8s.image"},
+              absl::StrCat("must be a container image reference such as "
+                           "registry.example.org/ecps:1.0 (no spaces, quotes or $), got ",
+                           Quoted(k8s.image)));
+  }
+  for (auto [key, value] : {std::pair<const char*, const std::string*>{
+                                "service_account", &k8s.service_account},
+                            {"checkpoint_claim", &k8s.checkpoint_claim}}) {
+    const std::string path = absl::StrCat("k8s.", key);
+    if (p.Bad({path}) || value->empty() || IsDnsSubdomain(*value)) continue;
+    p.ErrorAt(path, {path},
+              absl::StrCat("must be a Kubernetes object name: lower-case letters, digits, - "
+                           "and ., a letter or digit at both ends of each part, got ",
+                           Quoted(*value)));
+  }
+  for (auto [key, value] : {std::pair<const char*, const std::string*>{
+                                "coordinator_cpu", &k8s.coordinator_cpu},
+                            {"coordinator_memory", &k8s.coordinator_memory},
+                            {"server_cpu", &k8s.server_cpu},
+                            {"server_memory", &k8s.server_memory},
+                            {"worker_cpu", &k8s.worker_cpu},
+                            {"worker_memory", &k8s.worker_memory}}) {
+    const std::string path = absl::StrCat("k8s.", key);
+    if (p.Bad({path}) || value->empty() || IsQuantity(*value)) continue;
+    p.ErrorAt(path, {path},
+              absl::StrCat("must be a Kubernetes quantity such as 2, 500m or 8Gi (a number, "
+                           "then one of m k M G T P E, Ki Mi Gi Ti Pi Ei, or an exponent "
+                           "such as e3), or empty for none; got ",
+                           Quoted(*value)));
+  }
+  std::set<std::string> keys;
+  for (size_t i = 0; i < k8s.node_selector.size() && !p.Bad({"k8s.node_selector"}); ++i) {
+    const std::string& entry = k8s.node_selector[i];
+    const std::string path = absl::StrCat("k8s.node_selector[", i, "]");
+    const size_t eq = entry.find('=');
+    const std::string key = entry.substr(0, eq);
+    const size_t slash = key.find('/');
+    const bool key_ok = slash == std::string::npos
+                            ? IsLabelText(key)
+                            : IsDnsSubdomain(std::string_view(key).substr(0, slash)) &&
+                                  IsLabelText(std::string_view(key).substr(slash + 1));
+    const std::string value = eq == std::string::npos ? "" : entry.substr(eq + 1);
+    if (eq == std::string::npos || !key_ok || (!value.empty() && !IsLabelText(value))) {
+      p.ErrorAt(path, {path, "k8s.node_selector"},
+                absl::StrCat("must be a node label as key=value (e.g. "
+                             "kubernetes.io/arch=amd64: a key of at most 63 of A-Z a-z 0-9 _ . -, "
+                             "with an optional DNS prefix/, and such a value), got ",
+                             Quoted(entry)));
+    } else if (!keys.insert(key).second) {
+      p.ErrorAt(path, {path, "k8s.node_selector"},
+                absl::StrCat("names label ", key, " a second time; a node has one value per "
+                             "label"));
+    }
+  }
 }
 
 }  // namespace
@@ -89,6 +215,8 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                            option, "'"));
     }
   }
+
+  CheckK8s(*this, spec->k8s);
 
   // cluster
   if (!Bad({"cluster.host"}) && cluster.host.find_first_of(" \t/") != std::string::npos) {

@@ -70,6 +70,10 @@ const std::vector<std::string>& LogLevels() {
       new std::vector<std::string>{"trace", "debug", "info", "warn", "error"};
   return *values;
 }
+const std::vector<std::string>& ImagePullPolicies() {
+  static const auto* values = new std::vector<std::string>{"IfNotPresent", "Always", "Never"};
+  return *values;
+}
 
 constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
 constexpr int64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
@@ -462,6 +466,7 @@ const Table<MonitoringSection>& MonitoringTable() {
       IntField("metrics_interval_ms", &S::metrics_interval_ms, 10, 3'600'000),
       IntField("report_every_steps", &S::report_every_steps, 1, 1'000'000),
       ChoiceField("log_level", &S::log_level, LogLevels),
+      IntField("metrics_port", &S::metrics_port, -1, 65535),
   };
   return *table;
 }
@@ -475,6 +480,25 @@ const Table<SlurmSection>& SlurmTable() {
       StringField("account", &S::account),
       StringListField("sbatch_options", &S::sbatch_options, "an sbatch option"),
       StringField("binary", &S::binary),
+  };
+  return *table;
+}
+
+const Table<K8sSection>& K8sTable() {
+  using S = K8sSection;
+  static const auto* table = new Table<S>{
+      StringField("namespace", &S::namespace_name),
+      StringField("image", &S::image),
+      ChoiceField("image_pull_policy", &S::image_pull_policy, ImagePullPolicies),
+      StringField("service_account", &S::service_account),
+      StringField("coordinator_cpu", &S::coordinator_cpu),
+      StringField("coordinator_memory", &S::coordinator_memory),
+      StringField("server_cpu", &S::server_cpu),
+      StringField("server_memory", &S::server_memory),
+      StringField("worker_cpu", &S::worker_cpu),
+      StringField("worker_memory", &S::worker_memory),
+      StringField("checkpoint_claim", &S::checkpoint_claim),
+      StringListField("node_selector", &S::node_selector, "a node label key=value"),
   };
   return *table;
 }
@@ -493,6 +517,7 @@ const Table<JobSpec>& SpecTable() {
       FaultsField(),
       SectionField("monitoring", &S::monitoring, MonitoringTable),
       SectionField("slurm", &S::slurm, SlurmTable),
+      SectionField("k8s", &S::k8s, K8sTable),
   };
   return *table;
 }

@@ -98,6 +98,12 @@ class ProgressBoard {
     std::lock_guard<std::mutex> lock(mu_);
     p_.set_error(error);
   }
+  // The progress as the last snapshot left it, changing nothing (a /metrics scrape must not
+  // move the heartbeats' rate window).
+  v1::WorkerProgress Peek() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return p_;
+  }
   // A snapshot for a heartbeat: rate and loss over the time since the previous snapshot,
   // and how long ago the count was reached (samples_age_s), which is what the coordinator
   // takes its rates from.

@@ -7,8 +7,13 @@
 
 #include "kernels/dense_ops.h"
 #include "runtime/coordinator_client.h"
+#include "runtime/health.h"
+#include "runtime/metrics.h"
+#include "runtime/net.h"
+#include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 #include "worker/worker_lifecycle.h"
+#include "worker/worker_metrics.h"
 
 namespace ecps {
 namespace {
@@ -23,10 +28,27 @@ int RunWorker(const WorkerOptions& options) {
   std::signal(SIGINT, OnSignal);
   const JobSpec& spec = options.spec;
   SetBlasThreads(spec.cluster.worker_threads);
-  CoordinatorClient coordinator(options.coordinator, options.token,
-                                "worker-" + std::to_string(options.id),
+  const std::string name = "worker-" + std::to_string(options.id);
+  // A worker serves no RPC of ecps, only grpc.health.v1 (Kubernetes' probes) and /metrics.
+  auto health = StartGrpcServer(options.listen_host, options.port, {}, 1);
+  if (!health.ok()) {
+    spdlog::error("{}: cannot serve health checks: {}", name, health.status().ToString());
+    return 1;
+  }
+  spdlog::info("{}: health service on {}", name, health->address);
+  CoordinatorClient coordinator(options.coordinator, options.token, name,
                                 spec.cluster.rpc_timeout_ms);
   WorkerLifecycle life(options, MakeInstanceId(), &coordinator, &g_stop);
+  // Declared after `life`, which its callback reads: destroyed first.
+  std::unique_ptr<MetricsEndpoint> metrics =
+      StartRoleMetrics(name, options.listen_host, spec.monitoring.metrics_port);
+  if (metrics != nullptr) {
+    auto advertise = AdvertiseHost(options.listen_host, "");
+    if (advertise.ok()) coordinator.set_metrics_address(JoinHostPort(*advertise, metrics->port()));
+    metrics->AddCallback([&life, id = options.id](MetricsBuilder* out) {
+      AddWorkerMetrics(id, life.board()->Peek(), out);
+    });
+  }
   auto registered = life.Register();
   if (!registered.ok()) {
     spdlog::error("{}: {}", life.sender(), registered.status().ToString());
@@ -49,6 +71,7 @@ int RunWorker(const WorkerOptions& options) {
   const absl::Status trained = life.Train();
   life.Finish(trained);
   heartbeats.join();
+  health->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   return trained.ok() ? life.exit_code() : 1;
 }
 

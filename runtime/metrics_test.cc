@@ -1,0 +1,119 @@
+// /metrics: the builder's families in Prometheus' text format, a real endpoint scraped over
+// HTTP, and the RPC figures every gRPC server of the process records.
+#include "runtime/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "runtime/health.h"
+#include "runtime/rpc.h"
+
+namespace ecps {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// GET http://127.0.0.1:port/metrics; the whole reply (headers and body), empty on error.
+std::string Scrape(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request =
+        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = read(fd, buf, sizeof(buf))) > 0) reply.append(buf, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return reply;
+}
+
+TEST(MetricsTest, BuilderFamiliesInTextFormat) {
+  MetricsBuilder b;
+  b.Counter("ecps_test_rows_total", "Rows", 3, {{"server", "1"}});
+  b.Gauge("ecps_test_state", "States");
+  b.Add(1, {{"state", "active"}});
+  b.Add(0, {{"state", "dead"}});
+  const std::string text = MetricsText(b.Take());
+  EXPECT_THAT(text, HasSubstr("# HELP ecps_test_rows_total Rows\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE ecps_test_rows_total counter\n"));
+  EXPECT_THAT(text, HasSubstr("ecps_test_rows_total{server=\"1\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE ecps_test_state gauge\n"));
+  EXPECT_THAT(text, HasSubstr("ecps_test_state{state=\"active\"} 1\n"));
+  EXPECT_THAT(text, HasSubstr("ecps_test_state{state=\"dead\"} 0\n"));
+}
+
+TEST(MetricsTest, EndpointServesCallbacksAndRpcFigures) {
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  ASSERT_GT((*endpoint)->port(), 0);
+  int scrapes = 0;
+  (*endpoint)->AddCallback([&scrapes](MetricsBuilder* out) {
+    out->Gauge("ecps_test_scrapes", "Scrapes so far", ++scrapes);
+  });
+
+  // One health check answered by a server of this process is counted and timed.
+  auto server = StartGrpcServer("127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_TRUE(CheckHealth(server->address, kLivenessService, 5000).ok());
+  server->server->Shutdown();
+
+  const std::string first = Scrape((*endpoint)->port());
+  EXPECT_THAT(first, HasSubstr("200 OK"));
+  EXPECT_THAT(first, HasSubstr("ecps_test_scrapes 1\n"));
+  EXPECT_THAT(first, HasSubstr("ecps_grpc_server_handled_total{grpc_code=\"OK\",grpc_method="
+                               "\"Check\",grpc_service=\"grpc.health.v1.Health\"}"));
+  EXPECT_THAT(first, HasSubstr("ecps_grpc_server_handling_seconds_bucket{grpc_method=\"Check\","
+                               "grpc_service=\"grpc.health.v1.Health\",le=\"+Inf\"}"));
+  // Computed at each scrape, not cached.
+  EXPECT_THAT(Scrape((*endpoint)->port()), HasSubstr("ecps_test_scrapes 2\n"));
+}
+
+// The HTTP server's own threads have 100 KiB stacks: a callback that needs more (a
+// coordinator's status did) must still be served.
+TEST(MetricsTest, ACallbackMayUseMoreStackThanTheHttpThreadsHave) {
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  (*endpoint)->AddCallback([](MetricsBuilder* out) {
+    volatile char deep[512 << 10];
+    for (size_t i = 0; i < sizeof(deep); i += 4096) deep[i] = static_cast<char>(i);
+    out->Gauge("ecps_test_deep", "A callback with a deep stack", deep[4096] + 1);
+  });
+  EXPECT_THAT(Scrape((*endpoint)->port()), HasSubstr("ecps_test_deep 1\n"));
+}
+
+TEST(MetricsTest, APortInUseIsAnErrorThatNamesIt) {
+  auto first = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  const int port = (*first)->port();
+  auto second = MetricsEndpoint::Start("127.0.0.1", port);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("127.0.0.1:" + std::to_string(port)));
+}
+
+TEST(MetricsTest, RoleMetricsOffWhenThePortIsMinusOne) {
+  EXPECT_EQ(StartRoleMetrics("test", "127.0.0.1", -1), nullptr);
+  auto on = StartRoleMetrics("test", "127.0.0.1", 0);
+  ASSERT_NE(on, nullptr);
+  EXPECT_THAT(Scrape(on->port()), Not(HasSubstr("ecps_test_scrapes")));
+}
+
+}  // namespace
+}  // namespace ecps
