@@ -39,17 +39,6 @@ std::string RecoveryNote(const v1::StatusResponse& st) {
 
 }  // namespace
 
-const char* PhaseName(v1::JobPhase phase) {
-  switch (phase) {
-    case v1::JOB_STARTING: return "starting";
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_RECOVERING: return "recovering";
-    case v1::JOB_FINISHED: return "finished";
-    case v1::JOB_FAILED: return "failed";
-    default: return "unknown";
-  }
-}
-
 std::string FormatDuration(double s) {
   if (!(s >= 0) || std::isinf(s)) return "--";
   int total = static_cast<int>(s + 0.5);

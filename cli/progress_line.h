@@ -10,11 +10,9 @@
 #include <vector>
 
 #include "proto/ecps.pb.h"
+#include "runtime/metrics.h"  // PhaseName
 
 namespace ecps {
-
-// "starting", "running", "recovering", "finished", "failed" ("unknown" otherwise).
-const char* PhaseName(v1::JobPhase phase);
 
 // "45s", "2m05s", "1h02m"; "--" for a negative or infinite duration (unknown).
 std::string FormatDuration(double seconds);

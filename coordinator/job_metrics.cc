@@ -9,8 +9,7 @@
 namespace ecps {
 namespace {
 
-// The state label of ecps_node_state. A switch, not NodeState_Name: scrapes run on the HTTP
-// server's threads, whose small stacks overflow when protobuf builds its descriptors lazily.
+// The state label of ecps_node_state: the metrics' own names, whatever the proto calls them.
 const char* StateLabel(v1::NodeState state) {
   switch (state) {
     case v1::NODE_STARTING: return "starting";
@@ -20,17 +19,6 @@ const char* StateLabel(v1::NodeState state) {
     case v1::NODE_SUSPECT: return "suspect";
     case v1::NODE_DEAD: return "dead";
     case v1::NODE_FINISHED: return "finished";
-    default: return "unspecified";
-  }
-}
-
-const char* PhaseLabel(v1::JobPhase phase) {
-  switch (phase) {
-    case v1::JOB_STARTING: return "starting";
-    case v1::JOB_RUNNING: return "running";
-    case v1::JOB_RECOVERING: return "recovering";
-    case v1::JOB_FINISHED: return "finished";
-    case v1::JOB_FAILED: return "failed";
     default: return "unspecified";
   }
 }
@@ -47,7 +35,7 @@ void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
   out->Gauge("ecps_job_phase", "1 for the job's current phase, 0 for the others");
   for (v1::JobPhase phase : {v1::JOB_STARTING, v1::JOB_RUNNING, v1::JOB_RECOVERING,
                              v1::JOB_FINISHED, v1::JOB_FAILED}) {
-    out->Add(status.phase() == phase ? 1 : 0, {{"phase", PhaseLabel(phase)}});
+    out->Add(status.phase() == phase ? 1 : 0, {{"phase", PhaseName(phase)}});
   }
   out->Gauge("ecps_job_epoch", "Cluster map epoch (grows with every failure handled)",
              static_cast<double>(status.epoch()));

@@ -148,6 +148,17 @@ const char* RoleLabel(v1::Role role) {
   }
 }
 
+const char* PhaseName(v1::JobPhase phase) {
+  switch (phase) {
+    case v1::JOB_STARTING: return "starting";
+    case v1::JOB_RUNNING: return "running";
+    case v1::JOB_RECOVERING: return "recovering";
+    case v1::JOB_FINISHED: return "finished";
+    case v1::JOB_FAILED: return "failed";
+    default: return "unknown";
+  }
+}
+
 void MetricsBuilder::Gauge(const std::string& name, const std::string& help) {
   families_.push_back(NewFamily(name, help, prometheus::MetricType::Gauge));
 }

@@ -48,6 +48,9 @@ class MetricsBuilder {
 
 // "coordinator", "server", "worker": the role as series and scrape targets label it.
 const char* RoleLabel(v1::Role role);
+// "starting", "running", "recovering", "finished", "failed" ("unknown" otherwise): the phase
+// as ecps_job_phase, the progress line and metrics.csv name it.
+const char* PhaseName(v1::JobPhase phase);
 
 // Fills a builder at each scrape, on the endpoint's thread.
 using MetricsCallback = std::function<void(MetricsBuilder*)>;
