@@ -8,7 +8,7 @@
 namespace ecps {
 
 int RunCheckpointCommand(const std::string& address, const std::string& token) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(address));
+  auto stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
   v1::CheckpointRequest request;
   FillHeader(request.mutable_header(), token, 0, "ecps-checkpoint");
   v1::CheckpointReport report;
@@ -16,8 +16,8 @@ int RunCheckpointCommand(const std::string& address, const std::string& token) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(30));
   grpc::Status status = stub->Checkpoint(&context, request, &report);
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    std::fprintf(stderr, "ecps checkpoint: cannot reach coordinator at %s: %s\n", address.c_str(),
-                 status.error_message().c_str());
+    std::fprintf(stderr, "ecps checkpoint: cannot reach coordinator at %s: %s%s\n",
+                 address.c_str(), status.error_message().c_str(), UnreachableHint().c_str());
     return 2;
   }
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {

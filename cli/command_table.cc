@@ -9,6 +9,11 @@ const FlagSpec kToken = {"token", "T", "the job token (default: $ECPS_TOKEN; wit
 const FlagSpec kJob = {"job", "DIR",
                        "the output folder of `ecps run`: the coordinator's address and the "
                        "job token are read from it"};
+// An operator command's TLS files (the admin's), when the job uses security.tls.
+const FlagSpec kTlsCa = {"tls-ca", "F", "the job's CA certificate (default: $ECPS_TLS_CA; with --job, "
+                                        "from DIR/tls)"};
+const FlagSpec kTlsCert = {"tls-cert", "F", "an admin certificate (CN=admin; default: $ECPS_TLS_CERT)"};
+const FlagSpec kTlsKey = {"tls-key", "F", "its private key (default: $ECPS_TLS_KEY)"};
 const FlagSpec kLogLevel = {"log-level", "L", "trace|debug|info|warn|error (default: "
                                               "monitoring.log_level)"};
 const FlagSpec kSpec = {"spec", "SPEC", "the job spec (YAML)"};
@@ -44,20 +49,23 @@ const std::vector<CommandSpec>& CommandTable() {
                           "bench-recovery)"}}},
       {"checkpoint", "ADDR | --job DIR",
        "save a checkpoint of a running job now (to fault_tolerance.checkpoint.dir)",
-       {kToken, kJob}},
+       {kToken, kJob, kTlsCa, kTlsCert, kTlsKey}},
       {"scrub", "ADDR | --job DIR",
        "check every stripe's parity and every dense replica of a running job",
-       {kToken, kJob}},
+       {kToken, kJob, kTlsCa, kTlsCert, kTlsKey}},
       {"status", "ADDR | --job DIR [--json] [--watch] [--interval-ms N]",
        "show a running job",
        {{"json", "", "the status as JSON"},
         {"watch", "", "redraw until the job ends"},
         {"interval-ms", "N", "how often --watch redraws (default 1000)"},
         kToken,
-        kJob}},
+        kJob,
+        kTlsCa,
+        kTlsCert,
+        kTlsKey}},
       {"kill", "ADDR | --job DIR server|worker N",
        "admin drill: the node holding that id kills itself (SIGKILL)",
-       {kToken, kJob}},
+       {kToken, kJob, kTlsCa, kTlsCert, kTlsKey}},
       {"slurm", "SPEC.yaml [-o FILE] [--output DIR]",
        "write an sbatch script that runs the job under Slurm (docs/deploy.md); default\n"
        "      FILE: DIR/<job name>.sbatch, DIR the job's folder (job.output_dir); -o - prints it",
@@ -107,6 +115,10 @@ const std::string& CommandNotes() {
       "commands (checkpoint, scrub, status, kill) take --job DIR instead of ADDR: the output\n"
       "folder of `ecps run`, which holds the coordinator's address and the job token (DIR/token,\n"
       "mode 0600); --token or ECPS_TOKEN, when set, are used instead of DIR/token.\n"
+      "Credentials (docs/security.md): the coordinator and the servers take the job secret;\n"
+      "a worker its role token (or the secret); operator commands the admin token (DIR/token).\n"
+      "With security.tls every role uses its certificate from the spec, and the operator\n"
+      "commands an admin certificate: --tls-ca/--tls-cert/--tls-key, ECPS_TLS_*, or DIR/tls.\n"
       "\n"
       "`ecps help CMD` or `ecps CMD --help` describes one command and its flags.\n");
   return *notes;

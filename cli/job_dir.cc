@@ -56,6 +56,11 @@ absl::Status WriteJobToken(const std::string& dir, const std::string& token) {
   return WriteWhole(TokenPath(dir), token, 0600);
 }
 
+absl::Status WriteJobTls(const std::string& dir, const TlsFiles& tls) {
+  return WriteWhole(dir + "/tls", absl::StrCat(tls.ca, "\n", tls.cert, "\n", tls.key, "\n"),
+                    0644);
+}
+
 absl::Status WriteJobAddress(const std::string& dir, const std::string& address) {
   return WriteWhole(AddressPath(dir), address, 0644);
 }
@@ -79,6 +84,9 @@ absl::StatusOr<JobHandle> ReadJobDir(const std::string& dir) {
   job.token = *token;
   absl::StatusOr<std::string> address = ReadLine(AddressPath(dir));
   if (address.ok()) job.address = *address;
+  std::ifstream tls(dir + "/tls");
+  std::getline(tls, job.tls.ca) && std::getline(tls, job.tls.cert) &&
+      std::getline(tls, job.tls.key);
   return job;
 }
 

@@ -9,17 +9,21 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/security.h"
 
 namespace ecps {
 
 struct JobHandle {
   std::string address;  // empty when only the token was written (before the coordinator listens)
-  std::string token;
+  std::string token;    // the admin token (docs/security.md)
+  TlsFiles tls;         // the admin's TLS files (file `tls`); empty without TLS
 };
 
 // Writes DIR/token with mode 0600 (created so: never readable by others, not even briefly),
 // replacing one left by an earlier run.
 absl::Status WriteJobToken(const std::string& dir, const std::string& token);
+// Writes DIR/tls: the admin's TLS files, one path a line (ca, cert, key), for --job DIR.
+absl::Status WriteJobTls(const std::string& dir, const TlsFiles& tls);
 // Writes DIR/coordinator.address.
 absl::Status WriteJobAddress(const std::string& dir, const std::string& address);
 

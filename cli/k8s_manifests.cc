@@ -17,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/net.h"
+#include "runtime/security.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ecps {
@@ -135,17 +136,17 @@ using Fields = Yaml::Fields;
 Yaml Map(Fields fields) { return Yaml::Map(std::move(fields)); }
 Yaml List(std::vector<Yaml> items) { return Yaml::List(std::move(items)); }
 
-enum class Role { kCoordinator, kServer, kSpare, kWorker };
+enum class PodRole { kCoordinator, kServer, kSpare, kWorker };
 
-const char* RoleName(Role role) {
+const char* RoleName(PodRole role) {
   switch (role) {
-    case Role::kCoordinator:
+    case PodRole::kCoordinator:
       return "coordinator";
-    case Role::kServer:
+    case PodRole::kServer:
       return "server";
-    case Role::kSpare:
+    case PodRole::kSpare:
       return "spare";
-    case Role::kWorker:
+    case PodRole::kWorker:
       return "worker";
   }
   return "";
@@ -173,14 +174,14 @@ int MetricsPort(const JobSpec& spec) {
   return spec.monitoring.metrics_port == 0 ? kK8sMetricsPort : spec.monitoring.metrics_port;
 }
 
-int RolePort(const JobSpec& spec, Role role) {
+int RolePort(const JobSpec& spec, PodRole role) {
   switch (role) {
-    case Role::kCoordinator:
+    case PodRole::kCoordinator:
       return CoordinatorPort(spec);
-    case Role::kServer:
-    case Role::kSpare:
+    case PodRole::kServer:
+    case PodRole::kSpare:
       return kK8sServerPort;
-    case Role::kWorker:
+    case PodRole::kWorker:
       return kK8sWorkerPort;
   }
   return 0;
@@ -219,18 +220,18 @@ Yaml Metadata(const Names& n, const std::string& name, Yaml labels) {
 }
 
 // What selects a role's pods; the pods carry these and more (Labels).
-Yaml SelectorLabels(const Names& n, Role role) {
+Yaml SelectorLabels(const Names& n, PodRole role) {
   return Map({{"app.kubernetes.io/instance", n.job},
               {"app.kubernetes.io/component", RoleName(role)}});
 }
 
-Yaml Labels(const Names& n, Role role) {
+Yaml Labels(const Names& n, PodRole role) {
   Yaml labels = Map({{"app.kubernetes.io/name", "ecps"},
                      {"app.kubernetes.io/instance", n.job},
                      {"app.kubernetes.io/component", RoleName(role)},
                      {"app.kubernetes.io/managed-by", "ecps-k8s"}});
   // The headless Service selects servers and spares alike: a spare becomes a server.
-  if (role == Role::kServer || role == Role::kSpare) labels.Set("ecps/parameter-server", "true");
+  if (role == PodRole::kServer || role == PodRole::kSpare) labels.Set("ecps/parameter-server", "true");
   return labels;
 }
 
@@ -240,10 +241,13 @@ Yaml JobLabels(const Names& n) {
               {"app.kubernetes.io/managed-by", "ecps-k8s"}});
 }
 
-Yaml SecretEnv(const Names& n) {
+// ECPS_TOKEN from the Secret: the job secret for the coordinator and the servers, which check
+// every role's token; a worker's role token for the workers (docs/security.md).
+Yaml SecretEnv(const Names& n, PodRole role) {
+  const char* key = role == PodRole::kWorker ? "worker-token" : "token";
   return Map({{"name", "ECPS_TOKEN"},
               {"valueFrom",
-               Map({{"secretKeyRef", Map({{"name", n.token_secret}, {"key", "token"}})}})}});
+               Map({{"secretKeyRef", Map({{"name", n.token_secret}, {"key", key}})}})}});
 }
 
 Yaml FieldEnv(const std::string& name, const std::string& field) {
@@ -292,14 +296,14 @@ Yaml ReadinessProbe(int port, const std::string& service) {
 // What a role's readiness reports: the coordinator once it takes registrations, a server
 // once it answers requests (a replacement: once rebuilt); a worker has no service of its
 // own ("": the process serves).
-std::string ReadinessService(Role role) {
+std::string ReadinessService(PodRole role) {
   switch (role) {
-    case Role::kCoordinator:
+    case PodRole::kCoordinator:
       return "ecps.v1.Coordinator";
-    case Role::kServer:
-    case Role::kSpare:
+    case PodRole::kServer:
+    case PodRole::kSpare:
       return "ecps.v1.ParameterServer";
-    case Role::kWorker:
+    case PodRole::kWorker:
       return "";
   }
   return "";
@@ -328,37 +332,37 @@ std::string ServerScript(const Names& n) {
       "exec ecps server $a --id -1\n");
 }
 
-Yaml Container(const JobSpec& spec, const Names& n, Role role) {
+Yaml Container(const JobSpec& spec, const Names& n, PodRole role) {
   const K8sSection& k8s = spec.k8s;
   const int port = RolePort(spec, role);
   const std::string spec_flag = kK8sSpecPath;
-  Yaml env = List({SecretEnv(n)});
+  Yaml env = List({SecretEnv(n, role)});
   Yaml command = List({"ecps"});
   Yaml args = List({});
   switch (role) {
-    case Role::kCoordinator:
+    case PodRole::kCoordinator:
       args = List({"coordinator", "--spec", spec_flag, "--host", "0.0.0.0", "--port",
                    absl::StrCat(port), "--advertise", absl::StrCat(n.coordinator, ".", n.ns, ".svc")});
       break;
-    case Role::kServer:
+    case PodRole::kServer:
       command = List({"sh", "-c", ServerScript(n)});
       break;
-    case Role::kSpare:
+    case PodRole::kSpare:
       // $(POD_NAME): Kubernetes puts the variable of env in.
       args = List({"server", "--spec", spec_flag, "--id", "-1", "--host", "0.0.0.0", "--port",
                    absl::StrCat(port), "--advertise",
                    absl::StrCat("$(POD_NAME).", n.server_domain)});
       break;
-    case Role::kWorker:
+    case PodRole::kWorker:
       args = List({"worker", "--spec", spec_flag, "--id", "$(ECPS_WORKER_ID)", "--port",
                    absl::StrCat(port)});
       break;
   }
-  if (role != Role::kCoordinator) {
+  if (role != PodRole::kCoordinator) {
     env.Add(Map({{"name", "ECPS_COORDINATOR"}, {"value", n.coordinator_address}}));
   }
-  if (role == Role::kServer || role == Role::kSpare) env.Add(FieldEnv("POD_NAME", "metadata.name"));
-  if (role == Role::kWorker) {
+  if (role == PodRole::kServer || role == PodRole::kSpare) env.Add(FieldEnv("POD_NAME", "metadata.name"));
+  if (role == PodRole::kWorker) {
     // The Job controller writes each pod's completion index into this annotation.
     env.Add(FieldEnv("ECPS_WORKER_ID",
                      "metadata.annotations['batch.kubernetes.io/job-completion-index']"));
@@ -368,7 +372,7 @@ Yaml Container(const JobSpec& spec, const Names& n, Role role) {
     ports.Add(Map({{"name", "metrics"}, {"containerPort", MetricsPort(spec)}, {"protocol", "TCP"}}));
   }
   Yaml mounts = List({Map({{"name", "spec"}, {"mountPath", "/etc/ecps"}, {"readOnly", true}})});
-  if (role != Role::kWorker) {
+  if (role != PodRole::kWorker) {
     mounts.Add(Map({{"name", "checkpoints"},
                     {"mountPath", PodPath(spec.fault_tolerance.checkpoint.dir)}}));
   }
@@ -377,19 +381,19 @@ Yaml Container(const JobSpec& spec, const Names& n, Role role) {
                         {"imagePullPolicy", k8s.image_pull_policy},
                         {"workingDir", kK8sWorkDir},
                         {"command", std::move(command)}});
-  if (role != Role::kServer) container.Set("args", std::move(args));
+  if (role != PodRole::kServer) container.Set("args", std::move(args));
   container.Set("env", std::move(env));
   container.Set("ports", std::move(ports));
   std::optional<Yaml> resources;
   switch (role) {
-    case Role::kCoordinator:
+    case PodRole::kCoordinator:
       resources = Resources(k8s.coordinator_cpu, k8s.coordinator_memory);
       break;
-    case Role::kServer:
-    case Role::kSpare:
+    case PodRole::kServer:
+    case PodRole::kSpare:
       resources = Resources(k8s.server_cpu, k8s.server_memory);
       break;
-    case Role::kWorker:
+    case PodRole::kWorker:
       resources = Resources(k8s.worker_cpu, k8s.worker_memory);
       break;
   }
@@ -400,7 +404,7 @@ Yaml Container(const JobSpec& spec, const Names& n, Role role) {
   return container;
 }
 
-Yaml PodTemplate(const JobSpec& spec, const Names& n, Role role, const char* restart_policy) {
+Yaml PodTemplate(const JobSpec& spec, const Names& n, PodRole role, const char* restart_policy) {
   const K8sSection& k8s = spec.k8s;
   Yaml metadata = Map({{"labels", Labels(n, role)}});
   if (MetricsPort(spec) > 0) {
@@ -423,7 +427,7 @@ Yaml PodTemplate(const JobSpec& spec, const Names& n, Role role, const char* res
     }
     pod.Set("nodeSelector", std::move(selector));
   }
-  if (!k8s.checkpoint_claim.empty() && role != Role::kWorker) {
+  if (!k8s.checkpoint_claim.empty() && role != PodRole::kWorker) {
     // OnRootMismatch: the files of a large claim are not walked at every start.
     pod.Set("securityContext",
             Map({{"fsGroup", kImageGid}, {"fsGroupChangePolicy", "OnRootMismatch"}}));
@@ -433,7 +437,7 @@ Yaml PodTemplate(const JobSpec& spec, const Names& n, Role role, const char* res
                             {"configMap", Map({{"name", n.spec_map},
                                                {"items", List({Map({{"key", "spec.yaml"},
                                                                     {"path", "spec.yaml"}})})}})}})});
-  if (role != Role::kWorker) {
+  if (role != PodRole::kWorker) {
     volumes.Add(k8s.checkpoint_claim.empty()
                     ? Map({{"name", "checkpoints"}, {"emptyDir", Map({})}})
                     : Map({{"name", "checkpoints"},
@@ -450,17 +454,20 @@ Yaml ConfigMap(const JobSpec& spec, const Names& n) {
               {"data", Map({{"spec.yaml", SpecToYaml(K8sPodSpec(spec))}})}});
 }
 
-// One key, `token`, for every role. Per-role tokens go here as more keys (server-token,
-// worker-token), each role's ECPS_TOKEN then taken from its own key (SecretEnv).
+// `token`: the job secret (the coordinator's and the servers'); `worker-token`: the workers'
+// role token; `admin-token`: the operators' (ecps status|scrub|kill|checkpoint). Each pod
+// mounts only its own key (SecretEnv).
 Yaml Secret(const Names& n, const std::string& token) {
   return Map({{"apiVersion", "v1"},
               {"kind", "Secret"},
               {"metadata", Metadata(n, n.token_secret, JobLabels(n))},
               {"type", "Opaque"},
-              {"stringData", Map({{"token", token}})}});
+              {"stringData", Map({{"token", token},
+                                  {"worker-token", RoleToken(token, Role::kWorker)},
+                                  {"admin-token", RoleToken(token, Role::kAdmin)}})}});
 }
 
-Yaml Service(const Names& n, const std::string& name, Role role, int port, bool headless) {
+Yaml Service(const Names& n, const std::string& name, PodRole role, int port, bool headless) {
   Yaml selector = headless ? Map({{"app.kubernetes.io/instance", n.job},
                                   {"ecps/parameter-server", "true"}})
                            : SelectorLabels(n, role);
@@ -490,13 +497,13 @@ Yaml Service(const Names& n, const std::string& name, Role role, int port, bool 
 Yaml CoordinatorJob(const JobSpec& spec, const Names& n) {
   return Map({{"apiVersion", "batch/v1"},
               {"kind", "Job"},
-              {"metadata", Metadata(n, n.coordinator, Labels(n, Role::kCoordinator))},
+              {"metadata", Metadata(n, n.coordinator, Labels(n, PodRole::kCoordinator))},
               {"spec", Map({{"backoffLimit", 0},
-                            {"template", PodTemplate(spec, n, Role::kCoordinator, "Never")}})}});
+                            {"template", PodTemplate(spec, n, PodRole::kCoordinator, "Never")}})}});
 }
 
-Yaml ServerSet(const JobSpec& spec, const Names& n, Role role) {
-  const bool spare = role == Role::kSpare;
+Yaml ServerSet(const JobSpec& spec, const Names& n, PodRole role) {
+  const bool spare = role == PodRole::kSpare;
   return Map(
       {{"apiVersion", "apps/v1"},
        {"kind", "StatefulSet"},
@@ -532,13 +539,13 @@ Yaml WorkerJob(const JobSpec& spec, const Names& n) {
                    {"onPodConditions", List({Map({{"type", "DisruptionTarget"}, {"status", "True"}})})}})})}});
   return Map({{"apiVersion", "batch/v1"},
               {"kind", "Job"},
-              {"metadata", Metadata(n, n.worker, Labels(n, Role::kWorker))},
+              {"metadata", Metadata(n, n.worker, Labels(n, PodRole::kWorker))},
               {"spec", Map({{"completionMode", "Indexed"},
                             {"completions", workers},
                             {"parallelism", workers},
                             {"backoffLimit", std::max(6, 3 * workers)},
                             {"podFailurePolicy", std::move(policy)},
-                            {"template", PodTemplate(spec, n, Role::kWorker, "Never")}})}});
+                            {"template", PodTemplate(spec, n, PodRole::kWorker, "Never")}})}});
 }
 
 std::string Render(const Yaml& object, const std::string& header) {
@@ -626,6 +633,11 @@ absl::Status CheckK8sSpec(const JobSpec& spec) {
                   "have; remove faults: (to drill by hand, `ecps kill ADDR server N` against "
                   "the coordinator's Service)");
   }
+  if (spec.security.tls.enabled()) {
+    return refuse("security.tls: ecps k8s cannot run a TLS job yet: Kubernetes' gRPC probes "
+                  "present no client certificate, so every probe would fail; remove "
+                  "security.tls (the per-role tokens still apply: docs/security.md)");
+  }
   if (!spec.job.resume_from.empty()) {
     return refuse("job.resume_from: ecps k8s cannot resume a job yet: the path is checked on "
                   "this machine, and the pods would read it from their own volumes");
@@ -651,7 +663,7 @@ absl::Status CheckK8sSpec(const JobSpec& spec) {
                   "fault_tolerance.checkpoint.save_final: false)");
   }
   const int metrics = MetricsPort(spec);
-  for (Role role : {Role::kCoordinator, Role::kServer, Role::kWorker}) {
+  for (PodRole role : {PodRole::kCoordinator, PodRole::kServer, PodRole::kWorker}) {
     if (metrics == RolePort(spec, role)) {
       return refuse("monitoring.metrics_port: ", metrics, " is the ", RoleName(role),
                     "s' gRPC port in their pods (ecps k8s: coordinator ", CoordinatorPort(spec),
@@ -698,17 +710,17 @@ absl::StatusOr<std::vector<K8sManifest>> K8sManifests(const JobSpec& spec,
   add(kSecretFile, "Secret", n.token_secret, Secret(n, token),
       "# The job token, ECPS_TOKEN in every pod. Keep this file private.\n");
   add(kCoordinatorServiceFile, "Service", n.coordinator,
-      Service(n, n.coordinator, Role::kCoordinator, CoordinatorPort(spec), false),
+      Service(n, n.coordinator, PodRole::kCoordinator, CoordinatorPort(spec), false),
       absl::StrCat("# The coordinator's address for every role: ", n.coordinator_address, "\n"));
   add(kCoordinatorJobFile, "Job", n.coordinator, CoordinatorJob(spec, n),
       "# The coordinator runs once; the Job completes when the job finishes.\n");
   add(kServerServiceFile, "Service", n.server,
-      Service(n, n.server, Role::kServer, kK8sServerPort, true),
+      Service(n, n.server, PodRole::kServer, kK8sServerPort, true),
       absl::StrCat("# Stable DNS names for servers and spares: <pod>.", n.server_domain, "\n"));
-  add(kServerSetFile, "StatefulSet", n.server, ServerSet(spec, n, Role::kServer),
+  add(kServerSetFile, "StatefulSet", n.server, ServerSet(spec, n, PodRole::kServer),
       absl::StrCat("# Pod ", n.server, "-N asks for server id N.\n"));
   if (spec.cluster.spares > 0) {
-    add(kSpareSetFile, "StatefulSet", n.spare, ServerSet(spec, n, Role::kSpare),
+    add(kSpareSetFile, "StatefulSet", n.spare, ServerSet(spec, n, PodRole::kSpare),
         "# Standby servers (--id -1): the coordinator hands a dead server's id to one.\n");
   }
   add(kWorkerJobFile, "Job", n.worker, WorkerJob(spec, n),

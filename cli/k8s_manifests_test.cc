@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/security.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ecps {
@@ -159,8 +160,12 @@ TEST(K8sManifestsTest, TheSpecInThePodsPointsAtTheServiceAndHoldsNoToken) {
   EXPECT_TRUE(pod.job.token.empty());
   EXPECT_EQ(pod.cluster.servers, 5);
   // The token is in the Secret and nowhere else.
-  EXPECT_EQ(objects.Get("Secret/ctr-token")["stringData"]["token"].as<std::string>(),
-            "s3cret-job-token");
+  const YAML::Node secret = objects.Get("Secret/ctr-token")["stringData"];
+  EXPECT_EQ(secret["token"].as<std::string>(), "s3cret-job-token");
+  EXPECT_EQ(secret["worker-token"].as<std::string>(),
+            RoleToken("s3cret-job-token", Role::kWorker));
+  EXPECT_EQ(secret["admin-token"].as<std::string>(),
+            RoleToken("s3cret-job-token", Role::kAdmin));
   for (const K8sManifest& m : *manifests) {
     if (m.kind != "Secret") {
       EXPECT_THAT(m.yaml, Not(HasSubstr("s3cret-job-token"))) << m.file;
@@ -179,7 +184,9 @@ TEST(K8sManifestsTest, EveryRoleGetsTheTokenTheSpecAndTheCoordinator) {
     EXPECT_EQ(c["image"].as<std::string>(), "registry.example.org/ecps:1.0");
     const YAML::Node token = EnvOf(c, "ECPS_TOKEN")["valueFrom"]["secretKeyRef"];
     EXPECT_EQ(token["name"].as<std::string>(), "ctr-token");
-    EXPECT_EQ(token["key"].as<std::string>(), "token");
+    // The workers get their role token only; the others the secret (docs/security.md).
+    EXPECT_EQ(token["key"].as<std::string>(),
+              std::string(workload) == "Job/ctr-worker" ? "worker-token" : "token");
     if (std::string(workload) != "Job/ctr-coordinator") {
       EXPECT_EQ(EnvOf(c, "ECPS_COORDINATOR")["value"].as<std::string>(), coordinator);
     }

@@ -30,7 +30,7 @@ int RunKillCommand(const std::string& address, const std::string& token, const s
   }
   request.set_id(n);
 
-  std::unique_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(MakeChannel(address));
+  std::unique_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
   RpcOptions rpc;
   rpc.deadline_ms = 5000;
   rpc.max_attempts = 3;
@@ -44,7 +44,7 @@ int RunKillCommand(const std::string& address, const std::string& token, const s
     if (status.code() == absl::StatusCode::kUnavailable ||
         status.code() == absl::StatusCode::kDeadlineExceeded) {
       std::cerr << "ecps kill: cannot reach coordinator at " << address << ": " << message
-                << std::endl;
+                << UnreachableHint() << std::endl;
       return kStatusUnreachable;
     }
     if (status.code() == absl::StatusCode::kUnauthenticated) {

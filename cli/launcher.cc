@@ -26,6 +26,7 @@
 #include "cli/prometheus_targets.h"
 #include "cli/python_script.h"
 #include "cli/replacement_supervisor.h"
+#include "cli/role_security.h"
 #include "cli/role_spawner.h"
 #include "cli/run_report.h"
 #include "coordinator/coordinator_main.h"
@@ -122,8 +123,22 @@ class Job {
     fs::create_directories(fs::path(out_) / "logs", ec);
     if (ec) return absl::InternalError("cannot create output folder " + out_ + ": " + ec.message());
     token_ = spec_.job.token.empty() ? RandomToken() : spec_.job.token;
-    if (absl::Status s = WriteJobToken(out_, token_); !s.ok()) {
+    // The operators' credential is the admin token: the secret stays with the launcher, the
+    // coordinator and the servers, and out of the spec every role reads.
+    spec_.job.token.clear();
+    if (absl::Status s = WriteJobToken(out_, RoleToken(token_, Role::kAdmin)); !s.ok()) {
       return absl::Status(s.code(), s.ToString());
+    }
+    // With TLS the launcher is an admin, and leaves its certificate's place for --job DIR.
+    if (spec_.security.tls.enabled()) {
+      TlsFiles admin = TlsFilesFor(spec_.security.tls, Role::kAdmin);
+      if (admin.cert.empty()) {
+        return absl::InvalidArgumentError(
+            "security.tls.admin is required for ecps run: the launcher and the operator "
+            "commands talk to the coordinator as an admin (docs/security.md)");
+      }
+      if (absl::Status s = UseSpecTls(spec_.security.tls, Role::kAdmin); !s.ok()) return s;
+      if (absl::Status s = WriteJobTls(out_, admin); !s.ok()) return s;
     }
     PlaceCheckpoints(flags_, out_, &spec_);
     if (!spec_.job.resume_from.empty()) {
@@ -173,7 +188,8 @@ class Job {
   // Polls the coordinator every monitoring.metrics_interval_ms until the job ends: the
   // metrics row, the progress line, the failure history, the drills and the replacements.
   int Monitor(RoleSpawner* spawner) {
-    CoordinatorClient client(spawner->address(), token_, "launcher", spec_.cluster.rpc_timeout_ms);
+    CoordinatorClient client(spawner->address(), RoleToken(token_, Role::kAdmin), "launcher",
+                             spec_.cluster.rpc_timeout_ms);
     std::ofstream csv((fs::path(out_) / "metrics.csv").string());
     csv << kMetricsCsvHeader;
     const auto start = Clock::now();

@@ -14,6 +14,7 @@
 #include "cli/k8s_manifests.h"
 #include "cli/kill_command.h"
 #include "cli/launcher.h"
+#include "cli/role_security.h"
 #include "cli/scrub_command.h"
 #include "cli/slurm_script.h"
 #include "cli/status_command.h"
@@ -50,17 +51,44 @@ std::string TokenFrom(const Args& a) {
   return env == nullptr ? "" : env;
 }
 
+// A flag, else an environment variable, else `fallback`.
+std::string FlagOrEnv(const Args& a, const std::string& flag, const char* env,
+                      const std::string& fallback = "") {
+  if (a.Has(flag)) return a.Get(flag);
+  const char* value = std::getenv(env);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
 // The coordinator and token an operator command talks to: ADDR (the first operand) or
-// --job DIR's address, and --token, DIR/token or ECPS_TOKEN, in that order. `operands` are
-// the operands after ADDR. Prints the error and returns false.
+// --job DIR's address, and --token, DIR/token or ECPS_TOKEN, in that order; with TLS, the
+// admin certificate from --tls-*, ECPS_TLS_* or the job folder. `operands` are the operands
+// after ADDR. Prints the error and returns false.
 struct Target {
   std::string address;
   std::string token;
   std::vector<std::string> operands;
 };
+bool UseOperatorCredentials(const Args& a, const TlsFiles& job_tls, Target* out) {
+  TlsFiles tls{FlagOrEnv(a, "tls-ca", "ECPS_TLS_CA", job_tls.ca),
+               FlagOrEnv(a, "tls-cert", "ECPS_TLS_CERT", job_tls.cert),
+               FlagOrEnv(a, "tls-key", "ECPS_TLS_KEY", job_tls.key)};
+  if (absl::Status s = UseTlsFiles(tls, Role::kAdmin); !s.ok()) {
+    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(), std::string(s.message()).c_str());
+    return false;
+  }
+  absl::StatusOr<std::string> token = PresentedToken(out->token, Role::kAdmin);
+  if (!token.ok()) {
+    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(),
+                 std::string(token.status().message()).c_str());
+    return false;
+  }
+  out->token = *token;
+  return true;
+}
 bool ResolveTarget(const Args& a, size_t operands, Target* out) {
   const std::string& command = a.command;
   std::vector<std::string> pos = a.operands;
+  TlsFiles job_tls;
   if (a.Has("job")) {
     auto job = ReadJobDir(a.Get("job"));
     if (!job.ok()) {
@@ -69,6 +97,7 @@ bool ResolveTarget(const Args& a, size_t operands, Target* out) {
       return false;
     }
     out->token = a.Has("token") ? a.Get("token") : job->token;
+    job_tls = job->tls;
     if (pos.size() == operands + 1) {
       out->address = pos[0];
       pos.erase(pos.begin());
@@ -95,7 +124,7 @@ bool ResolveTarget(const Args& a, size_t operands, Target* out) {
     return false;
   }
   out->operands = pos;
-  return true;
+  return UseOperatorCredentials(a, job_tls, out);
 }
 
 // The address a single role binds: --host, else cluster.host, else every interface (a role
@@ -151,6 +180,31 @@ bool LoadRole(const Args& a, JobSpec* spec) {
   std::string level = a.Get("log-level", spec->monitoring.log_level);
   if (absl::Status s = InitLogging(role, level); !s.ok()) {
     std::fprintf(stderr, "ecps: %s\n", s.ToString().c_str());
+    return false;
+  }
+  return true;
+}
+
+// A role's credentials: with security.tls its certificate becomes this process's; `token`
+// (--token or ECPS_TOKEN) is checked and turned into what the role presents. The coordinator
+// and the servers keep the job secret (they check every role's tokens); a worker presents
+// its role token. Prints the error and returns false.
+bool UseRoleCredentials(const Args& a, const JobSpec& spec, Role role, std::string* token) {
+  if (absl::Status s = UseSpecTls(spec.security.tls, role); !s.ok()) {
+    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(), std::string(s.message()).c_str());
+    return false;
+  }
+  absl::Status checked = absl::OkStatus();
+  if (role == Role::kWorker) {
+    absl::StatusOr<std::string> presented = PresentedToken(*token, role);
+    if (presented.ok()) *token = *presented;
+    checked = presented.status();
+  } else {
+    checked = CheckJobSecret(*token, role);
+  }
+  if (!checked.ok()) {
+    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(),
+                 std::string(checked.message()).c_str());
     return false;
   }
   return true;
@@ -234,6 +288,8 @@ int Main(int argc, char** argv) {
     if (!IntFlag(a, "port", options.spec.cluster.coordinator_port, &options.port)) return 2;
     options.port_file = a.Get("port-file");
     options.token = TokenFrom(a);
+    if (options.token.empty()) options.token = options.spec.job.token;
+    if (!UseRoleCredentials(a, options.spec, Role::kCoordinator, &options.token)) return 2;
     return RunCoordinator(options);
   }
   if (command == "server") {
@@ -246,6 +302,7 @@ int Main(int argc, char** argv) {
       return 2;
     }
     options.token = TokenFrom(a);
+    if (!UseRoleCredentials(a, options.spec, Role::kServer, &options.token)) return 2;
     return RunServer(options);
   }
   if (command == "worker") {
@@ -260,6 +317,7 @@ int Main(int argc, char** argv) {
     options.listen_host = BindHost(a, options.spec);
     if (!IntFlag(a, "port", 0, &options.port)) return 2;
     options.token = TokenFrom(a);
+    if (!UseRoleCredentials(a, options.spec, Role::kWorker, &options.token)) return 2;
     return RunWorker(options);
   }
   // The command table names a command this function does not run.

@@ -43,7 +43,11 @@ std::vector<std::string> RoleSpawner::WorkerArgv(int id) const {
 
 absl::StatusOr<int> RoleSpawner::Spawn(const std::string& name,
                                        const std::vector<std::string>& argv) {
-  return backend_->Spawn(name, argv, {"ECPS_TOKEN=" + setup_.token}, LogPath(name));
+  // The coordinator and the servers check every role's token, so they get the job secret; a
+  // worker gets only its role's token (docs/security.md).
+  const bool worker = name.rfind("worker-", 0) == 0;
+  const std::string token = worker ? RoleToken(setup_.token, Role::kWorker) : setup_.token;
+  return backend_->Spawn(name, argv, {"ECPS_TOKEN=" + token}, LogPath(name));
 }
 
 absl::StatusOr<std::string> RoleSpawner::StartCoordinator() {
@@ -90,7 +94,8 @@ absl::StatusOr<int> RoleSpawner::SpawnReplacement(v1::Role role, int id, const s
 }
 
 absl::Status RoleSpawner::WaitForServersRegistered() {
-  CoordinatorClient client(address_, setup_.token, "launcher", spec_.cluster.rpc_timeout_ms);
+  CoordinatorClient client(address_, RoleToken(setup_.token, Role::kAdmin), "launcher",
+                           spec_.cluster.rpc_timeout_ms);
   auto deadline = Clock::now() + std::chrono::seconds(120);
   while (Clock::now() < deadline) {
     if (interrupted_->load() != 0) return absl::CancelledError("interrupted");

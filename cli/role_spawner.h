@@ -20,7 +20,7 @@ struct RoleSetup {
   std::string self;        // the ecps binary the roles run
   std::string spec_file;   // the resolved spec every role reads
   std::string out_dir;     // the job's folder: logs/NAME.log, coordinator.address
-  std::string token;       // the job token, passed in the environment (ECPS_TOKEN)
+  std::string token;       // the job secret; each role gets its credential (ECPS_TOKEN)
   std::string bind_host;   // what every role binds
 };
 

@@ -8,7 +8,7 @@
 namespace ecps {
 
 int RunScrubCommand(const std::string& address, const std::string& token) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(address));
+  auto stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
   v1::ScrubRequest request;
   FillHeader(request.mutable_header(), token, 0, "ecps-scrub");
   v1::ScrubReport report;
@@ -16,8 +16,8 @@ int RunScrubCommand(const std::string& address, const std::string& token) {
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(10));
   grpc::Status status = stub->Scrub(&context, request, &report);
   if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    std::fprintf(stderr, "ecps scrub: cannot reach coordinator at %s: %s\n", address.c_str(),
-                 status.error_message().c_str());
+    std::fprintf(stderr, "ecps scrub: cannot reach coordinator at %s: %s%s\n", address.c_str(),
+                 status.error_message().c_str(), UnreachableHint().c_str());
     return 2;
   }
   if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {

@@ -193,7 +193,7 @@ std::string FormatStatusJson(const v1::StatusResponse& status) { return Json(sta
 
 int RunStatusCommand(const std::string& address, const std::string& token, bool json, bool watch,
                      int watch_interval_ms) {
-  std::unique_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(MakeChannel(address));
+  std::unique_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
   RpcOptions rpc;
   rpc.deadline_ms = 5000;
   rpc.max_attempts = 3;
@@ -211,7 +211,8 @@ int RunStatusCommand(const std::string& address, const std::string& token, bool 
       const std::string message(status.message());
       if (status.code() == absl::StatusCode::kUnavailable ||
           status.code() == absl::StatusCode::kDeadlineExceeded) {
-        std::cerr << "cannot reach coordinator at " << address << ": " << message << std::endl;
+        std::cerr << "cannot reach coordinator at " << address << ": " << message
+                  << UnreachableHint() << std::endl;
         return kStatusUnreachable;
       }
       if (status.code() == absl::StatusCode::kUnauthenticated) {

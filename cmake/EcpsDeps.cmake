@@ -12,6 +12,7 @@ pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 find_package(nlohmann_json 3 CONFIG REQUIRED)
 find_package(prometheus-cpp CONFIG REQUIRED)  # /metrics (runtime/metrics.h)
+find_package(OpenSSL REQUIRED)  # role tokens (HMAC-SHA256) and TLS certificate checks (runtime/security.h)
 
 find_package(OpenBLAS CONFIG REQUIRED)   # variables only
 add_library(ecps_openblas INTERFACE)

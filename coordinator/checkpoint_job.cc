@@ -26,7 +26,7 @@ v1::CheckpointReport SaveCheckpointOnServers(
   v1::CheckpointReport report;
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
   for (const std::string& a : addresses) {
-    stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(a)));
+    stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(a, Role::kServer)));
   }
   RpcOptions options;
   options.deadline_ms = std::max(rpc_timeout_ms, 60000);
@@ -157,7 +157,7 @@ absl::StatusOr<v1::CheckpointReport> ReloadCheckpointOnServers(
   std::vector<std::thread> threads;
   for (size_t s = 0; s < addresses.size(); ++s) {
     threads.emplace_back([&, s] {
-      auto stub = v1::ParameterServer::NewStub(MakeChannel(addresses[s]));
+      auto stub = v1::ParameterServer::NewStub(MakeChannel(addresses[s], Role::kServer));
       v1::LoadCheckpointRequest req;
       FillHeader(req.mutable_header(), token, epoch, "rollback");
       req.set_dir(*dir);

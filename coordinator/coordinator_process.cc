@@ -56,14 +56,17 @@ int CoordinatorExitCode(v1::JobPhase phase, bool data_lost) {
 }
 
 CoordinatorProcess::CoordinatorProcess(const CoordinatorOptions& options, std::string token)
-    : options_(options), token_(std::move(token)) {}
+    : options_(options), token_(RoleToken(token, Role::kCoordinator)) {}
 
 CoordinatorProcess::~CoordinatorProcess() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Create(
     const CoordinatorOptions& options) {
   const std::string token = options.token.empty() ? options.spec.job.token : options.token;
-  if (token.empty()) spdlog::warn("no job token set: every client is accepted");
+  if (token.empty()) {
+    spdlog::warn("no job token set: every client is accepted, in any role its TLS "
+                 "certificate (if any) does not fix (docs/security.md)");
+  }
   std::unique_ptr<CoordinatorProcess> process(new CoordinatorProcess(options, token));
   CoordinatorServiceOptions service_options;
   service_options.startup_timeout = StartupTimeout(options);

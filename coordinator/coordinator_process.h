@@ -74,7 +74,7 @@ class CoordinatorProcess {
   void Shutdown();
 
   const CoordinatorOptions options_;
-  const std::string token_;
+  const std::string token_;  // what it presents: the coordinator's role token
   RealClock clock_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<GrpcCoordinator> glue_;

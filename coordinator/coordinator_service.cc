@@ -80,7 +80,7 @@ CoordinatorService::CoordinatorService(const JobSpec& spec, std::string token, c
                                        CoordinatorServiceOptions options, Membership::Config config,
                                        FailureDetector::Options detector_options)
     : job_name_(spec.job.name),
-      token_(std::move(token)),
+      gatekeeper_(std::move(token)),
       clock_(clock),
       options_(options),
       created_(clock->Now()),
@@ -105,7 +105,7 @@ CoordinatorService::~CoordinatorService() = default;
 
 absl::Status CoordinatorService::Register(const v1::RegisterRequest& request,
                                           v1::RegisterResponse* response) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Membership::Registration reg, membership_.Register(request));
   if (!reg.repeated) {
@@ -148,7 +148,7 @@ absl::Status CoordinatorService::Register(const v1::RegisterRequest& request,
 
 absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
                                            v1::HeartbeatResponse* response) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(Membership::HeartbeatResult result, membership_.ApplyHeartbeat(request));
   if (result.fenced) {
@@ -199,7 +199,7 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
 
 absl::Status CoordinatorService::Kill(const v1::KillRequest& request,
                                       v1::KillResponse* response) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   absl::MutexLock lock(&mu_);
   ASSIGN_OR_RETURN(NodeRef node, membership_.Holder(request.role(), request.id()));
   const std::optional<v1::NodeState> state = membership_.StateOf(node.instance);
@@ -246,7 +246,7 @@ bool CoordinatorService::ReplaceServer(int server_id) {
 
 absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
                                         v1::StatusResponse* response) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   absl::MutexLock lock(&mu_);
   const ProgressSummary summary = progress_.Summarize(clock_->Now());
   response->set_job(job_name_);
@@ -287,7 +287,7 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
 absl::Status CoordinatorService::WatchClusterMap(
     const v1::WatchClusterMapRequest& request, const std::function<bool()>& cancelled,
     const std::function<bool(const v1::ClusterMap&)>& send) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   uint64_t sent_version;
   {
     absl::MutexLock lock(&mu_);

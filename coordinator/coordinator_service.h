@@ -17,7 +17,8 @@
 // FINISHED and FAILED are final. Nodes learn the phase from heartbeat responses.
 //
 // Every handler checks the request header's token first: a wrong token returns
-// UNAUTHENTICATED and changes nothing. Register and Heartbeat accept any epoch (nodes learn
+// UNAUTHENTICATED and changes nothing (the gRPC glue has already refused a caller whose role
+// may not call the method: runtime/access_policy.h). Register and Heartbeat accept any epoch (nodes learn
 // the epoch from the coordinator). A handler that returns an error changes nothing.
 //
 // Time comes only from the injected clock; the owner calls Tick() periodically (and tests
@@ -53,6 +54,7 @@
 #include "coordinator/rollback_controller.h"
 #include "proto/ecps.pb.h"
 #include "runtime/placement.h"
+#include "runtime/security.h"
 #include "runtime/spec.h"
 
 namespace ecps {
@@ -249,6 +251,9 @@ class CoordinatorService {
   // A copy of the current map (what WatchClusterMap would send).
   void GetClusterMap(v1::ClusterMap* map) const;
 
+  // Checks callers' credentials (the gRPC glue's first check).
+  const Gatekeeper& gatekeeper() const { return gatekeeper_; }
+
  private:
   CoordinatorService(const JobSpec& spec, std::string token, const Clock* clock,
                      CoordinatorServiceOptions options, Membership::Config config,
@@ -298,7 +303,7 @@ class CoordinatorService {
 
   const std::string job_name_;
   std::string metrics_address_ ABSL_GUARDED_BY(mu_);
-  const std::string token_;
+  const Gatekeeper gatekeeper_;  // from the job secret
   const Clock* const clock_;
   const CoordinatorServiceOptions options_;
   const absl::Time created_;

@@ -18,7 +18,7 @@ namespace ecps {
 
 absl::Status CoordinatorService::ReportFailure(const v1::ReportFailureRequest& request,
                                                v1::ReportFailureResponse* /*response*/) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   std::vector<DeadServer> dead;
   NodeRef probe;  // a suspected server whose process may be gone
   {

@@ -23,7 +23,7 @@ void CoordinatorService::SetScrubber(Scrubber scrubber) {
 
 absl::Status CoordinatorService::Scrub(const v1::ScrubRequest& request,
                                        v1::ScrubReport* report) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   Scrubber scrubber;
   v1::ClusterMap map;
   {
@@ -59,7 +59,7 @@ CheckpointProgress CoordinatorService::WorkerCut() const {
 
 absl::Status CoordinatorService::Checkpoint(const v1::CheckpointRequest& request,
                                             v1::CheckpointReport* report) {
-  RETURN_IF_ERROR(CheckHeader(request.header(), token_, 0));
+  RETURN_IF_ERROR(gatekeeper_.Authenticate(request.header()));
   absl::MutexLock serial(&checkpoint_mu_);
   Checkpointer checkpointer;
   v1::ClusterMap map;
@@ -171,7 +171,7 @@ void CoordinatorService::RunPeriodicCheckpoint() {
     if (!schedule_.PeriodicDue(step, now)) return;
   }
   v1::CheckpointRequest request;
-  FillHeader(request.mutable_header(), token_, 0, "coordinator");
+  FillHeader(request.mutable_header(), gatekeeper_.token(Role::kCoordinator), 0, "coordinator");
   v1::CheckpointReport report;
   absl::Status status = Checkpoint(request, &report);
   absl::MutexLock lock(&mu_);

@@ -45,7 +45,7 @@ class GrpcCoordinatorTest : public ::testing::Test {
     auto server = StartGrpcServer("127.0.0.1", 0, {glue_->grpc_service()});
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(server).value();
-    stub_ = v1::Coordinator::NewStub(MakeChannel(server_.address));
+    stub_ = v1::Coordinator::NewStub(MakeChannel(server_.address, Role::kCoordinator));
   }
 
   void TearDown() override {
@@ -186,7 +186,7 @@ TEST(RunCoordinatorTest, ServesTheJobAndReturnsZeroWhenItFinishes) {
 
   const int port = WaitForPortFile(options.port_file, absl::Seconds(30));
   ASSERT_GT(port, 0) << "no port file";
-  auto stub = v1::Coordinator::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", port)));
+  auto stub = v1::Coordinator::NewStub(MakeChannel(absl::StrCat("127.0.0.1:", port), Role::kCoordinator));
   v1::RegisterResponse r;
   ASSERT_TRUE(stub->Register(Context().get(), ServerRegistration(0, "s0"), &r).ok());
   ASSERT_TRUE(stub->Register(Context().get(), WorkerRegistration(0, "w0"), &r).ok());

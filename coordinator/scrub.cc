@@ -17,7 +17,7 @@ v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const st
   v1::ScrubReport report;
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
   for (const std::string& a : addresses) {
-    stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(a)));
+    stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(a, Role::kServer)));
   }
   RpcOptions options;
   options.deadline_ms = std::max(rpc_timeout_ms, 60000);

@@ -13,7 +13,7 @@
 #   ECPS_FUZZ_SECONDS=0                skip the fuzzers
 #   ECPS_WERROR=1                      warnings are errors, -Wthread-safety among them (CI)
 #   ECPS_SANITIZE_LABELS="a|b"         CTest labels left out (default soak|multihost|slurm|
-#                                      bundle|prometheus); empty: none
+#                                      bundle|prometheus|tls); empty: none
 #   ECPS_SANITIZE_SKIP="regex"         tests left out by name (default: the longest drills
 #                                      that other sanitized tests cover); empty: none
 # Extra arguments go to ctest (e.g. -R Peer). A sanitizer report fails the test that made it.
@@ -53,11 +53,12 @@ export ECPS_SOAK_FAILURES="${ECPS_SOAK_FAILURES:-5}"
 # runs under the sanitizers are left to the plain build (deploy/test.sh): the labels soak
 # (190 s here under ASan), the cluster tests (multihost, slurm, bundle: the same roles
 # through other launchers) and the real Prometheus (prometheus: a drill the e2e tests run, and
-# the exposition code the unit tests run), and the longest end-to-end drills, each of which another
+# the exposition code the unit tests run), the whole TLS job (tls: the TLS and role checks run
+# sanitized in security_test and access_test), and the longest end-to-end drills, each of which another
 # sanitized test covers (a spare's rebuild, a replacement process, fencing, a restarted
 # worker, training to a useful AUC in-process). Together about 280 s of the 460 s the whole
 # suite takes under ASan here. ECPS_SANITIZE_LABELS="" and ECPS_SANITIZE_SKIP="" run it all.
-exclude="${ECPS_SANITIZE_LABELS-soak|multihost|slurm|bundle|prometheus}"
+exclude="${ECPS_SANITIZE_LABELS-soak|multihost|slurm|bundle|prometheus|tls}"
 skip="${ECPS_SANITIZE_SKIP-RebuilderKilledWhileHoldingFreezes|TrainsToUsefulAuc|LocalTrainer.LearnsSyntheticData|ServerStoppedPastTheTimeout|KilledServerWithoutSpare|KilledWorkerIsRestarted|OnlineRebuild.ReplacedWhileTraining}"
 label_args=()
 [ -n "$exclude" ] && label_args+=(-LE "$exclude")

@@ -21,6 +21,8 @@ packages=(cmake ninja-build pkg-config g++ ccache
   libopenblas-dev libisal-dev python3-matplotlib
   libxxhash-dev nlohmann-json3-dev libcli11-dev  # checkpoint hashes, JSON, the command line
   prometheus-cpp-dev prometheus  # /metrics; promtool and a real Prometheus for its tests
+  libssl-dev openssl     # role tokens and TLS checks; the TLS tests make certificates
+  python3-grpcio         # the TLS test's outside client
   clang libclang-rt-dev  # clang: deploy/sanitize.sh (ASan, UBSan, libFuzzer)
   patchelf               # deploy/bundle.sh: the bundle's $ORIGIN run paths
   iproute2               # the multihost test's network namespaces

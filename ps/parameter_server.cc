@@ -113,6 +113,14 @@ absl::Status ParameterServerCore::Refuse(absl::Status status, const v1::RequestH
   return status;
 }
 
+absl::Status ParameterServerCore::Admit(const grpc::ServerContext* context,
+                                        const v1::RequestHeader& header, RoleSet allowed,
+                                        std::string_view method) const {
+  absl::StatusOr<Caller> caller = gatekeeper_.Authorize(context, header, allowed, method);
+  if (caller.ok()) return absl::OkStatus();
+  return Refuse(caller.status(), header, std::string(method).c_str());
+}
+
 absl::Status ParameterServerCore::CheckLimits(int64_t ids, int64_t reply_bytes,
                                               const char* what) const {
   if (ids > parts_.max_request_ids) {
@@ -130,9 +138,7 @@ absl::Status ParameterServerCore::CheckLimits(int64_t ids, int64_t reply_bytes,
 
 absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header,
                                                bool any_epoch) const {
-  if (header.token() != token_) {
-    return absl::UnauthenticatedError("wrong or missing job token");
-  }
+  if (absl::Status s = gatekeeper_.Authenticate(header); !s.ok()) return s;
   if (fenced()) {
     return absl::FailedPreconditionError("this server was declared dead and replaced (fenced)");
   }
@@ -336,7 +342,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
           std::vector<int> replicas = parts_.dense->ReplicasOf(tensor);
           if (replicas.empty() || parts_.peers == nullptr) return absl::OkStatus();
           v1::ReplicateDenseRequest rep;
-          FillHeader(rep.mutable_header(), token_, epoch(),
+          FillHeader(rep.mutable_header(), token(), epoch(),
                      "server-" + std::to_string(parts_.server));
           rep.set_tensor(tensor);
           rep.set_version(version);
@@ -438,7 +444,7 @@ absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
 
 absl::Status ParameterServerCore::Health(const v1::RequestHeader& header,
                                          v1::HealthResponse* response) const {
-  if (header.token() != token_) return absl::UnauthenticatedError("wrong or missing job token");
+  if (absl::Status s = gatekeeper_.Authenticate(header); !s.ok()) return s;
   response->set_state(ready() ? v1::NODE_ACTIVE : v1::NODE_STARTING);
   response->set_epoch(epoch());
   FillStats(response->mutable_stats());

@@ -4,14 +4,16 @@
 // peers), Rebuilder (on a replacement). parameter_server.cc holds the data path and
 // checkpoints, parameter_server_peers.cc what peers and the coordinator ask.
 //
-// Every handler first checks the request header (token: UNAUTHENTICATED; epoch older than
+// The gRPC glue first admits the caller (Admit: its role may call the method, else
+// PERMISSION_DENIED; runtime/security.h). Every handler then checks the request header
+// (token: UNAUTHENTICATED; epoch older than
 // the server's: FAILED_PRECONDITION), then validates the whole request (tables, row ids,
 // ownership, sizes, finite gradients: INVALID_ARGUMENT; more ids or reply bytes than the
 // limits: RESOURCE_EXHAUSTED), and only then changes state, so a bad request changes
 // nothing. Before Install() every data request gets UNAVAILABLE (still initialising).
 //
-// Peer requests are checked for consistency whoever sends them (the token is the same for
-// every role): parity deltas only from a current member (the id, instance and epoch the
+// Peer requests, which only servers and the coordinator may send, are also checked for
+// consistency: parity deltas only from a current member (the id, instance and epoch the
 // cluster map gives, once FollowMap has been called) holding the data rows they change,
 // with sequence numbers that neither skip nor wrap; parity writes only under the caller's
 // own freeze; dense replica updates only from the tensor's primary; checkpoint writes only
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -45,6 +48,7 @@
 #include "ps/rebuilder.h"
 #include "ps/row_code.h"
 #include "ps/update_gate.h"
+#include "runtime/security.h"
 
 namespace ecps {
 namespace v1 {
@@ -109,13 +113,20 @@ struct ServerParts {
 
 class ParameterServerCore {
  public:
-  explicit ParameterServerCore(std::string token) : token_(std::move(token)) {}
+  // `secret`: the job secret, from which every role's token is derived (security.h).
+  explicit ParameterServerCore(std::string secret) : gatekeeper_(std::move(secret)) {}
   ~ParameterServerCore();
 
   // Makes the server ready with its initialised parts (called once).
   void Install(ServerParts parts);
   bool ready() const { return ready_.load(std::memory_order_acquire); }
-  const std::string& token() const { return token_; }
+  // The token this server presents to its peers and the coordinator.
+  const std::string& token() const { return gatekeeper_.token(Role::kServer); }
+
+  // The glue's first check of every call: the caller's credential belongs to the job and its
+  // role may call `method`. A refusal is logged and counted like every other.
+  absl::Status Admit(const grpc::ServerContext* context, const v1::RequestHeader& header,
+                     RoleSet allowed, std::string_view method) const;
 
   // This process was declared dead: every request is refused from now on (fencing).
   void Fence() { fenced_.store(true, std::memory_order_release); }
@@ -222,7 +233,7 @@ class ParameterServerCore {
   template <typename Tables>
   absl::Status EnsureRebuilt(const Tables& tables) const;
 
-  const std::string token_;
+  const Gatekeeper gatekeeper_;
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> ready_{false};
   std::atomic<bool> fenced_{false};

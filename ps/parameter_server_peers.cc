@@ -197,7 +197,7 @@ absl::Status ParameterServerCore::ScrubParity(const v1::ScrubParityRequest& requ
     }
     for (const auto& [key, rows] : wanted) {
       v1::ReadRowsRequest req;
-      FillHeader(req.mutable_header(), token_, epoch(), "server-" + std::to_string(parts_.server));
+      FillHeader(req.mutable_header(), token(), epoch(), "server-" + std::to_string(parts_.server));
       req.mutable_rows()->set_table(key.second);
       for (const auto& [row, offset] : rows) req.mutable_rows()->add_rows(row);
       v1::ReadRowsResponse resp;

@@ -12,13 +12,13 @@ PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
   for (const std::string& a : addresses_) {
     stubs_.push_back(a.empty() ? nullptr
                                : std::shared_ptr<v1::ParameterServer::Stub>(
-                                     v1::ParameterServer::NewStub(MakeChannel(a))));
+                                     v1::ParameterServer::NewStub(MakeChannel(a, Role::kServer))));
   }
 }
 
 void PeerClient::SetAddress(int peer, const std::string& address) {
   absl::MutexLock lock(&mu_);
-  stubs_[peer] = v1::ParameterServer::NewStub(MakeChannel(address));
+  stubs_[peer] = v1::ParameterServer::NewStub(MakeChannel(address, Role::kServer));
   addresses_[peer] = address;
 }
 

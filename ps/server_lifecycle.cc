@@ -111,7 +111,7 @@ absl::StatusOr<v1::RegisterResponse> ServerLifecycle::Register() {
 
 HeartbeatAction ServerLifecycle::Heartbeat() {
   v1::HeartbeatRequest hb;
-  FillHeader(hb.mutable_header(), options_.token, coordinator_->epoch(), sender());
+  FillHeader(hb.mutable_header(), core_->token(), coordinator_->epoch(), sender());
   hb.set_role(v1::ROLE_SERVER);
   hb.set_id(id_.load());
   hb.set_instance(instance_);

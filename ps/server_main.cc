@@ -68,7 +68,8 @@ int RunServer(const ServerOptions& options) {
   // Ready for workers once ACTIVE or RECOVERING (runtime/health.h); not while starting.
   SetHealth(server->server.get(), kParameterServerHealthService, false);
   const std::string name = "server-" + std::to_string(options.requested_id);
-  CoordinatorClient coordinator(options.coordinator, options.token, name,
+  // It checks callers with the job secret (options.token) and presents its role token.
+  CoordinatorClient coordinator(options.coordinator, core.token(), name,
                                 spec.cluster.rpc_timeout_ms);
   ServerLifecycle life(options, MakeInstanceId(), address, &coordinator, &core, &g_stop);
   // Declared after `life` and `core`, which its callback reads: destroyed first.

@@ -14,7 +14,7 @@ inline constexpr int kExitCannotAllocate = 3;
 struct ServerOptions {
   JobSpec spec;
   std::string coordinator;          // host:port
-  std::string token;
+  std::string token;  // the job secret (docs/security.md)
   std::string listen_host = "127.0.0.1";
   std::string advertise;            // what peers dial; empty: see AdvertiseHost (runtime/net.h)
   int port = 0;                     // 0: a free port

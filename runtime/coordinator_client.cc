@@ -23,7 +23,7 @@ std::string MakeInstanceId() {
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,
                                      std::string sender, int rpc_timeout_ms)
     : address_(address),
-      channel_(MakeChannel(address)),
+      channel_(MakeChannel(address, Role::kCoordinator)),
       stub_(v1::Coordinator::NewStub(channel_)),
       token_(std::move(token)),
       sender_(std::move(sender)),

@@ -77,9 +77,10 @@ void SetHealth(grpc::Server* server, const std::string& service, bool serving) {
   }
 }
 
-absl::StatusOr<HealthStatus> CheckHealth(const std::string& address, const std::string& service,
+absl::StatusOr<HealthStatus> CheckHealth(const std::string& address, Role peer,
+                                         const std::string& service,
                                          int deadline_ms) {
-  grpc::GenericStub stub(MakeChannel(address));
+  grpc::GenericStub stub(MakeChannel(address, peer));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
   const std::string request_bytes = EncodeCheckRequest(service);

@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/security.h"
 
 namespace ecps {
 
@@ -33,10 +34,11 @@ const char* ToString(HealthStatus status);  // "SERVING", "NOT_SERVING", ...
 // Sets what `service` reports on `server` (started by StartGrpcServer).
 void SetHealth(grpc::Server* server, const std::string& service, bool serving);
 
-// Asks the health service at `address` (host:port) about `service` once. NOT_FOUND when the
-// server does not know the service; the RPC's error when it could not be asked.
-absl::StatusOr<HealthStatus> CheckHealth(const std::string& address, const std::string& service,
-                                         int deadline_ms);
+// Asks the health service at `address` (host:port), a process of role `peer`, about
+// `service` once. NOT_FOUND when the server does not know the service; the RPC's error when
+// it could not be asked.
+absl::StatusOr<HealthStatus> CheckHealth(const std::string& address, Role peer,
+                                         const std::string& service, int deadline_ms);
 
 }  // namespace ecps
 

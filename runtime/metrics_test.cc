@@ -70,7 +70,7 @@ TEST(MetricsTest, EndpointServesCallbacksAndRpcFigures) {
   // One health check answered by a server of this process is counted and timed.
   auto server = StartGrpcServer("127.0.0.1", 0, {});
   ASSERT_TRUE(server.ok()) << server.status();
-  ASSERT_TRUE(CheckHealth(server->address, kLivenessService, 5000).ok());
+  ASSERT_TRUE(CheckHealth(server->address, Role::kServer, kLivenessService, 5000).ok());
   server->server->Shutdown();
 
   const std::string first = Scrape((*endpoint)->port());

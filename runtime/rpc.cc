@@ -39,8 +39,13 @@ bool AnsweredByPeer(const absl::Status& status) {
   return !status.ok() && status.GetPayload(kAnsweredPayload).has_value();
 }
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, Role peer,
+                                           const TlsIdentity* tls) {
   grpc::ChannelArguments args;
+  // The peer's certificate must name the role: its CN (security.h), checked as gRPC checks a
+  // host name. Hosts are not named in the certificates, so one certificate serves a role on
+  // any host.
+  if (tls != nullptr) args.SetSslTargetNameOverride(RoleName(peer));
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
@@ -49,7 +54,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), args);
 }
 
 absl::Status CallWithRetry(const RpcOptions& options,
@@ -77,26 +82,9 @@ void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoc
   header->set_sender(std::string(sender));
 }
 
-absl::Status CheckHeader(const v1::RequestHeader& header, std::string_view token,
-                         uint64_t min_epoch) {
-  if (header.token() != token) {
-    return absl::UnauthenticatedError("wrong or missing job token" +
-                                      (header.sender().empty()
-                                           ? std::string()
-                                           : " (request from " + header.sender() + ")"));
-  }
-  if (header.epoch() < min_epoch) {
-    return absl::FailedPreconditionError(
-        "stale epoch " + std::to_string(header.epoch()) + " < " + std::to_string(min_epoch) +
-        " from " + (header.sender().empty() ? std::string("unknown sender") : header.sender()) +
-        ": the sender was fenced or has not seen the current cluster map");
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
                                            const std::vector<grpc::Service*>& services,
-                                           int threads) {
+                                           int threads, const TlsIdentity* tls) {
   GrpcServer result;
   // grpc.health.v1 on every server (runtime/health.h); a process-wide switch read when a
   // server is built, so every server of the process has it.
@@ -113,7 +101,7 @@ absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                               std::max(8, 4 * pollers));
   std::string listen = host + ":" + std::to_string(port);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &result.port);
+  builder.AddListeningPort(listen, ServerCredentialsFor(tls), &result.port);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(RpcMetricsInterceptor());  // requests and latency, for /metrics
   builder.experimental().SetInterceptorCreators(std::move(interceptors));

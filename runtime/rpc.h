@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/security.h"
 
 namespace ecps {
 namespace v1 {
@@ -42,8 +43,12 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 bool AnsweredByPeer(const grpc::Status& status);
 bool AnsweredByPeer(const absl::Status& status);
 
-// A channel to `address` (host:port) with ecps' message-size limits and keepalive.
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// A channel to `address` (host:port) with ecps' message-size limits and keepalive. With TLS
+// (`tls`, by default this process's: runtime/security.h) it presents this process's
+// certificate and accepts only a peer whose certificate chains to the job's CA and names
+// `peer`, the role the caller means to reach.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, Role peer,
+                                           const TlsIdentity* tls = ProcessTls());
 
 struct RpcOptions {
   int deadline_ms = 10000;      // per attempt
@@ -62,11 +67,6 @@ absl::Status CallWithRetry(const RpcOptions& options,
 void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoch,
                 std::string_view sender);
 
-// Checks a request header against the receiver's token and epoch: UNAUTHENTICATED for a
-// wrong token, FAILED_PRECONDITION when the sender's epoch is older than `min_epoch` (the
-// sender was fenced or has not seen the current cluster map). OK otherwise.
-absl::Status CheckHeader(const v1::RequestHeader& header, std::string_view token,
-                         uint64_t min_epoch);
 
 // A running gRPC server.
 struct GrpcServer {
@@ -81,10 +81,12 @@ struct GrpcServer {
 
 // Starts a server for `services` on host:port (port 0 picks a free port). `threads` bounds
 // the synchronous handler threads. The services must outlive the server. Every server also
-// serves grpc.health.v1 (runtime/health.h); with no services, only that.
+// serves grpc.health.v1 (runtime/health.h); with no services, only that. With TLS (`tls`,
+// by default this process's) it accepts only clients whose certificate chains to the CA.
 absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
                                            const std::vector<grpc::Service*>& services,
-                                           int threads = 4);
+                                           int threads = 4,
+                                           const TlsIdentity* tls = ProcessTls());
 
 // "host:port" -> host and port; INVALID_ARGUMENT when it is not of that form.
 absl::Status SplitHostPort(const std::string& address, std::string* host, int* port);

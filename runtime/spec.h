@@ -189,6 +189,25 @@ struct K8sSection {
   std::vector<std::string> node_selector;        // "key=value" labels every pod's node needs
 };
 
+// security.tls (docs/security.md): mutual TLS on every connection. Each role's certificate
+// has the role as its subject CN and chains to `ca`; relative paths are resolved against the
+// spec file's folder. Empty `ca`: plaintext, roles from per-role tokens.
+struct TlsPair {
+  std::string cert;
+  std::string key;
+};
+struct TlsSection {
+  std::string ca;
+  TlsPair coordinator;
+  TlsPair server;   // the servers and the spares
+  TlsPair worker;
+  TlsPair admin;    // the operator commands and `ecps run`'s launcher
+  bool enabled() const { return !ca.empty(); }
+};
+struct SecuritySection {
+  TlsSection tls;
+};
+
 struct JobSpec {
   std::string path;                  // file it came from ("" for a string)
   JobSection job;
@@ -201,6 +220,7 @@ struct JobSpec {
   MonitoringSection monitoring;
   SlurmSection slurm;
   K8sSection k8s;
+  SecuritySection security;
 };
 
 // Parses and validates a spec. `source_name` is used in error messages ("spec.yaml:12: ...").

@@ -159,6 +159,71 @@ void CheckK8s(SpecParser& p, const K8sSection& k8s) {
 
 }  // namespace
 
+std::string SpecParser::InputFile(const std::string& file, const std::string& path,
+                                  std::initializer_list<std::string> line_paths) {
+  fs::path resolved(file);
+  if (resolved.is_relative() && !base_dir_.empty()) {
+    std::error_code ec;
+    fs::path abs = fs::absolute(base_dir_ / resolved, ec);
+    resolved = (ec ? base_dir_ / resolved : abs).lexically_normal();
+  }
+  std::error_code ec;
+  if (!fs::exists(resolved, ec)) {
+    Error(LineOf(line_paths), path,
+          absl::StrCat("no such file: ", resolved.string(),
+                       base_dir_.empty() ? ""
+                                         : " (relative paths are resolved against the spec "
+                                           "file's folder)"));
+    return "";
+  }
+  if (fs::is_directory(resolved, ec)) {
+    Error(LineOf(line_paths), path,
+          absl::StrCat("is a directory, expected a file: ", resolved.string()));
+    return "";
+  }
+  return resolved.string();
+}
+
+void SpecParser::CheckTls(TlsSection* tls) {
+  struct File {
+    std::string key;
+    std::string* value;
+    bool required;  // when TLS is on
+  };
+  const std::vector<File> files = {
+      {"ca", &tls->ca, true},
+      {"coordinator.cert", &tls->coordinator.cert, true},
+      {"coordinator.key", &tls->coordinator.key, true},
+      {"server.cert", &tls->server.cert, true},
+      {"server.key", &tls->server.key, true},
+      {"worker.cert", &tls->worker.cert, true},
+      {"worker.key", &tls->worker.key, true},
+      {"admin.cert", &tls->admin.cert, false},
+      {"admin.key", &tls->admin.key, false},
+  };
+  bool any = false;
+  for (const File& f : files) any = any || !f.value->empty();
+  if (!any) return;
+  for (const File& f : files) {
+    const std::string path = "security.tls." + f.key;
+    if (Bad({path})) continue;
+    if (f.value->empty()) {
+      if (f.required) {
+        ErrorAt(path, {path, "security.tls"},
+                "is required with TLS: security.tls needs ca and a cert and key for the "
+                "coordinator, the servers and the workers (docs/security.md)");
+      }
+      continue;
+    }
+    std::string resolved = InputFile(*f.value, path, {path});
+    if (!resolved.empty()) *f.value = std::move(resolved);
+  }
+  if (tls->admin.cert.empty() != tls->admin.key.empty() && !Bad({"security.tls.admin"})) {
+    ErrorAt("security.tls.admin", {"security.tls.admin"},
+            "needs both cert and key, or neither");
+  }
+}
+
 void SpecParser::CrossCheck(JobSpec* spec) {
   JobSection& job = spec->job;
   ClusterSection& cluster = spec->cluster;
@@ -217,6 +282,7 @@ void SpecParser::CrossCheck(JobSpec* spec) {
   }
 
   CheckK8s(*this, spec->k8s);
+  CheckTls(&spec->security.tls);
 
   // cluster
   if (!Bad({"cluster.host"}) && cluster.host.find_first_of(" \t/") != std::string::npos) {
@@ -287,27 +353,9 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                              ToString(data.source)));
       }
       for (size_t i = 0; i < data.paths.size(); ++i) {
-        fs::path path(data.paths[i]);
-        if (path.is_relative() && !base_dir_.empty()) {
-          std::error_code ec;
-          fs::path abs = fs::absolute(base_dir_ / path, ec);
-          path = ec ? base_dir_ / path : abs;
-          path = path.lexically_normal();
-        }
-        std::error_code ec;
-        std::string item = absl::StrCat("data.paths[", i, "]");
-        if (!fs::exists(path, ec)) {
-          ErrorAt(item, {item, "data.paths"},
-                  absl::StrCat("no such file: ", path.string(),
-                               base_dir_.empty() ? ""
-                                                 : " (relative paths are resolved against "
-                                                   "the spec file's folder)"));
-        } else if (fs::is_directory(path, ec)) {
-          ErrorAt(item, {item, "data.paths"},
-                  absl::StrCat("is a directory, expected a file: ", path.string()));
-        } else {
-          data.paths[i] = path.string();
-        }
+        const std::string item = absl::StrCat("data.paths[", i, "]");
+        std::string resolved = InputFile(data.paths[i], item, {item, "data.paths"});
+        if (!resolved.empty()) data.paths[i] = std::move(resolved);
       }
     }
   } else if (!Bad({"data.source", "data.paths"}) && !data.paths.empty()) {

@@ -503,6 +503,33 @@ const Table<K8sSection>& K8sTable() {
   return *table;
 }
 
+const Table<TlsPair>& TlsPairTable() {
+  using S = TlsPair;
+  static const auto* table = new Table<S>{
+      StringField("cert", &S::cert),
+      StringField("key", &S::key),
+  };
+  return *table;
+}
+
+const Table<TlsSection>& TlsTable() {
+  using S = TlsSection;
+  static const auto* table = new Table<S>{
+      StringField("ca", &S::ca),
+      SectionField("coordinator", &S::coordinator, TlsPairTable),
+      SectionField("server", &S::server, TlsPairTable),
+      SectionField("worker", &S::worker, TlsPairTable),
+      SectionField("admin", &S::admin, TlsPairTable),
+  };
+  return *table;
+}
+
+const Table<SecuritySection>& SecurityTable() {
+  using S = SecuritySection;
+  static const auto* table = new Table<S>{SectionField("tls", &S::tls, TlsTable)};
+  return *table;
+}
+
 }  // namespace
 
 const Table<JobSpec>& SpecTable() {
@@ -518,6 +545,7 @@ const Table<JobSpec>& SpecTable() {
       SectionField("monitoring", &S::monitoring, MonitoringTable),
       SectionField("slurm", &S::slurm, SlurmTable),
       SectionField("k8s", &S::k8s, K8sTable),
+      SectionField("security", &S::security, SecurityTable),
   };
   return *table;
 }

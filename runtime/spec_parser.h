@@ -83,6 +83,12 @@ class SpecParser {
   void SetLine(const std::string& path, int line) { lines_[path] = line; }
   static int LineOfNode(const YAML::Node& node);
 
+  // An input file named at `path` (a key path such as "data.paths[0]"): resolved against the
+  // spec file's folder when relative, and required to exist and not be a folder. Returns the
+  // resolved path, or "" after reporting the error at `line_paths`.
+  std::string InputFile(const std::string& file, const std::string& path,
+                        std::initializer_list<std::string> line_paths);
+
   // Checks that `node` is a map whose keys are all in `section`'s schema; fills *out with its
   // entries. A null node (a section with nothing under it) is an empty map.
   bool ReadMap(const YAML::Node& node, const std::string& path, const std::string& section,
@@ -122,9 +128,11 @@ class SpecParser {
                     int64_t* out);
   // Cross-field checks and derived defaults (spec_check.cc).
   void CrossCheck(JobSpec* spec);
+  // security.tls: all or nothing, and every file there (resolved in place).
+  void CheckTls(TlsSection* tls);
 
   std::string source_;
-  std::filesystem::path base_dir_;  // data paths are resolved against it when set
+  std::filesystem::path base_dir_;  // input files are resolved against it when set
   std::vector<Issue> issues_;
   std::map<std::string, int> lines_;  // key path -> 1-based line of the key
   std::set<std::string> bad_;         // key paths that already have an error

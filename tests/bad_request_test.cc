@@ -27,7 +27,7 @@ class BadRequestTest : public ::testing::Test {
     spec_ = SmallSpec(2, 1);
     cluster_ = TestCluster::Start(spec_, kToken);
     ASSERT_NE(cluster_, nullptr);
-    stub_ = v1::ParameterServer::NewStub(MakeChannel(cluster_->address(0)));
+    stub_ = v1::ParameterServer::NewStub(MakeChannel(cluster_->address(0), Role::kServer));
     auto placement = Placement::Create(2, 1, 0, spec_.model.table_rows);
     // Rows 0 and 2 of table 0 live on server 0 (member 0 of stripes 0 and 2).
     ASSERT_EQ(placement->DataLocation(0, 0).server, 0);
@@ -105,7 +105,7 @@ TEST_F(BadRequestTest, RefusalsAreMarkedAsAnsweredByALiveServer) {
     port = ntohs(addr.sin_port);
     close(fd);
   }
-  auto nobody = v1::ParameterServer::NewStub(MakeChannel("127.0.0.1:" + std::to_string(port)));
+  auto nobody = v1::ParameterServer::NewStub(MakeChannel("127.0.0.1:" + std::to_string(port), Role::kServer));
   v1::PullRequest req;
   FillHeader(req.mutable_header(), kToken, 1, "test");
   v1::PullResponse resp;
@@ -214,7 +214,7 @@ TEST_F(BadRequestTest, BadDenseRequestsChangeNothing) {
 // INVALID_ARGUMENT naming the broken field (gRPC alone answers INTERNAL with no message).
 grpc::Status CallRaw(const std::string& address, const std::string& method,
                      const std::string& bytes) {
-  grpc::GenericStub generic(MakeChannel(address));
+  grpc::GenericStub generic(MakeChannel(address, Role::kServer));
   grpc::Slice slice(bytes);
   grpc::ByteBuffer request(&slice, 1), response;
   grpc::ClientContext ctx;

@@ -80,7 +80,7 @@ TEST(EndToEnd, ErasureCodedJobEndsWithACleanScrub) {
 
 // Asks the coordinator for the pids of every node of the job.
 std::vector<int64_t> NodePids(const std::string& address) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(address));
+  auto stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
   v1::StatusRequest req;
   FillHeader(req.mutable_header(), "e2e-token", 0, "test");
   v1::StatusResponse resp;

@@ -122,7 +122,7 @@ TEST(ReadRows, ReadsParityInTheSameRequest) {
   ASSERT_FALSE(foreign.empty());
   held.resize(3);
   const int64_t data_row = placement->RowAtDataSlot(table, server, 0);
-  auto stub = v1::ParameterServer::NewStub(MakeChannel(cluster->address(server)));
+  auto stub = v1::ParameterServer::NewStub(MakeChannel(cluster->address(server), Role::kServer));
 
   v1::ReadParityRequest alone;
   FillHeader(alone.mutable_header(), kToken, 1, "test");
@@ -193,7 +193,7 @@ TEST(Scrub, DetectsACorruptedParityRow) {
 class FlakyTransport : public DeltaTransport {
  public:
   void Attach(std::vector<std::string> addresses) {
-    for (const auto& a : addresses) stubs_.push_back(v1::ParameterServer::NewStub(MakeChannel(a)));
+    for (const auto& a : addresses) stubs_.push_back(v1::ParameterServer::NewStub(MakeChannel(a, Role::kServer)));
   }
   absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) override {
     int dice;
@@ -251,7 +251,7 @@ TEST(ExactlyOnce, FlakyNetworkStillEndsClean) {
 class SlowTransport : public DeltaTransport {
  public:
   void Attach(std::vector<std::string> addresses) {
-    for (const auto& a : addresses) stubs_.push_back(v1::ParameterServer::NewStub(MakeChannel(a)));
+    for (const auto& a : addresses) stubs_.push_back(v1::ParameterServer::NewStub(MakeChannel(a, Role::kServer)));
   }
   absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) override {
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
@@ -280,7 +280,7 @@ bool ParityCurrentWhenAcked(AckPolicy ack) {
   int data_server = placement->DataLocation(table, row).server;
   int parity_server = placement->ParityLocation(table, stripe, 0).server;
 
-  auto stub = v1::ParameterServer::NewStub(MakeChannel(cluster->address(data_server)));
+  auto stub = v1::ParameterServer::NewStub(MakeChannel(cluster->address(data_server), Role::kServer));
   v1::PushRequest push;
   FillHeader(push.mutable_header(), kToken, 1, "test");
   push.add_tables()->set_table(table);
@@ -298,7 +298,7 @@ bool ParityCurrentWhenAcked(AckPolicy ack) {
   for (int j = 0; j < 2; ++j) {
     int64_t r = stripe * 2 + j;
     auto s = v1::ParameterServer::NewStub(
-        MakeChannel(cluster->address(placement->DataLocation(table, r).server)));
+        MakeChannel(cluster->address(placement->DataLocation(table, r).server), Role::kServer));
     v1::ReadRowsRequest req;
     FillHeader(req.mutable_header(), kToken, 1, "test");
     req.mutable_rows()->set_table(table);

@@ -1,5 +1,5 @@
-// The peer RPCs refuse inconsistent requests whoever sends them (every role holds the same
-// token): forged parity deltas, sequence numbers that skip or wrap, parity writes without
+// The peer RPCs refuse inconsistent requests whoever sends them (the gRPC glue admits only
+// servers and the coordinator, access_test; these call the handlers directly): forged parity deltas, sequence numbers that skip or wrap, parity writes without
 // the caller's freeze, dense replica updates from a non-primary, checkpoint writes into a
 // committed checkpoint, non-finite gradients, requests past the limits, and releases of
 // someone else's freeze. Each refusal changes nothing and is counted.

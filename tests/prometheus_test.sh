@@ -13,43 +13,21 @@
 set -euo pipefail
 ecps="$(realpath "${1:?usage: prometheus_test.sh ECPS_BINARY}")"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-skip() { echo "prometheus_test: skipped: $*"; exit 77; }
-for tool in prometheus promtool; do
-  command -v "$tool" >/dev/null || skip "$tool is not installed (Debian package prometheus)"
-done
-
+test_name=prometheus_test
 work="$(mktemp -d /tmp/ecps-prometheus-test.XXXXXX)"
+fail_logs=("$work/run.log" "$work/prometheus.log")
 job_pid="" prom_pid=""
+# shellcheck source=tests/lib/job_test.sh
+. "$root/tests/lib/job_test.sh"
 cleanup() {
   for pid in $prom_pid $job_pid; do kill "$pid" 2>/dev/null || true; done
   for pid in $prom_pid $job_pid; do wait "$pid" 2>/dev/null || true; done
-  if [ "${keep:-0}" = 1 ] || [ -n "${ECPS_KEEP_LOGS:-}" ]; then
-    echo "prometheus_test: files kept in $work"
-  else
-    rm -rf "$work"
-  fi
+  remove_work
 }
 trap cleanup EXIT
-fail() {
-  echo "prometheus_test: FAIL: $*" >&2
-  for f in "$work/run.log" "$work/prometheus.log"; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 20 "$f" >&2; }
-  done
-  keep=1
-  exit 1
-}
-# Waits until `$@` succeeds, up to $deadline_s seconds (polling: no sleep stands in for an
-# event). Fails at once if the job ended before it did.
-wait_for() {
-  local what="$1" deadline_s="$2"
-  shift 2
-  local end=$((SECONDS + deadline_s))
-  until "$@"; do
-    [ "$SECONDS" -lt "$end" ] || fail "timed out after ${deadline_s} s waiting for $what"
-    kill -0 "$job_pid" 2>/dev/null || fail "the job ended while waiting for $what"
-    sleep 0.2
-  done
-}
+for tool in prometheus promtool; do
+  command -v "$tool" >/dev/null || skip "$tool is not installed (Debian package prometheus)"
+done
 
 steps=4000
 cat >"$work/spec.yaml" <<SPEC

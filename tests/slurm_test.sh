@@ -14,7 +14,11 @@ set -euo pipefail
 ecps="$(realpath "${1:?usage: slurm_test.sh ECPS_BINARY}")"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-skip() { echo "slurm_test: skipped: $*"; exit 77; }
+test_name=slurm_test
+work=""
+fail_logs=()
+# shellcheck source=tests/lib/job_test.sh
+. "$here/lib/job_test.sh"
 [ "$(id -u)" -eq 0 ] || skip "needs root (the private cluster's daemons run as root)"
 for tool in slurmctld slurmd munged sbatch srun scontrol; do
   command -v "$tool" >/dev/null || skip "$tool is not installed (slurmctld slurmd slurm-client munge)"
@@ -22,32 +26,13 @@ done
 
 work="$(mktemp -d /tmp/ecps-slurm-test.XXXXXX)"
 chmod 755 "$work"  # munged wants every folder above its socket world-executable
+fail_logs=("$work/out/slurm-*.out" "$work/out/logs/*.log")
 cluster="$work/cluster"
 cleanup() {
   "$here/slurm/cluster.sh" stop "$cluster" >/dev/null 2>&1 || true
-  if [ "${keep:-0}" = 1 ] || [ -n "${ECPS_KEEP_LOGS:-}" ]; then echo "slurm_test: logs kept in $work"; else rm -rf "$work"; fi
+  remove_work
 }
 trap cleanup EXIT
-fail() {
-  echo "slurm_test: FAIL: $*" >&2
-  for f in "$work"/out/slurm-*.out "$work"/out/logs/*.log; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }
-  done
-  keep=1
-  exit 1
-}
-
-# Waits until `$@` succeeds, up to $deadline_s seconds (polling: no sleep stands in for an
-# event).
-wait_for() {
-  local what="$1" deadline_s="$2"
-  shift 2
-  local end=$((SECONDS + deadline_s))
-  until "$@"; do
-    [ "$SECONDS" -lt "$end" ] || fail "timed out after ${deadline_s} s waiting for $what"
-    sleep 0.2
-  done
-}
 
 "$here/slurm/cluster.sh" start "$cluster" >/dev/null || fail "the private Slurm cluster did not start"
 # shellcheck disable=SC1091

@@ -41,7 +41,7 @@ void PsClient::Refresh() {
     const std::string& address = map.servers(s).address();
     if (address.empty() || address == impl_->addresses[s]) continue;
     impl_->addresses[s] = address;
-    impl_->stubs[s] = v1::ParameterServer::NewStub(MakeChannel(address));
+    impl_->stubs[s] = v1::ParameterServer::NewStub(MakeChannel(address, Role::kServer));
   }
 }
 
@@ -133,7 +133,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
                                            " has no address in the cluster map");
     }
     impl->addresses.push_back(server.address());
-    impl->stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(server.address())));
+    impl->stubs.push_back(v1::ParameterServer::NewStub(MakeChannel(server.address(), Role::kServer)));
   }
   impl->token = std::move(token);
   impl->sender = std::move(sender);

@@ -11,7 +11,7 @@ namespace ecps {
 struct WorkerOptions {
   JobSpec spec;
   std::string coordinator;  // host:port
-  std::string token;
+  std::string token;  // its role token (runtime/security.h: PresentedToken)
   int id = 0;               // worker index: reads partition id of spec.cluster.workers
   // Where its gRPC health service (runtime/health.h) and /metrics listen; a worker serves
   // no other RPC.
