@@ -21,65 +21,17 @@ ecps="${ECPS_BIN:-$root/build/cli/ecps}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-configs=("none|mode: none"
-  "ec41-after_parity|mode: erasure_code, k: 4, r: 1, ack: after_parity"
-  "ec41-async|mode: erasure_code, k: 4, r: 1, ack: async"
-  "ec42-after_parity|mode: erasure_code, k: 4, r: 2, ack: after_parity"
-  "ec42-async|mode: erasure_code, k: 4, r: 2, ack: async"
-  "rep1-after_parity|mode: replication, r: 1, ack: after_parity"
-  "rep1-async|mode: replication, r: 1, ack: async"
-  "rep2-after_parity|mode: replication, r: 2, ack: after_parity"
-  "rep2-async|mode: replication, r: 2, ack: async")
-
-worker_cpus="" server_cpus=""
-launch=()  # what every job starts under: taskset when pinned
-if [[ -n "${ECPS_PIN:-}" ]]; then
-  read -r worker_cpus server_cpus <<<"$ECPS_PIN"
-  if [[ -z "$worker_cpus" || -z "$server_cpus" ]] || ! command -v taskset >/dev/null; then
-    echo "ECPS_PIN needs two CPU lists, e.g. ECPS_PIN=\"0 1\", and taskset (util-linux)" >&2
-    exit 2
-  fi
-  launch=(taskset -c "$server_cpus")
-  workers="$(awk '/^  workers:/ {print $2}' "$spec")"
-  workers="${workers:-1}"
-  echo "pinned: worker on CPUs $worker_cpus, coordinator and servers on CPUs $server_cpus" >&2
-fi
-
-# Runs one job (spec, output folder, stderr file); when pinned, moves its workers, once all
-# have started, onto the worker CPUs (the threads they start later inherit that).
-run_job() {
-  "${launch[@]}" "$ecps" run "$1" --output "$2" --no-progress >/dev/null 2>"$3" &
-  local job=$! pids="" pid
-  if [[ -n "$worker_cpus" ]]; then
-    # The workers are the processes started with this run's resolved spec and role "worker".
-    while (($(wc -w <<<"$pids") < workers)) && kill -0 "$job" 2>/dev/null; do
-      sleep 0.05
-      pids="$(pgrep -f -- "ecps worker --spec $2/" || true)"
-    done
-    for pid in $pids; do
-      taskset -a -p -c "$worker_cpus" "$pid" >/dev/null || echo "could not pin worker $pid" >&2
-    done
-  fi
-  wait "$job"
-}
-
-if [[ -n "${ECPS_MODES:-}" ]]; then
-  kept=()
-  for c in "${configs[@]}"; do
-    name="${c%%|*}"
-    if [[ "$name" == none || " $ECPS_MODES " == *" $name "* ]]; then kept+=("$c"); fi
-  done
-  configs=("${kept[@]}")
-fi
-
-# The spec without its fault_tolerance section and with the server count replaced.
+# shellcheck source=bench/ft_common.sh
+. "$root/bench/ft_common.sh"
+ft_setup_pinning
+ft_filter_configs
 base="$work/base.yaml"
-awk -v servers="$servers" '
-  /^fault_tolerance:/ {skip=1; next}
-  /^[a-z_]+:/ {skip=0}
-  skip {next}
-  /^  servers:/ {print "  servers: " servers; next}
-  {print}' "$spec" > "$base"
+ft_base_spec "$base"
+
+run_job() {
+  ft_start_job "$@"
+  wait "$ft_job"
+}
 
 for ((rep = 0; rep < repeats; rep++)); do
   for c in "${configs[@]}"; do

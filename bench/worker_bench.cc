@@ -2,10 +2,13 @@
 // 26 tables x 100,000 rows, embedding_dim 16, bottom MLP 13-128-64-16, top MLP 367-128-64-1,
 // batch 2048, sparse adagrad, dense adam. items_per_second = training samples/s.
 //
-//   BM_TrainStep/<blas threads>:        LocalTrainer::StepOnBatch on pre-generated batches:
+//   BM_TrainStep/<threads>:             LocalTrainer::StepOnBatch on pre-generated batches:
 //                                       dedupe, gather, pool, forward+backward, row-gradient
-//                                       aggregation, sparse and dense optimizer updates.
-//   BM_ForwardBackward/<blas threads>:  Dlrm::ForwardBackward only (the dense math).
+//                                       aggregation, sparse and dense optimizer updates, on
+//                                       cluster.worker_threads = <threads>.
+//   BM_TrainStepBlasThreads/<n>:        the same on one thread with BLAS on n (the old way).
+//   BM_TrainStepHeavy[BlasThreads]/<n>: the same on ECRec's compute-heavy model (HeavyJob).
+//   BM_ForwardBackward/<threads>:       Dlrm::ForwardBackward only (the dense math).
 //   BM_SyntheticBatch:                  generating one batch of synthetic data.
 //
 // Run: worker_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -35,6 +38,18 @@ JobSpec QuickstartJob() {
   return s;
 }
 
+// ECRec's compute-heavy model: dim 128, bottom 13-512-256-128, top 479-1024-1024-512-256-1,
+// with fewer rows (26 x 20,000) so that it fits here.
+JobSpec HeavyJob() {
+  JobSpec s;
+  s.model.embedding_dim = 128;
+  s.model.bottom_mlp = {512, 256, 128};
+  s.model.top_mlp = {1024, 1024, 512, 256};
+  s.model.table_rows.assign(26, 20000);
+  s.data.batch_size = kBatch;
+  return s;
+}
+
 std::vector<Batch> MakeBatches(const JobSpec& s) {
   auto src = MakeDataSource(s.data, s.model, s.job.seed, 0, 1, false);
   std::vector<Batch> out(kBatches);
@@ -42,10 +57,13 @@ std::vector<Batch> MakeBatches(const JobSpec& s) {
   return out;
 }
 
-void BM_TrainStep(benchmark::State& state) {
-  SetBlasThreads(static_cast<int>(state.range(0)));
-  const JobSpec spec = QuickstartJob();
+// The whole step on `threads` threads (cluster.worker_threads; BLAS single-threaded), or
+// with blas_threads > 0 the step on one thread and BLAS on blas_threads (the code before the
+// step was parallel), for a side-by-side ratio.
+void TrainStep(benchmark::State& state, JobSpec spec, int threads, int blas_threads) {
+  spec.cluster.worker_threads = threads;
   auto trainer = LocalTrainer::Create(spec);
+  if (blas_threads > 0) SetBlasThreads(blas_threads);
   if (!trainer.ok()) {
     state.SkipWithError(trainer.status().ToString().c_str());
     return;
@@ -59,12 +77,27 @@ void BM_TrainStep(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBatch);
   SetBlasThreads(1);
 }
+void BM_TrainStep(benchmark::State& state) {
+  TrainStep(state, QuickstartJob(), static_cast<int>(state.range(0)), 0);
+}
 BENCHMARK(BM_TrainStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_TrainStepBlasThreads(benchmark::State& state) {
+  TrainStep(state, QuickstartJob(), 1, static_cast<int>(state.range(0)));
+}
+BENCHMARK(BM_TrainStepBlasThreads)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_TrainStepHeavy(benchmark::State& state) {
+  TrainStep(state, HeavyJob(), static_cast<int>(state.range(0)), 0);
+}
+BENCHMARK(BM_TrainStepHeavy)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_TrainStepHeavyBlasThreads(benchmark::State& state) {
+  TrainStep(state, HeavyJob(), 1, static_cast<int>(state.range(0)));
+}
+BENCHMARK(BM_TrainStepHeavyBlasThreads)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_ForwardBackward(benchmark::State& state) {
-  SetBlasThreads(static_cast<int>(state.range(0)));
+  SetBlasThreads(1);
   const JobSpec spec = QuickstartJob();
-  auto model = Dlrm::Create(ToDlrmConfig(spec.model), kBatch);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), kBatch, static_cast<int>(state.range(0)));
   std::vector<std::vector<float>> params, grads;
   (*model)->InitDense(1, &params);
   std::vector<const float*> pp;

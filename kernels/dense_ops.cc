@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu_dispatch.h"
+
 namespace ecps {
 
 int SetBlasThreads(int threads) {
@@ -48,32 +50,48 @@ void ReluBackwardInPlace(int64_t n, const float* y, float* dy) {
 
 namespace {
 
-template <int kDim>
-inline float Dot(const float* a, const float* b, int dim) {
+// The interaction's kernels, one clone per instruction set (cpu_dispatch.h). Sums run in 16
+// fixed lanes whatever the instruction set, so every clone adds in the same order.
+
+constexpr int kLanes = 16;
+
+// a . b over n floats: lanes of 16, then the rest.
+inline float Dot(const float* __restrict a, const float* __restrict b, int n) {
+  float lane[kLanes] = {};
+  int k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += a[k + l] * b[k + l];
+  }
   float s = 0.0f;
-  const int n = kDim > 0 ? kDim : dim;
-  for (int k = 0; k < n; ++k) s += a[k] * b[k];
+  for (int l = 0; l < kLanes; ++l) s += lane[l];
+  for (; k < n; ++k) s += a[k] * b[k];
   return s;
 }
 
-template <int kDim>
-void InteractionForwardImpl(int batch, int vectors, int dim, const float* z, float* out,
-                            int out_stride) {
+// yi += g * xj and yj += g * xi over n floats (four distinct rows).
+inline void CrossAxpy(float g, const float* __restrict xi, const float* __restrict xj,
+                      float* __restrict yi, float* __restrict yj, int n) {
+  for (int k = 0; k < n; ++k) {
+    yi[k] += g * xj[k];
+    yj[k] += g * xi[k];
+  }
+}
+
+ECPS_CLONES void InteractionForwardImpl(int batch, int vectors, int dim, const float* z,
+                                        float* out, int out_stride) {
   const int64_t sample = static_cast<int64_t>(vectors) * dim;
   for (int b = 0; b < batch; ++b) {
     const float* zb = z + b * sample;
     float* o = out + static_cast<int64_t>(b) * out_stride;
     for (int i = 1; i < vectors; ++i) {
       const float* zi = zb + i * dim;
-      for (int j = 0; j < i; ++j) *o++ = Dot<kDim>(zi, zb + j * dim, dim);
+      for (int j = 0; j < i; ++j) *o++ = Dot(zi, zb + j * dim, dim);
     }
   }
 }
 
-template <int kDim>
-void InteractionBackwardImpl(int batch, int vectors, int dim, const float* z, const float* d_out,
-                             int d_out_stride, float* dz) {
-  const int n = kDim > 0 ? kDim : dim;
+ECPS_CLONES void InteractionBackwardImpl(int batch, int vectors, int dim, const float* z,
+                                         const float* d_out, int d_out_stride, float* dz) {
   const int64_t sample = static_cast<int64_t>(vectors) * dim;
   std::fill(dz, dz + batch * sample, 0.0f);
   for (int b = 0; b < batch; ++b) {
@@ -81,16 +99,8 @@ void InteractionBackwardImpl(int batch, int vectors, int dim, const float* z, co
     float* dzb = dz + b * sample;
     const float* g = d_out + static_cast<int64_t>(b) * d_out_stride;
     for (int i = 1; i < vectors; ++i) {
-      const float* zi = zb + i * dim;
-      float* dzi = dzb + i * dim;
       for (int j = 0; j < i; ++j) {
-        const float gij = *g++;
-        const float* zj = zb + j * dim;
-        float* dzj = dzb + j * dim;
-        for (int k = 0; k < n; ++k) {
-          dzi[k] += gij * zj[k];
-          dzj[k] += gij * zi[k];
-        }
+        CrossAxpy(*g++, zb + i * dim, zb + j * dim, dzb + i * dim, dzb + j * dim, dim);
       }
     }
   }
@@ -100,37 +110,25 @@ void InteractionBackwardImpl(int batch, int vectors, int dim, const float* z, co
 
 void InteractionForward(int batch, int vectors, int dim, const float* z, float* out,
                         int out_stride) {
-  switch (dim) {
-    case 16:
-      return InteractionForwardImpl<16>(batch, vectors, dim, z, out, out_stride);
-    case 32:
-      return InteractionForwardImpl<32>(batch, vectors, dim, z, out, out_stride);
-    case 8:
-      return InteractionForwardImpl<8>(batch, vectors, dim, z, out, out_stride);
-    default:
-      return InteractionForwardImpl<0>(batch, vectors, dim, z, out, out_stride);
-  }
+  InteractionForwardImpl(batch, vectors, dim, z, out, out_stride);
 }
 
 void InteractionBackward(int batch, int vectors, int dim, const float* z, const float* d_out,
                          int d_out_stride, float* dz) {
-  switch (dim) {
-    case 16:
-      return InteractionBackwardImpl<16>(batch, vectors, dim, z, d_out, d_out_stride, dz);
-    case 32:
-      return InteractionBackwardImpl<32>(batch, vectors, dim, z, d_out, d_out_stride, dz);
-    case 8:
-      return InteractionBackwardImpl<8>(batch, vectors, dim, z, d_out, d_out_stride, dz);
-    default:
-      return InteractionBackwardImpl<0>(batch, vectors, dim, z, d_out, d_out_stride, dz);
-  }
+  InteractionBackwardImpl(batch, vectors, dim, z, d_out, d_out_stride, dz);
 }
 
 float BceWithLogits(int batch, const float* logits, const float* labels, float* d_logits,
                     float* probs) {
   if (batch <= 0) return 0.0f;
+  const double total =
+      BceWithLogitsSum(batch, logits, labels, 1.0f / static_cast<float>(batch), d_logits, probs);
+  return static_cast<float>(total / batch);
+}
+
+double BceWithLogitsSum(int batch, const float* logits, const float* labels, float inv,
+                        float* d_logits, float* probs) {
   double total = 0.0;
-  const float inv = 1.0f / static_cast<float>(batch);
   for (int b = 0; b < batch; ++b) {
     const float z = logits[b], y = labels[b];
     // loss = max(z, 0) - z*y + log(1 + exp(-|z|))
@@ -139,7 +137,7 @@ float BceWithLogits(int batch, const float* logits, const float* labels, float* 
     if (d_logits != nullptr) d_logits[b] = (p - y) * inv;
     if (probs != nullptr) probs[b] = p;
   }
-  return static_cast<float>(total / batch);
+  return total;
 }
 
 }  // namespace ecps

@@ -46,6 +46,12 @@ void InteractionBackward(int batch, int vectors, int dim, const float* z, const 
 float BceWithLogits(int batch, const float* logits, const float* labels, float* d_logits,
                     float* probs);
 
+// The same for one slice of a larger batch: returns the slice's summed loss (in double) and
+// writes d_logits[b] = (sigmoid(logit_b) - label_b) * inv_batch, inv_batch being 1 / the
+// whole batch's size.
+double BceWithLogitsSum(int batch, const float* logits, const float* labels, float inv_batch,
+                        float* d_logits, float* probs);
+
 }  // namespace ecps
 
 #endif  // ECPS_KERNELS_DENSE_OPS_H_

@@ -10,7 +10,13 @@
 
 namespace ecps {
 
-absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int max_batch) {
+namespace {
+// A slice smaller than this is not worth a thread's wake-up.
+constexpr int kMinSliceSamples = 64;
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int max_batch,
+                                                   int threads) {
   if (model.num_dense < 1) return absl::InvalidArgumentError("model.num_dense must be >= 1");
   if (model.num_sparse < 1) return absl::InvalidArgumentError("model.num_sparse must be >= 1");
   if (model.embedding_dim < 1) {
@@ -28,8 +34,9 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int 
     if (w < 1) return absl::InvalidArgumentError("model.top_mlp: widths must be >= 1");
   }
   if (max_batch < 1) return absl::InvalidArgumentError("max_batch must be >= 1");
+  if (threads < 1) return absl::InvalidArgumentError("threads must be >= 1");
 
-  std::unique_ptr<Dlrm> m(new Dlrm());
+  std::unique_ptr<Dlrm> m(new Dlrm(threads));
   m->num_dense_ = model.num_dense;
   m->num_sparse_ = model.num_sparse;
   m->dim_ = model.embedding_dim;
@@ -56,8 +63,18 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int 
   }
   add(&m->top_, "top", in, 1, false);
   m->max_width_ = std::max(m->max_width_, m->vectors_ * m->dim_);
-  m->EnsureCapacity(max_batch);
+  m->workspaces_.resize(threads);
+  const int slices = m->Slices(max_batch);
+  for (int i = 0; i < slices; ++i) {
+    m->EnsureCapacity(&m->workspaces_[i], static_cast<int>(
+        ParallelRunner::PartBegin(max_batch, slices, i + 1) -
+        ParallelRunner::PartBegin(max_batch, slices, i)));
+  }
   return m;
+}
+
+int Dlrm::Slices(int batch) const {
+  return std::max(1, std::min(runner_.threads(), batch / kMinSliceSamples));
 }
 
 int64_t Dlrm::ForwardMacsPerSample() const {
@@ -67,20 +84,20 @@ int64_t Dlrm::ForwardMacsPerSample() const {
   return macs;
 }
 
-void Dlrm::EnsureCapacity(int batch) {
-  if (batch <= capacity_) return;
-  capacity_ = batch;
+void Dlrm::EnsureCapacity(Workspace* ws, int batch) const {
+  if (batch <= ws->capacity) return;
+  ws->capacity = batch;
   const size_t b = static_cast<size_t>(batch);
-  bottom_act_.resize(bottom_.size());
-  for (size_t l = 0; l < bottom_.size(); ++l) bottom_act_[l].resize(b * bottom_[l].out);
-  top_act_.resize(top_.size());
-  for (size_t l = 0; l < top_.size(); ++l) top_act_[l].resize(b * top_[l].out);
-  z_.resize(b * vectors_ * dim_);
-  top_in_buf_.resize(b * top_in_);
-  grad_a_.resize(b * std::max(max_width_, top_in_));
-  grad_b_.resize(b * std::max(max_width_, top_in_));
-  dz_.resize(b * vectors_ * dim_);
-  d_logits_.resize(b);
+  ws->bottom_act.resize(bottom_.size());
+  for (size_t l = 0; l < bottom_.size(); ++l) ws->bottom_act[l].resize(b * bottom_[l].out);
+  ws->top_act.resize(top_.size());
+  for (size_t l = 0; l < top_.size(); ++l) ws->top_act[l].resize(b * top_[l].out);
+  ws->z.resize(b * vectors_ * dim_);
+  ws->top_in.resize(b * top_in_);
+  ws->grad_a.resize(b * std::max(max_width_, top_in_));
+  ws->grad_b.resize(b * std::max(max_width_, top_in_));
+  ws->dz.resize(b * vectors_ * dim_);
+  ws->d_logits.resize(b);
 }
 
 void Dlrm::InitDense(uint64_t seed, std::vector<std::vector<float>>* tensors) const {
@@ -99,31 +116,33 @@ void Dlrm::InitDense(uint64_t seed, std::vector<std::vector<float>>* tensors) co
   for (const auto& l : top_) init(l);
 }
 
-const float* Dlrm::RunForward(int batch, const float* dense_x, const float* pooled,
-                              const std::vector<const float*>& params) {
-  EnsureCapacity(batch);
+const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
+                              const float* pooled,
+                              const std::vector<const float*>& params) const {
+  EnsureCapacity(ws, batch);
   const float* x = dense_x;
   for (size_t l = 0; l < bottom_.size(); ++l) {
     const Layer& L = bottom_[l];
     LinearForward(batch, L.in, L.out, x, params[L.w], params[L.w + 1], L.relu,
-                  bottom_act_[l].data());
-    x = bottom_act_[l].data();
+                  ws->bottom_act[l].data());
+    x = ws->bottom_act[l].data();
   }
   // z = [bottom_out, pooled_0..pooled_{T-1}] per sample; top input = [bottom_out, dots].
   const int d = dim_, T = num_sparse_;
   const size_t zs = static_cast<size_t>(vectors_) * d;
   for (int b = 0; b < batch; ++b) {
-    float* zb = z_.data() + b * zs;
+    float* zb = ws->z.data() + b * zs;
     std::memcpy(zb, x + static_cast<size_t>(b) * d, sizeof(float) * d);
     std::memcpy(zb + d, pooled + static_cast<size_t>(b) * T * d, sizeof(float) * T * d);
-    std::memcpy(top_in_buf_.data() + static_cast<size_t>(b) * top_in_, zb, sizeof(float) * d);
+    std::memcpy(ws->top_in.data() + static_cast<size_t>(b) * top_in_, zb, sizeof(float) * d);
   }
-  InteractionForward(batch, vectors_, d, z_.data(), top_in_buf_.data() + d, top_in_);
-  x = top_in_buf_.data();
+  InteractionForward(batch, vectors_, d, ws->z.data(), ws->top_in.data() + d, top_in_);
+  x = ws->top_in.data();
   for (size_t l = 0; l < top_.size(); ++l) {
     const Layer& L = top_[l];
-    LinearForward(batch, L.in, L.out, x, params[L.w], params[L.w + 1], L.relu, top_act_[l].data());
-    x = top_act_[l].data();
+    LinearForward(batch, L.in, L.out, x, params[L.w], params[L.w + 1], L.relu,
+                  ws->top_act[l].data());
+    x = ws->top_act[l].data();
   }
   return x;  // logits: batch x 1
 }
@@ -131,27 +150,86 @@ const float* Dlrm::RunForward(int batch, const float* dense_x, const float* pool
 void Dlrm::Forward(int batch, const float* dense_x, const float* pooled,
                    const std::vector<const float*>& params, float* probs) {
   if (batch <= 0) return;
-  const float* logits = RunForward(batch, dense_x, pooled, params);
-  for (int b = 0; b < batch; ++b) {
-    const float z = logits[b];
-    probs[b] = z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
-  }
+  const int slices = Slices(batch);
+  runner_.Run(slices, [&](int i) {
+    const int64_t b0 = ParallelRunner::PartBegin(batch, slices, i);
+    const int n = static_cast<int>(ParallelRunner::PartBegin(batch, slices, i + 1) - b0);
+    const float* logits =
+        RunForward(&workspaces_[i], n, dense_x + b0 * num_dense_,
+                   pooled + b0 * num_sparse_ * dim_, params);
+    for (int b = 0; b < n; ++b) {
+      const float z = logits[b];
+      probs[b0 + b] = z >= 0 ? 1.0f / (1.0f + std::exp(-z)) : std::exp(z) / (1.0f + std::exp(z));
+    }
+  });
 }
 
 float Dlrm::ForwardBackward(int batch, const float* dense_x, const float* pooled,
                             const float* labels, const std::vector<const float*>& params,
                             float* d_pooled, const std::vector<float*>& grads, float* probs) {
   if (batch <= 0) return 0.0f;
-  const float* logits = RunForward(batch, dense_x, pooled, params);
-  const float loss = BceWithLogits(batch, logits, labels, d_logits_.data(), probs);
+  const int slices = Slices(batch);
+  if (slices == 1) {
+    return static_cast<float>(SliceForwardBackward(&workspaces_[0], batch, batch, dense_x,
+                                                   pooled, labels, params, d_pooled, grads,
+                                                   probs) /
+                              batch);
+  }
+  // Slice 0 writes the caller's gradients; the others their own, summed in afterwards.
+  std::vector<double> losses(slices, 0.0);
+  runner_.Run(slices, [&](int i) {
+    Workspace* ws = &workspaces_[i];
+    std::vector<float*> slice_grads = grads;
+    if (i > 0) {
+      ws->grads.resize(tensors_.size());
+      for (size_t t = 0; t < tensors_.size(); ++t) {
+        ws->grads[t].resize(tensors_[t].size);
+        slice_grads[t] = ws->grads[t].data();
+      }
+    }
+    const int64_t b0 = ParallelRunner::PartBegin(batch, slices, i);
+    const int n = static_cast<int>(ParallelRunner::PartBegin(batch, slices, i + 1) - b0);
+    const int64_t pooled_offset = b0 * num_sparse_ * dim_;
+    losses[i] = SliceForwardBackward(ws, n, batch, dense_x + b0 * num_dense_,
+                                     pooled + pooled_offset, labels + b0, params,
+                                     d_pooled + pooled_offset, slice_grads,
+                                     probs == nullptr ? nullptr : probs + b0);
+  });
+  // Sum the slices' gradients, each tensor cut into one part per thread; every element adds
+  // slices 1, 2, ... in order.
+  runner_.Run(slices, [&](int part) {
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      const int64_t size = tensors_[t].size;
+      const int64_t e0 = ParallelRunner::PartBegin(size, slices, part);
+      const int64_t e1 = ParallelRunner::PartBegin(size, slices, part + 1);
+      float* out = grads[t];
+      for (int i = 1; i < slices; ++i) {
+        const float* g = workspaces_[i].grads[t].data();
+        for (int64_t e = e0; e < e1; ++e) out[e] += g[e];
+      }
+    }
+  });
+  double total = 0.0;
+  for (double l : losses) total += l;
+  return static_cast<float>(total / batch);
+}
+
+double Dlrm::SliceForwardBackward(Workspace* ws, int batch, int mean_over, const float* dense_x,
+                                  const float* pooled, const float* labels,
+                                  const std::vector<const float*>& params, float* d_pooled,
+                                  const std::vector<float*>& grads, float* probs) const {
+  const float* logits = RunForward(ws, batch, dense_x, pooled, params);
+  const double loss = BceWithLogitsSum(batch, logits, labels,
+                                       1.0f / static_cast<float>(mean_over),
+                                       ws->d_logits.data(), probs);
 
   // Top MLP, output layer first. dy holds dL/d(output of layer l) (after its ReLU mask).
-  const float* dy = d_logits_.data();
-  float* bufs[2] = {grad_a_.data(), grad_b_.data()};
+  const float* dy = ws->d_logits.data();
+  float* bufs[2] = {ws->grad_a.data(), ws->grad_b.data()};
   int next = 0;
   for (int l = static_cast<int>(top_.size()) - 1; l >= 0; --l) {
     const Layer& L = top_[l];
-    const float* x = l > 0 ? top_act_[l - 1].data() : top_in_buf_.data();
+    const float* x = l > 0 ? ws->top_act[l - 1].data() : ws->top_in.data();
     float* dx = bufs[next];
     LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx);
     if (l > 0 && top_[l - 1].relu) {
@@ -163,11 +241,11 @@ float Dlrm::ForwardBackward(int batch, const float* dense_x, const float* pooled
   // dy = d top_in (batch x top_in_). Interaction backward, then split dz.
   const int d = dim_, T = num_sparse_;
   const size_t zs = static_cast<size_t>(vectors_) * d;
-  InteractionBackward(batch, vectors_, d, z_.data(), dy + d, top_in_, dz_.data());
+  InteractionBackward(batch, vectors_, d, ws->z.data(), dy + d, top_in_, ws->dz.data());
   float* d_bottom = bufs[next];
   next ^= 1;
   for (int b = 0; b < batch; ++b) {
-    const float* dzb = dz_.data() + b * zs;
+    const float* dzb = ws->dz.data() + b * zs;
     const float* direct = dy + static_cast<size_t>(b) * top_in_;
     float* db = d_bottom + static_cast<size_t>(b) * d;
     for (int k = 0; k < d; ++k) db[k] = dzb[k] + direct[k];
@@ -175,10 +253,10 @@ float Dlrm::ForwardBackward(int batch, const float* dense_x, const float* pooled
   }
   // Bottom MLP: every layer has a ReLU.
   dy = d_bottom;
-  ReluBackwardInPlace(static_cast<int64_t>(batch) * d, bottom_act_.back().data(), d_bottom);
+  ReluBackwardInPlace(static_cast<int64_t>(batch) * d, ws->bottom_act.back().data(), d_bottom);
   for (int l = static_cast<int>(bottom_.size()) - 1; l >= 0; --l) {
     const Layer& L = bottom_[l];
-    const float* x = l > 0 ? bottom_act_[l - 1].data() : dense_x;
+    const float* x = l > 0 ? ws->bottom_act[l - 1].data() : dense_x;
     float* dx = l > 0 ? bufs[next] : nullptr;
     LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx);
     if (l > 0) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/parallel.h"
 
 namespace ecps {
 
@@ -39,8 +40,12 @@ struct DenseTensorInfo {
 class Dlrm {
  public:
   // INVALID_ARGUMENT when a size is not positive, bottom_mlp is empty or its last width is
-  // not embedding_dim, or max_batch < 1.
-  static absl::StatusOr<std::unique_ptr<Dlrm>> Create(const DlrmConfig& model, int max_batch);
+  // not embedding_dim, or max_batch < 1. `threads` > 1: ForwardBackward and Forward split
+  // the batch into that many slices computed at once (each with its own scratch, the dense
+  // gradients summed in slice order), so results are deterministic for a given thread count;
+  // call SetBlasThreads(1) then, or the BLAS threads compete with these.
+  static absl::StatusOr<std::unique_ptr<Dlrm>> Create(const DlrmConfig& model, int max_batch,
+                                                      int threads = 1);
 
   // W then b of every layer, bottom layers first, then top layers (the last is the output).
   const std::vector<DenseTensorInfo>& tensors() const { return tensors_; }
@@ -68,6 +73,9 @@ class Dlrm {
   void Forward(int batch, const float* dense_x, const float* pooled,
                const std::vector<const float*>& params, float* probs);
 
+  // The model's threads, for the rest of a step (pooling, gradient aggregation, optimizers).
+  ParallelRunner* runner() { return &runner_; }
+
   // Not copyable: owns scratch buffers. Not thread-safe per instance.
   Dlrm(const Dlrm&) = delete;
   Dlrm& operator=(const Dlrm&) = delete;
@@ -79,20 +87,37 @@ class Dlrm {
     int w;  // index of the weight tensor; the bias is w + 1
   };
 
-  Dlrm() = default;
-  void EnsureCapacity(int batch);
-  // Runs the forward pass, leaving every activation in scratch; returns the logits buffer.
-  const float* RunForward(int batch, const float* dense_x, const float* pooled,
-                          const std::vector<const float*>& params);
+  // The scratch of one slice of a batch: activations of every layer, interaction input z,
+  // top input, two gradient buffers, dz, logits' gradient; for slices after the first, the
+  // dense gradients of the slice (summed into the caller's afterwards).
+  struct Workspace {
+    int capacity = 0;
+    std::vector<std::vector<float>> bottom_act, top_act;
+    std::vector<float> z, top_in, grad_a, grad_b, dz, d_logits;
+    std::vector<std::vector<float>> grads;
+  };
+
+  explicit Dlrm(int threads) : runner_(threads) {}
+  void EnsureCapacity(Workspace* ws, int batch) const;
+  // Runs the forward pass of `batch` samples, leaving every activation in *ws; returns the
+  // logits buffer.
+  const float* RunForward(Workspace* ws, int batch, const float* dense_x, const float* pooled,
+                          const std::vector<const float*>& params) const;
+  // Forward and backward of one slice; d_logits scaled by 1/`mean_over`. Returns the
+  // slice's summed loss.
+  double SliceForwardBackward(Workspace* ws, int batch, int mean_over, const float* dense_x,
+                              const float* pooled, const float* labels,
+                              const std::vector<const float*>& params, float* d_pooled,
+                              const std::vector<float*>& grads, float* probs) const;
+  // How many slices a batch of `batch` samples is cut into.
+  int Slices(int batch) const;
 
   int num_dense_ = 0, num_sparse_ = 0, dim_ = 0, vectors_ = 0, pairs_ = 0, top_in_ = 0;
-  int capacity_ = 0, max_width_ = 0;
+  int max_width_ = 0;
   std::vector<Layer> bottom_, top_;
   std::vector<DenseTensorInfo> tensors_;
-  // Scratch: activations of every layer, interaction input z, top input, two gradient
-  // buffers, dz, logits and their gradient.
-  std::vector<std::vector<float>> bottom_act_, top_act_;
-  std::vector<float> z_, top_in_buf_, grad_a_, grad_b_, dz_, d_logits_;
+  std::vector<Workspace> workspaces_;  // one per thread
+  ParallelRunner runner_;
 };
 
 }  // namespace ecps

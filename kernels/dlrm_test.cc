@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -134,6 +136,99 @@ TEST_F(DlrmGrad, ParamsAndPooledMatchFiniteDifferences) {
   std::vector<float> probs2(kBatch);
   model_->Forward(kBatch, dense_.data(), pooled_.data(), ptrs, probs2.data());
   EXPECT_EQ(probs, probs2);
+}
+
+}  // namespace
+}  // namespace ecps
+
+namespace ecps {
+namespace {
+
+TEST(ParallelRunnerTest, EveryTaskRunsOnceOnItsMember) {
+  ParallelRunner runner(3);
+  for (int n : {0, 1, 2, 3, 7, 64}) {
+    std::vector<int> runs(n, 0);
+    std::vector<std::thread::id> ids(n);
+    runner.Run(n, [&](int i) {
+      ++runs[i];
+      ids[i] = std::this_thread::get_id();
+    });
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(runs[i], 1) << "n " << n << " task " << i;
+      EXPECT_EQ(ids[i], ids[i % 3]) << "n " << n << " task " << i;  // member i % 3
+    }
+    if (n > 0) {
+      EXPECT_EQ(ids[0], std::this_thread::get_id());  // the caller is member 0
+    }
+  }
+}
+
+// Slices on three threads: the same loss and gradients as one thread up to float rounding of
+// the summation order, and the same bits on every run.
+TEST(Dlrm, ThreadsSliceTheBatchDeterministically) {
+  DlrmConfig config;
+  config.num_dense = 5;
+  config.num_sparse = 4;
+  config.embedding_dim = 8;
+  config.bottom_mlp = {16, 8};
+  config.top_mlp = {12};
+  const int batch = 600;  // three slices of 200
+  auto one = Dlrm::Create(config, batch, 1);
+  auto three = Dlrm::Create(config, batch, 3);
+  ASSERT_TRUE(one.ok() && three.ok());
+  std::vector<std::vector<float>> params;
+  (*one)->InitDense(7, &params);
+  std::vector<const float*> pp;
+  for (const auto& p : params) pp.push_back(p.data());
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 0.5f);
+  std::vector<float> dense(batch * 5), pooled(batch * 4 * 8), labels(batch);
+  for (float& x : dense) x = normal(rng);
+  for (float& x : pooled) x = normal(rng);
+  for (int b = 0; b < batch; ++b) labels[b] = static_cast<float>(b % 3 == 0);
+  struct Out {
+    float loss;
+    std::vector<std::vector<float>> grads;
+    std::vector<float> d_pooled, probs;
+  };
+  auto run = [&](Dlrm* m) {
+    Out o;
+    o.grads.resize(params.size());
+    std::vector<float*> gp;
+    for (size_t i = 0; i < params.size(); ++i) {
+      o.grads[i].assign(params[i].size(), 0.0f);
+      gp.push_back(o.grads[i].data());
+    }
+    o.d_pooled.resize(pooled.size());
+    o.probs.resize(batch);
+    o.loss = m->ForwardBackward(batch, dense.data(), pooled.data(), labels.data(), pp,
+                                o.d_pooled.data(), gp, o.probs.data());
+    return o;
+  };
+  const Out a = run(one->get()), b = run(three->get()), c = run(three->get());
+  EXPECT_NEAR(a.loss, b.loss, 1e-6);
+  EXPECT_EQ(b.loss, c.loss);
+  EXPECT_EQ(b.grads, c.grads);  // bit for bit
+  EXPECT_EQ(b.d_pooled, c.d_pooled);
+  auto near = [](const std::vector<float>& x, const std::vector<float>& y) {
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      EXPECT_NEAR(x[i], y[i], 1e-7 + 1e-5 * std::fabs(x[i])) << i;
+    }
+  };
+  near(a.d_pooled, b.d_pooled);
+  near(a.probs, b.probs);
+  for (size_t t = 0; t < params.size(); ++t) {
+    for (size_t e = 0; e < params[t].size(); ++e) {
+      EXPECT_NEAR(a.grads[t][e], b.grads[t][e], 1e-6 + 1e-5 * std::fabs(a.grads[t][e]))
+          << (*one)->tensors()[t].name << "[" << e << "]";
+    }
+  }
+  std::vector<float> fa(batch), fb(batch);
+  (*one)->Forward(batch, dense.data(), pooled.data(), pp, fa.data());
+  (*three)->Forward(batch, dense.data(), pooled.data(), pp, fb.data());
+  near(fa, fb);
+  EXPECT_EQ(Dlrm::Create(config, batch, 0).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu_dispatch.h"
 #include "kernels/hash_rng.h"
 
 namespace ecps {
@@ -69,8 +70,8 @@ void ApplySparseUpdate(const SparseOptimizerConfig& opt, int dim, const float* g
   SparseUpdate(opt, dim, grad, payload);
 }
 
-void ApplySparseUpdates(const SparseOptimizerConfig& opt, int dim, int64_t n, const float* grads,
-                        float* const* payloads) {
+ECPS_CLONES void ApplySparseUpdates(const SparseOptimizerConfig& opt, int dim, int64_t n,
+                                    const float* grads, float* const* payloads) {
   for (int64_t i = 0; i < n; ++i) SparseUpdate(opt, dim, grads + i * dim, payloads[i]);
 }
 
@@ -98,8 +99,8 @@ int64_t DenseStateFloats(const DenseOptimizerConfig& opt, int64_t size) {
   }
 }
 
-void ApplyDenseUpdate(const DenseOptimizerConfig& opt, int64_t step, int64_t size,
-                      const float* grad, float* weights, float* state) {
+ECPS_CLONES void ApplyDenseUpdate(const DenseOptimizerConfig& opt, int64_t step, int64_t size,
+                                  const float* grad, float* weights, float* state) {
   const float lr = opt.lr, eps = opt.eps;
   switch (opt.rule) {
     case DenseUpdateRule::kSgd:

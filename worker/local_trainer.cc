@@ -20,8 +20,11 @@ absl::StatusOr<std::unique_ptr<LocalTrainer>> LocalTrainer::Create(const JobSpec
   RETURN_IF_ERROR(ValidateDenseOptimizer(t->dense_optimizer_));
   if (spec.data.batch_size < 1) return absl::InvalidArgumentError("data.batch_size must be >= 1");
   t->spec_ = spec;
-  SetBlasThreads(spec.cluster.worker_threads);
-  ASSIGN_OR_RETURN(t->model_, Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size));
+  // The step's threads are the model's (batch slices, pooling, aggregation, optimizers);
+  // BLAS runs single-threaded inside each.
+  SetBlasThreads(1);
+  ASSIGN_OR_RETURN(t->model_, Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size,
+                                           spec.cluster.worker_threads));
   ASSIGN_OR_RETURN(t->data_, MakeDataSource(spec.data, spec.model, spec.job.seed, 0, 1, false));
   t->dim_ = spec.model.embedding_dim;
   t->num_sparse_ = spec.model.num_sparse;
@@ -81,32 +84,36 @@ float LocalTrainer::StepOnBatch(const Batch& b) {
   Dedupe(b, T, &unique_);
   rows_data_.resize(T);
   rows_ptrs_.resize(T);
-  for (int t = 0; t < T; ++t) {
+  ParallelRunner* runner = model_->runner();
+  runner->Run(T, [&](int t) {  // a table's rows (and their lazy init) on one thread
     const auto& rows = unique_.rows[t];
     rows_data_[t].resize(rows.size() * d);
     for (size_t i = 0; i < rows.size(); ++i) {
       std::memcpy(rows_data_[t].data() + i * d, MutableRow(t, rows[i]), sizeof(float) * d);
     }
     rows_ptrs_[t] = rows_data_[t].data();
-  }
+  });
   pooled_.resize(static_cast<size_t>(n) * T * d);
   d_pooled_.resize(pooled_.size());
-  PoolEmbeddings(unique_, rows_ptrs_, n, T, d, pooled_.data());
+  PoolEmbeddings(unique_, rows_ptrs_, n, T, d, pooled_.data(), runner);
   const float loss = model_->ForwardBackward(n, b.dense.data(), pooled_.data(), b.labels.data(),
                                              param_ptrs_, d_pooled_.data(), grad_ptrs_);
-  AggregateRowGrads(unique_, d_pooled_.data(), n, T, d, &row_grads_);
-  for (int t = 0; t < T; ++t) {
+  AggregateRowGrads(unique_, d_pooled_.data(), n, T, d, &row_grads_, runner);
+  // Each table's rows, and each dense tensor, are updated by one thread: disjoint state.
+  payload_ptrs_.resize(T);
+  runner->Run(T, [&](int t) {
     const auto& rows = unique_.rows[t];
-    payload_ptrs_.resize(rows.size());
-    for (size_t i = 0; i < rows.size(); ++i) payload_ptrs_[i] = MutableRow(t, rows[i]);
+    std::vector<float*>& ptrs = payload_ptrs_[t];
+    ptrs.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) ptrs[i] = MutableRow(t, rows[i]);
     ApplySparseUpdates(sparse_optimizer_, d, static_cast<int64_t>(rows.size()),
-                       row_grads_[t].data(), payload_ptrs_.data());
-  }
+                       row_grads_[t].data(), ptrs.data());
+  });
   ++steps_;
-  for (size_t i = 0; i < dense_.size(); ++i) {
+  runner->Run(static_cast<int>(dense_.size()), [&](int i) {
     ApplyDenseUpdate(dense_optimizer_, steps_, static_cast<int64_t>(dense_[i].size()),
                      dense_grads_[i].data(), dense_[i].data(), dense_state_[i].data());
-  }
+  });
   samples_ += n;
   seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return loss;

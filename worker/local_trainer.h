@@ -89,7 +89,7 @@ class LocalTrainer {
   UniqueIds unique_;
   std::vector<std::vector<float>> rows_data_, row_grads_;
   std::vector<const float*> rows_ptrs_;
-  std::vector<float*> payload_ptrs_;
+  std::vector<std::vector<float*>> payload_ptrs_;  // per table
   std::vector<float> pooled_, d_pooled_;
 
   int64_t steps_ = 0, samples_ = 0;

@@ -85,28 +85,43 @@ void Dedupe(const Batch& b, int num_sparse, UniqueIds* out) {
 }
 
 void PoolEmbeddings(const UniqueIds& u, const std::vector<const float*>& rows_data, int batch,
-                    int num_sparse, int dim, float* pooled) {
-  for (int s = 0; s < batch; ++s) {
-    for (int t = 0; t < num_sparse; ++t) {
-      const size_t slot = static_cast<size_t>(s) * num_sparse + t;
-      std::memcpy(pooled + slot * dim, rows_data[t] + static_cast<size_t>(u.index[slot]) * dim,
-                  sizeof(float) * dim);
+                    int num_sparse, int dim, float* pooled, ParallelRunner* runner) {
+  auto pool = [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s) {
+      for (int t = 0; t < num_sparse; ++t) {
+        const size_t slot = static_cast<size_t>(s) * num_sparse + t;
+        std::memcpy(pooled + slot * dim,
+                    rows_data[t] + static_cast<size_t>(u.index[slot]) * dim,
+                    sizeof(float) * dim);
+      }
     }
-  }
+  };
+  if (runner == nullptr || runner->threads() == 1) return pool(0, batch);
+  const int parts = runner->threads();
+  runner->Run(parts, [&](int part) {
+    pool(ParallelRunner::PartBegin(batch, parts, part),
+         ParallelRunner::PartBegin(batch, parts, part + 1));
+  });
 }
 
 void AggregateRowGrads(const UniqueIds& u, const float* d_pooled, int batch, int num_sparse,
-                       int dim, std::vector<std::vector<float>>* grads) {
+                       int dim, std::vector<std::vector<float>>* grads, ParallelRunner* runner) {
   grads->resize(num_sparse);
-  for (int t = 0; t < num_sparse; ++t) (*grads)[t].assign(u.rows[t].size() * dim, 0.0f);
-  for (int s = 0; s < batch; ++s) {
-    for (int t = 0; t < num_sparse; ++t) {
+  auto table = [&](int t) {
+    std::vector<float>& out = (*grads)[t];
+    out.assign(u.rows[t].size() * dim, 0.0f);
+    for (int s = 0; s < batch; ++s) {
       const size_t slot = static_cast<size_t>(s) * num_sparse + t;
-      float* g = (*grads)[t].data() + static_cast<size_t>(u.index[slot]) * dim;
+      float* g = out.data() + static_cast<size_t>(u.index[slot]) * dim;
       const float* d = d_pooled + slot * dim;
       for (int k = 0; k < dim; ++k) g[k] += d[k];
     }
+  };
+  if (runner == nullptr || runner->threads() == 1) {
+    for (int t = 0; t < num_sparse; ++t) table(t);
+    return;
   }
+  runner->Run(num_sparse, table);
 }
 
 }  // namespace ecps

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/parallel.h"
 #include "worker/data.h"
 
 namespace ecps {
@@ -25,15 +26,18 @@ struct UniqueIds {
 void Dedupe(const Batch& b, int num_sparse, UniqueIds* out);
 
 // rows_data[t] = the unique rows' weights of table t, contiguous (rows[t].size()*dim), in
-// rows[t] order. Writes pooled = batch*num_sparse*dim (sample-major, then feature).
+// rows[t] order. Writes pooled = batch*num_sparse*dim (sample-major, then feature). With a
+// runner, its threads take equal ranges of samples.
 void PoolEmbeddings(const UniqueIds& u, const std::vector<const float*>& rows_data, int batch,
-                    int num_sparse, int dim, float* pooled);
+                    int num_sparse, int dim, float* pooled, ParallelRunner* runner = nullptr);
 
 // Sums d_pooled (batch*num_sparse*dim) back per unique row: (*grads)[t] is resized to
 // rows[t].size()*dim. Sums run in sample order, so the result is deterministic. Since
-// d_pooled is the gradient of the MEAN loss, so are these.
+// d_pooled is the gradient of the MEAN loss, so are these. With a runner, its threads take
+// whole tables (each table's sums still in sample order: the same bits).
 void AggregateRowGrads(const UniqueIds& u, const float* d_pooled, int batch, int num_sparse,
-                       int dim, std::vector<std::vector<float>>* grads);
+                       int dim, std::vector<std::vector<float>>* grads,
+                       ParallelRunner* runner = nullptr);
 
 }  // namespace ecps
 

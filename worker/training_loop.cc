@@ -108,14 +108,14 @@ float TrainingLoop::Compute(const PreparedBatch& p, const std::vector<std::vecto
   d_pooled_.resize(pooled_.size());
   std::vector<const float*> rows_ptr, params;
   for (const auto& r : p.rows) rows_ptr.push_back(r.data());
-  PoolEmbeddings(p.ids, rows_ptr, b, ns, dim, pooled_.data());
+  PoolEmbeddings(p.ids, rows_ptr, b, ns, dim, pooled_.data(), model_->runner());
   for (const auto& t : dense) params.push_back(t.data());
   std::vector<float*> dense_grads;
   for (auto& g : grads->dense) dense_grads.push_back(g.data());
   float loss = model_->ForwardBackward(b, p.batch.dense.data(), pooled_.data(),
                                        p.batch.labels.data(), params, d_pooled_.data(),
                                        dense_grads);
-  AggregateRowGrads(p.ids, d_pooled_.data(), b, ns, dim, &grads->rows);
+  AggregateRowGrads(p.ids, d_pooled_.data(), b, ns, dim, &grads->rows, model_->runner());
   return loss;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/layout.h"
+#include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
 #include "kernels/spec_config.h"
 #include "runtime/rpc.h"
@@ -237,7 +238,11 @@ absl::Status WorkerLifecycle::Train() {
       [servers](const v1::ClusterMap& m) { return ServersServing(m, servers); },
       std::max(600000, spec.cluster.connect_timeout_s * 1000));
   if (!map.ok()) return map.status();
-  auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size);
+  // cluster.worker_threads compute threads: the model's batch slices, pooling and gradient
+  // aggregation (kernels/parallel.h); BLAS single-threaded in each.
+  SetBlasThreads(1);
+  auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size,
+                            spec.cluster.worker_threads);
   if (!model.ok()) return model.status();
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);

@@ -27,7 +27,7 @@ int RunWorker(const WorkerOptions& options) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   const JobSpec& spec = options.spec;
-  SetBlasThreads(spec.cluster.worker_threads);
+  SetBlasThreads(1);  // the step's threads are the model's (cluster.worker_threads)
   const std::string name = "worker-" + std::to_string(options.id);
   // A worker serves no RPC of ecps, only grpc.health.v1 (Kubernetes' probes) and /metrics.
   auto health = StartGrpcServer(options.listen_host, options.port, {}, 1);

@@ -1,0 +1,60 @@
+#include "kernels/parallel.h"
+
+#include <algorithm>
+
+namespace ecps {
+
+ParallelRunner::ParallelRunner(int threads) : threads_(std::max(1, threads)) {
+  for (int m = 1; m < threads_; ++m) helpers_.emplace_back([this, m] { Help(m); });
+}
+
+ParallelRunner::~ParallelRunner() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  start_.notify_all();
+  for (std::thread& t : helpers_) t.join();
+}
+
+void ParallelRunner::Run(int n, const std::function<void(int)>& fn) {
+  if (n <= 0) return;
+  const int helpers = std::min(threads_, n) - 1;
+  if (helpers > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_ = n;
+    fn_ = &fn;
+    pending_ = threads_ - 1;
+    ++generation_;
+  }
+  if (helpers > 0) start_.notify_all();
+  for (int i = 0; i < n; i += threads_) fn(i);
+  if (helpers > 0) {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_.wait(lock, [this] { return pending_ == 0; });
+    fn_ = nullptr;
+  }
+}
+
+void ParallelRunner::Help(int member) {
+  uint64_t seen = 0;
+  while (true) {
+    int n = 0;
+    const std::function<void(int)>* fn = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      if (stopping_) return;
+      seen = generation_;
+      n = tasks_;
+      fn = fn_;
+    }
+    for (int i = member; i < n; i += threads_) (*fn)(i);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+}
+
+}  // namespace ecps
