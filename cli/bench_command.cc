@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/launcher.h"
 #include "cli/python_script.h"
@@ -168,7 +169,9 @@ int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir
     }
     dirs.push_back(v.name);
   }
-  std::vector<std::string> args = {out.string()};
+  std::vector<std::string> args = {
+      out.string(),
+      absl::StrCat("--node-mtbf-hours=", base.fault_tolerance.checkpoint.node_mtbf_hours)};
   args.insert(args.end(), dirs.begin(), dirs.end());
   absl::Status reported =
       RunPythonScript("recovery_report.py", args, (out / "report.log").string());

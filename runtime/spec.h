@@ -127,6 +127,9 @@ struct CheckpointSection {
   double interval_seconds = 0;       // 0: not by time
   bool save_final = true;
   int keep = 3;                      // committed checkpoints kept in dir (>= 1)
+  // The mean time between failures of one node, for the Young/Daly checkpoint interval that
+  // `ecps bench recovery` compares erasure coding against (docs/scaling.md).
+  double node_mtbf_hours = 6300;
 };
 
 struct FaultToleranceSection {

@@ -364,6 +364,7 @@ const Table<CheckpointSection>& CheckpointTable() {
       RealField("interval_seconds", &S::interval_seconds, 0, false, kInf, false),
       BoolField("save_final", &S::save_final),
       IntField("keep", &S::keep, 1, kMaxCheckpointsKept),
+      RealField("node_mtbf_hours", &S::node_mtbf_hours, 0, true, kInf, false),
   };
   return *table;
 }
