@@ -81,12 +81,10 @@ class GrpcCoordinator::Impl final : public v1::Coordinator::Service {
     absl::StatusOr<Caller> caller = service_->gatekeeper().Authorize(
         context, header, AccessOf(kCoordinatorAccess, method), method);
     if (!caller.ok()) return ToGrpcStatus(caller.status());
-    if (node_role != v1::ROLE_UNSPECIFIED && !caller->secret &&
-        caller->role != NodeRole(node_role)) {
-      return ToGrpcStatus(absl::PermissionDeniedError(
-          absl::StrCat(std::string(method), " as a ", v1::Role_Name(node_role),
-                       " needs that role's credential; the caller is a ",
-                       RoleName(caller->role))));
+    if (node_role != v1::ROLE_UNSPECIFIED && !caller->Is(NodeRole(node_role))) {
+      return ToGrpcStatus(absl::PermissionDeniedError(absl::StrCat(
+          std::string(method), " as a ", v1::Role_Name(node_role),
+          " needs that role's credential; the caller is ", RoleWithArticle(caller->role))));
     }
     return ToGrpcStatus(call());
   }

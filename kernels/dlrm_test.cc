@@ -160,6 +160,11 @@ TEST(ParallelRunnerTest, EveryTaskRunsOnceOnItsMember) {
     if (n > 0) {
       EXPECT_EQ(ids[0], std::this_thread::get_id());  // the caller is member 0
     }
+    if (n > 2) {
+      EXPECT_NE(ids[1], ids[0]);  // the others run on the helpers
+      EXPECT_NE(ids[2], ids[0]);
+      EXPECT_NE(ids[2], ids[1]);
+    }
   }
 }
 

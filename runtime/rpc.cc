@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "absl/strings/cord.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "absl/strings/numbers.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "proto/ecps.pb.h"
 #include "runtime/metrics.h"
 

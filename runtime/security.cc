@@ -65,14 +65,13 @@ const TlsIdentity*& ProcessTlsSlot() {
   return tls;
 }
 
-// "a worker", "an admin".
-std::string WithArticle(Role role) {
-  return absl::StrCat(role == Role::kAdmin ? "an " : "a ", kRoleNames[static_cast<int>(role)]);
-}
-
 }  // namespace
 
 const char* RoleName(Role role) { return kRoleNames[static_cast<int>(role)]; }
+
+std::string RoleWithArticle(Role role) {
+  return absl::StrCat(role == Role::kAdmin ? "an " : "a ", RoleName(role));
+}
 
 std::optional<Role> RoleFromName(std::string_view name) {
   for (int r = 0; r < kRoleCount; ++r) {
@@ -122,8 +121,8 @@ absl::StatusOr<std::string> PresentedToken(std::string_view given, Role role) {
   std::optional<Role> claimed = ClaimedRole(given);
   if (!claimed.has_value()) return RoleToken(given, role);  // the job secret
   if (*claimed != role) {
-    return absl::InvalidArgumentError(absl::StrCat("the token given is ", WithArticle(*claimed),
-                                                   "'s credential, not ", WithArticle(role),
+    return absl::InvalidArgumentError(absl::StrCat("the token given is ", RoleWithArticle(*claimed),
+                                                   "'s credential, not ", RoleWithArticle(role),
                                                    "'s (docs/security.md)"));
   }
   return std::string(given);
@@ -136,7 +135,7 @@ absl::Status CheckJobSecret(std::string_view given, Role role) {
       absl::StrCat("the ", RoleName(role),
                    " checks every role's credential and needs the job secret "
                    "(the job token), but was given ",
-                   WithArticle(*claimed), "'s token (docs/security.md)"));
+                   RoleWithArticle(*claimed), "'s token (docs/security.md)"));
 }
 
 Gatekeeper::Gatekeeper(std::string secret) : secret_(std::move(secret)) {
@@ -151,20 +150,23 @@ std::optional<Caller> Gatekeeper::TokenCaller(std::string_view token) const {
   return std::nullopt;
 }
 
-absl::Status Gatekeeper::Authenticate(const v1::RequestHeader& header) const {
-  if (TokenCaller(header.token()).has_value()) return absl::OkStatus();
+namespace {
+absl::Status WrongToken(const v1::RequestHeader& header) {
   return absl::UnauthenticatedError(
       "wrong or missing job token" +
       (header.sender().empty() ? std::string() : " (request from " + header.sender() + ")"));
+}
+}  // namespace
+
+absl::Status Gatekeeper::Authenticate(const v1::RequestHeader& header) const {
+  return TokenCaller(header.token()).has_value() ? absl::OkStatus() : WrongToken(header);
 }
 
 absl::StatusOr<Caller> Gatekeeper::Authorize(const grpc::ServerContext* context,
                                              const v1::RequestHeader& header, RoleSet allowed,
                                              std::string_view method) const {
   std::optional<Caller> caller = TokenCaller(header.token());
-  if (!caller.has_value()) {
-    if (absl::Status s = Authenticate(header); !s.ok()) return s;
-  }
+  if (!caller.has_value()) return WrongToken(header);
   std::string from = "token";
   if (context != nullptr) {
     absl::StatusOr<std::optional<Role>> cert_role = PeerCertificateRole(*context);
@@ -176,8 +178,8 @@ absl::StatusOr<Caller> Gatekeeper::Authorize(const grpc::ServerContext* context,
   }
   if (caller->secret || allowed.Has(caller->role)) return *caller;
   return absl::PermissionDeniedError(absl::StrCat(
-      std::string(method), " is not open to ", WithArticle(caller->role), " (role from its ", from,
-      "; open to: ", allowed.ToString(), ")",
+      std::string(method), " is not open to ", RoleWithArticle(caller->role), " (role from its ",
+      from, "; open to: ", allowed.ToString(), ")",
       header.sender().empty() ? std::string() : absl::StrCat("; request from ", header.sender())));
 }
 
@@ -213,7 +215,7 @@ absl::StatusOr<TlsIdentity> LoadTlsIdentity(const TlsFiles& files, Role role) {
   const std::string cn = CommonName(own.get());
   if (cn != RoleName(role)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        files.cert, ": its subject CN is '", cn, "', but ", WithArticle(role),
+        files.cert, ": its subject CN is '", cn, "', but ", RoleWithArticle(role),
         "'s certificate must have CN=", RoleName(role), " (the CN is the role; docs/security.md)"));
   }
   if (X509_check_private_key(own.get(), private_key.get()) != 1) {

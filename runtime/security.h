@@ -42,7 +42,8 @@ class RequestHeader;
 enum class Role : uint8_t { kCoordinator = 0, kServer = 1, kWorker = 2, kAdmin = 3 };
 inline constexpr int kRoleCount = 4;
 
-const char* RoleName(Role role);  // "coordinator", "server", "worker", "admin"
+const char* RoleName(Role role);         // "coordinator", "server", "worker", "admin"
+std::string RoleWithArticle(Role role);  // "a worker", "an admin"
 std::optional<Role> RoleFromName(std::string_view name);
 
 // A set of roles: who may call one method.

@@ -93,7 +93,7 @@ TEST(AccessTest, EveryParameterServerMethodRefusesTheRolesItIsNotOpenTo) {
             << method << " as " << RoleName(role) << ": " << status.error_message();
         EXPECT_THAT(status.error_message(),
                     HasSubstr(absl::StrCat(std::string(m.method), " is not open to ",
-                                           role == Role::kAdmin ? "an " : "a ", RoleName(role))));
+                                           RoleWithArticle(role))));
         ++refused;
       }
     }

@@ -5,7 +5,6 @@
 #include <csignal>
 #include <thread>
 
-#include "kernels/dense_ops.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/health.h"
 #include "runtime/metrics.h"
@@ -27,7 +26,6 @@ int RunWorker(const WorkerOptions& options) {
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
   const JobSpec& spec = options.spec;
-  SetBlasThreads(1);  // the step's threads are the model's (cluster.worker_threads)
   const std::string name = "worker-" + std::to_string(options.id);
   // A worker serves no RPC of ecps, only grpc.health.v1 (Kubernetes' probes) and /metrics.
   auto health = StartGrpcServer(options.listen_host, options.port, {}, 1);
