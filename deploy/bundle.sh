@@ -96,6 +96,17 @@ for lib in "$stage"/lib/*; do
   patchelf --set-rpath '$ORIGIN' "$lib"
 done
 
+# The GPU worker plugin (cluster.worker_device: cuda), when the build has one. Its own
+# libraries (cuBLAS, cuBLASLt, NCCL: 800 MB) stay on the GPU machine, which has CUDA anyway:
+# it looks for them in lib/ (the bundled CUDA runtime), then CUDA's usual folder, then
+# LD_LIBRARY_PATH's.
+if [ -f "$build/cli/libecps_gpu.so" ]; then
+  strip --strip-unneeded -o "$stage/lib/libecps_gpu.so" "$build/cli/libecps_gpu.so"
+  # shellcheck disable=SC2016
+  patchelf --set-rpath '$ORIGIN:/usr/local/cuda/lib64' "$stage/lib/libecps_gpu.so"
+  chmod 0644 "$stage/lib/libecps_gpu.so"
+fi
+
 # Strip first, patchelf after: strip rewrites the whole ELF layout and is known to produce
 # broken files from one patchelf has already rearranged.
 strip --strip-all -o "$stage/bin/ecps" "$tmp/ecps.orig"
@@ -152,8 +163,10 @@ unless job.output_dir or --output says otherwise. Needs glibc $glibc_min or newe
 \`ecps bench recovery\`) need python3 with matplotlib (Debian: python3-matplotlib); without it
 a job still runs and says "no timeline plot". LD_LIBRARY_PATH, when set, is searched before
 lib/: leave it unset. The CUDA runtime is bundled; GPU codecs also need the NVIDIA driver
-(libcuda.so.1) on the host; without one ecps runs on the CPU codecs. Licences of the bundled
-libraries are in share/doc/ecps/.
+(libcuda.so.1) on the host; without one ecps runs on the CPU codecs. GPU workers
+(cluster.worker_device: cuda) load lib/libecps_gpu.so, which needs CUDA's cuBLAS, cuBLASLt and
+(for gpus_per_worker > 1) NCCL from the GPU machine's CUDA (/usr/local/cuda/lib64, or
+LD_LIBRARY_PATH). Licences of the bundled libraries are in share/doc/ecps/.
 EOF
 
 mkdir -p "$out"

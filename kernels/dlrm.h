@@ -19,18 +19,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/dense_math.h"
 #include "kernels/parallel.h"
 
 namespace ecps {
-
-// The model's shape. A job's comes from its spec's model section (kernels/spec_config.h).
-struct DlrmConfig {
-  int num_dense = 0;   // dense features per sample
-  int num_sparse = 0;  // sparse features (embedding tables) per sample
-  int embedding_dim = 0;
-  std::vector<int> bottom_mlp;  // widths; the last must equal embedding_dim
-  std::vector<int> top_mlp;     // hidden widths; the output layer (1) is implied
-};
 
 struct DenseTensorInfo {
   std::string name;  // "bottom.0.weight", "bottom.0.bias", ..., "top.2.bias"

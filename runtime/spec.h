@@ -23,6 +23,7 @@ enum class SparseOptimizerType { kSgd, kAdagrad, kRowwiseAdagrad };
 enum class DenseOptimizerType { kSgd, kAdagrad, kAdam };
 enum class DataSourceType { kSynthetic, kCriteoTsv, kCriteoCsv };
 enum class PoolingType { kSum, kMean };
+enum class WorkerDevice { kCpu, kCuda };  // cluster.worker_device
 
 const char* ToString(FaultToleranceMode mode);  // "none", "erasure_code", ...
 const char* ToString(AckPolicy ack);            // "after_parity", "async"
@@ -30,6 +31,9 @@ const char* ToString(SparseOptimizerType type);
 const char* ToString(DenseOptimizerType type);
 const char* ToString(DataSourceType source);  // "synthetic", "criteo_tsv", "criteo_csv"
 const char* ToString(PoolingType pooling);    // "sum", "mean"
+const char* ToString(WorkerDevice device);    // "cpu", "cuda"
+// Whether this ecps was built with the CUDA toolkit (the GPU worker plugin exists).
+bool BuiltWithCuda();
 
 // Modes that keep redundancy on other servers (parity or replicas), so a lost server can be
 // rebuilt from its peers.
@@ -68,6 +72,11 @@ struct ClusterSection {
   int heartbeat_timeout_ms = 1500;
   int rpc_timeout_ms = 10000;
   int worker_threads = 1;            // compute threads per worker (OpenBLAS)
+  // Where a worker's dense math runs: the CPU, or the GPUs of its machine (the plugin
+  // libecps_gpu.so; docs/gpu.md). gpus_per_worker > 1 splits each batch across that many GPUs
+  // and sums the gradients with NCCL.
+  WorkerDevice worker_device = WorkerDevice::kCpu;
+  int gpus_per_worker = 1;
   int server_threads = 2;            // gRPC handler threads per server
   // A server refuses (RESOURCE_EXHAUSTED, before any work) a request naming more row ids than
   // this, or whose reply would exceed max_reply_mb (below gRPC's 256 MiB message limit).

@@ -256,6 +256,20 @@ void SpecParser::CrossCheck(JobSpec* spec) {
     }
   }
 
+  // cluster: where the workers' math runs
+  if (!Bad({"cluster.worker_device"}) && cluster.worker_device == WorkerDevice::kCuda &&
+      !BuiltWithCuda()) {
+    ErrorAt("cluster.worker_device", {"cluster.worker_device"},
+            "cuda, but this ecps was built without CUDA (no toolkit when it was built): "
+            "rebuild where nvcc is installed, or use worker_device: cpu");
+  }
+  if (!Bad({"cluster.gpus_per_worker", "cluster.worker_device"}) && cluster.gpus_per_worker > 1 &&
+      cluster.worker_device != WorkerDevice::kCuda) {
+    ErrorAt("cluster.gpus_per_worker", {"cluster.gpus_per_worker"},
+            absl::StrCat(cluster.gpus_per_worker,
+                         " GPUs per worker need cluster.worker_device: cuda"));
+  }
+
   // slurm: the values land in #SBATCH lines of a shell script
   for (auto [key, value] :
        {std::pair<const char*, const std::string*>{"partition", &spec->slurm.partition},

@@ -42,6 +42,10 @@ template <>
 struct EnumNames<PoolingType> {
   static constexpr const char* kNames[] = {"sum", "mean"};
 };
+template <>
+struct EnumNames<WorkerDevice> {
+  static constexpr const char* kNames[] = {"cpu", "cuda"};
+};
 
 template <typename E>
 const char* NameOf(E value) {
@@ -259,6 +263,8 @@ const Table<ClusterSection>& ClusterTable() {
       IntField("heartbeat_timeout_ms", &S::heartbeat_timeout_ms, 1, 600'000),
       IntField("rpc_timeout_ms", &S::rpc_timeout_ms, 1, 3'600'000),
       IntField("worker_threads", &S::worker_threads, 1, 256),
+      EnumField("worker_device", &S::worker_device),
+      IntField("gpus_per_worker", &S::gpus_per_worker, 1, 16),
       IntField("server_threads", &S::server_threads, 1, 256),
       IntField("max_request_ids", &S::max_request_ids, 1, 1 << 28),
       IntField("max_reply_mb", &S::max_reply_mb, 1, 240),
@@ -576,6 +582,15 @@ const char* ToString(SparseOptimizerType type) { return spec_internal::NameOf(ty
 const char* ToString(DenseOptimizerType type) { return spec_internal::NameOf(type); }
 const char* ToString(DataSourceType source) { return spec_internal::NameOf(source); }
 const char* ToString(PoolingType pooling) { return spec_internal::NameOf(pooling); }
+const char* ToString(WorkerDevice device) { return spec_internal::NameOf(device); }
+
+bool BuiltWithCuda() {
+#if ECPS_BUILT_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
 
 std::string SpecToYaml(const JobSpec& spec) {
   std::string out = "# ecps job spec, every key written out (SpecToYaml)\n";

@@ -233,6 +233,21 @@ TEST(SpecTest, EmptyMapAndEmptySectionsAreAllDefaults) {
   ExpectSpecEq(*a, *b);
 }
 
+// cluster.worker_device: cuda parses in a build with CUDA, and a build without it refuses it
+// at validation, saying so.
+TEST(SpecTest, WorkerDeviceCudaNeedsACudaBuild) {
+  auto spec = ParseSpec("cluster:\n  worker_device: cuda\n  gpus_per_worker: 2\n", "gpu.yaml");
+  if (BuiltWithCuda()) {
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->cluster.worker_device, WorkerDevice::kCuda);
+    EXPECT_EQ(spec->cluster.gpus_per_worker, 2);
+    EXPECT_THAT(SpecToYaml(*spec), HasSubstr("worker_device: \"cuda\""));
+  } else {
+    EXPECT_THAT(Msg(spec), HasSubstr("gpu.yaml:2: cluster.worker_device: cuda, but this ecps was "
+                                     "built without CUDA"));
+  }
+}
+
 TEST(SpecTest, EmptyTextIsAnError) {
   auto spec = ParseSpec("# nothing here\n", "empty.yaml");
   ASSERT_FALSE(spec.ok());
@@ -750,6 +765,12 @@ const BadSpec kBadSpecs[] = {
     {"kill_with_duration", "faults:\n  - {at_step: 5, action: kill_server, duration_s: 3}\n",
      "bad.yaml:2: faults[0].duration_s: is only used by stop_server"},
     {"fault_not_map", "faults:\n  - kill_server\n", "bad.yaml:2: faults[0]: expected a map"},
+    {"worker_device_unknown", "cluster:\n  worker_device: tpu\n",
+     "bad.yaml:2: cluster.worker_device: must be one of cpu, cuda"},
+    {"gpus_without_cuda", "cluster:\n  gpus_per_worker: 2\n",
+     "bad.yaml:2: cluster.gpus_per_worker: 2 GPUs per worker need cluster.worker_device: cuda"},
+    {"gpus_too_many", "cluster:\n  worker_device: cuda\n  gpus_per_worker: 17\n",
+     "bad.yaml:3: cluster.gpus_per_worker: must be"},
     {"root_is_list", "- a\n- b\n", "bad.yaml:1: the spec must be a map of sections"},
     {"two_documents", "job: {}\n---\njob: {}\n", "a spec is one YAML document"},
     {"syntax_error", "job:\n  name: [unclosed\ncluster:\n", "bad.yaml:"},

@@ -49,9 +49,21 @@ runpath="$(readelf -d "$b/bin/ecps" | sed -nE 's/.*\(RUNPATH\).*\[(.*)\]/\1/p')"
 for lib in "$b"/lib/*; do
   [ -L "$lib" ] && fail "lib/$(basename "$lib") is a symlink"
   runpath="$(readelf -d "$lib" | sed -nE 's/.*\(RUNPATH\).*\[(.*)\]/\1/p')"
+  # The GPU plugin also looks in CUDA's folder for cuBLAS and NCCL, which are not bundled.
+  want='$ORIGIN'
   # shellcheck disable=SC2016
-  [ "$runpath" = '$ORIGIN' ] || fail "lib/$(basename "$lib") has run path '$runpath', not \$ORIGIN"
+  [ "$(basename "$lib")" = libecps_gpu.so ] && want='$ORIGIN:/usr/local/cuda/lib64'
+  [ "$runpath" = "$want" ] || fail "lib/$(basename "$lib") has run path '$runpath', not $want"
 done
+# The plugin travels when the build has one, and resolves every library it needs (the CUDA
+# runtime from lib/, cuBLAS from this machine's CUDA).
+if [ -f "$build/cli/libecps_gpu.so" ]; then
+  [ -f "$b/lib/libecps_gpu.so" ] || fail "the build has libecps_gpu.so and the bundle does not"
+  plugin_ldd="$(env -u LD_LIBRARY_PATH ldd "$b/lib/libecps_gpu.so")"
+  grep -q "not found" <<<"$plugin_ldd" && fail "lib/libecps_gpu.so: $(grep "not found" <<<"$plugin_ldd")"
+  grep -q "libcudart.*$b/lib" <<<"$plugin_ldd" || fail "lib/libecps_gpu.so does not take libcudart from lib/"
+  echo "bundle_test: lib/libecps_gpu.so resolves all its libraries"
+fi
 
 # What the loader resolves for the bundled binary, as on a machine without the -dev packages:
 # each library from the bundle's lib/ or glibc's (the list deploy/bundle.sh leaves out).

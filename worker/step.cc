@@ -84,14 +84,13 @@ void Dedupe(const Batch& b, int num_sparse, UniqueIds* out) {
   }
 }
 
-void PoolEmbeddings(const UniqueIds& u, const std::vector<const float*>& rows_data, int batch,
+void PoolEmbeddings(const int32_t* index, const std::vector<const float*>& rows_data, int batch,
                     int num_sparse, int dim, float* pooled, ParallelRunner* runner) {
   auto pool = [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       for (int t = 0; t < num_sparse; ++t) {
         const size_t slot = static_cast<size_t>(s) * num_sparse + t;
-        std::memcpy(pooled + slot * dim,
-                    rows_data[t] + static_cast<size_t>(u.index[slot]) * dim,
+        std::memcpy(pooled + slot * dim, rows_data[t] + static_cast<size_t>(index[slot]) * dim,
                     sizeof(float) * dim);
       }
     }
@@ -104,15 +103,20 @@ void PoolEmbeddings(const UniqueIds& u, const std::vector<const float*>& rows_da
   });
 }
 
-void AggregateRowGrads(const UniqueIds& u, const float* d_pooled, int batch, int num_sparse,
-                       int dim, std::vector<std::vector<float>>* grads, ParallelRunner* runner) {
-  grads->resize(num_sparse);
+void PoolEmbeddings(const UniqueIds& u, const std::vector<const float*>& rows_data, int batch,
+                    int num_sparse, int dim, float* pooled, ParallelRunner* runner) {
+  PoolEmbeddings(u.index.data(), rows_data, batch, num_sparse, dim, pooled, runner);
+}
+
+void AggregateRowGrads(const int32_t* index, const std::vector<int64_t>& row_count,
+                       const float* d_pooled, int batch, int num_sparse, int dim,
+                       const std::vector<float*>& grads, ParallelRunner* runner) {
   auto table = [&](int t) {
-    std::vector<float>& out = (*grads)[t];
-    out.assign(u.rows[t].size() * dim, 0.0f);
+    float* out = grads[t];
+    std::fill(out, out + row_count[t] * dim, 0.0f);
     for (int s = 0; s < batch; ++s) {
       const size_t slot = static_cast<size_t>(s) * num_sparse + t;
-      float* g = out.data() + static_cast<size_t>(u.index[slot]) * dim;
+      float* g = out + static_cast<size_t>(index[slot]) * dim;
       const float* d = d_pooled + slot * dim;
       for (int k = 0; k < dim; ++k) g[k] += d[k];
     }
@@ -122,6 +126,19 @@ void AggregateRowGrads(const UniqueIds& u, const float* d_pooled, int batch, int
     return;
   }
   runner->Run(num_sparse, table);
+}
+
+void AggregateRowGrads(const UniqueIds& u, const float* d_pooled, int batch, int num_sparse,
+                       int dim, std::vector<std::vector<float>>* grads, ParallelRunner* runner) {
+  grads->resize(num_sparse);
+  std::vector<int64_t> row_count(num_sparse);
+  std::vector<float*> out(num_sparse);
+  for (int t = 0; t < num_sparse; ++t) {
+    row_count[t] = static_cast<int64_t>(u.rows[t].size());
+    (*grads)[t].resize(row_count[t] * dim);
+    out[t] = (*grads)[t].data();
+  }
+  AggregateRowGrads(u.index.data(), row_count, d_pooled, batch, num_sparse, dim, out, runner);
 }
 
 }  // namespace ecps

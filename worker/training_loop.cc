@@ -97,26 +97,35 @@ absl::Status TrainingLoop::Prepare(PreparedBatch* p) {
   return ps_->PullRows(p->ids, &p->rows);
 }
 
-float TrainingLoop::Compute(const PreparedBatch& p, const std::vector<std::vector<float>>& dense,
-                            StepGrads* grads) {
+absl::StatusOr<float> TrainingLoop::Compute(int64_t step, const PreparedBatch& p,
+                                            const std::vector<std::vector<float>>& dense,
+                                            StepGrads* grads) {
   const int ns = spec_.model.num_sparse, dim = spec_.model.embedding_dim;
   const auto& infos = model_->tensors();
+  StepInput in;
+  in.batch = p.batch.size;
+  in.dense_x = p.batch.dense.data();
+  in.labels = p.batch.labels.data();
+  in.index = p.ids.index.data();
+  StepOutput out;
+  grads->rows.resize(ns);
+  for (int t = 0; t < ns; ++t) {
+    in.rows.push_back(p.rows[t].data());
+    in.row_count.push_back(static_cast<int64_t>(p.ids.rows[t].size()));
+    grads->rows[t].resize(p.ids.rows[t].size() * dim);
+    out.row_grads.push_back(grads->rows[t].data());
+  }
+  for (const auto& t : dense) in.params.push_back(t.data());
   grads->dense.resize(infos.size());
-  for (size_t i = 0; i < infos.size(); ++i) grads->dense[i].resize(infos[i].size);
-  const int b = p.batch.size;
-  pooled_.resize(static_cast<size_t>(b) * ns * dim);
-  d_pooled_.resize(pooled_.size());
-  std::vector<const float*> rows_ptr, params;
-  for (const auto& r : p.rows) rows_ptr.push_back(r.data());
-  PoolEmbeddings(p.ids, rows_ptr, b, ns, dim, pooled_.data(), model_->runner());
-  for (const auto& t : dense) params.push_back(t.data());
-  std::vector<float*> dense_grads;
-  for (auto& g : grads->dense) dense_grads.push_back(g.data());
-  float loss = model_->ForwardBackward(b, p.batch.dense.data(), pooled_.data(),
-                                       p.batch.labels.data(), params, d_pooled_.data(),
-                                       dense_grads);
-  AggregateRowGrads(p.ids, d_pooled_.data(), b, ns, dim, &grads->rows, model_->runner());
-  return loss;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    grads->dense[i].resize(infos[i].size);
+    out.dense_grads.push_back(grads->dense[i].data());
+  }
+  if (std::string e = math_->TrainStep(in, &out); !e.empty()) {
+    return absl::InternalError(
+        absl::StrCat("step ", step, ": the ", math_->device(), " dense math failed: ", e));
+  }
+  return static_cast<float>(out.loss);
 }
 
 absl::Status TrainingLoop::CheckFinite(int64_t step, float loss, const StepGrads& grads) {
@@ -148,7 +157,9 @@ absl::Status TrainingLoop::TrainInLockstep() {
     if (absl::Status s = Prepare(&current); !s.ok()) return s;
     if (!current.valid) break;
     if (absl::Status s = ps_->PullDense(&dense); !s.ok()) return s;
-    const float loss = Compute(current, dense, &grads);
+    auto computed = Compute(step, current, dense, &grads);
+    if (!computed.ok()) return computed.status();
+    const float loss = *computed;
     if (absl::Status s = CheckFinite(step, loss, grads); !s.ok()) return s;
     if (absl::Status s = ps_->Push(current.ids, grads.rows, grads.dense); !s.ok()) return s;
     samples += current.batch.size;
@@ -222,7 +233,12 @@ absl::Status TrainingLoop::TrainPipelined() {
       background.wait();
       return absl::CancelledError("worker interrupted");
     }
-    losses[i % 2] = Compute(current, dense[i % 2], &grads[i % 2]);
+    auto computed = Compute(step, current, dense[i % 2], &grads[i % 2]);
+    if (!computed.ok()) {
+      background.wait();
+      return computed.status();
+    }
+    losses[i % 2] = *computed;
     if (absl::Status s = CheckFinite(step, losses[i % 2], grads[i % 2]); !s.ok()) {
       background.wait();
       return s;

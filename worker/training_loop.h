@@ -21,6 +21,7 @@
 #include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
 #include "runtime/spec.h"
+#include "worker/cpu_dense_math.h"
 #include "worker/data.h"
 #include "worker/ps_client.h"
 #include "worker/step.h"
@@ -144,7 +145,12 @@ class TrainingLoop {
   // evaluates). `stop` ends training early (CANCELLED) when set. All must outlive the loop.
   TrainingLoop(const JobSpec& spec, int worker, PsClient* ps, Dlrm* model, ProgressBoard* board,
                const std::atomic<bool>* stop)
-      : spec_(spec), worker_(worker), ps_(ps), model_(model), board_(board), stop_(stop) {}
+      : spec_(spec), worker_(worker), ps_(ps), model_(model), board_(board), stop_(stop),
+        cpu_math_(model), math_(&cpu_math_) {}
+
+  // Trains with `math` (the CUDA DenseMath of cluster.worker_device: cuda) instead of the CPU
+  // one; `model` still names the tensors. Call before Train(); `math` must outlive the loop.
+  void UseDenseMath(DenseMath* math) { math_ = math; }
 
   // Continues a dead worker's partition: the next step is `step` + 1 and the data source
   // starts at `reader_position` (the last progress the dead worker reported). Call before
@@ -180,8 +186,9 @@ class TrainingLoop {
   // model diverged): nothing of that step is pushed. Row gradients are checked by the
   // servers, which refuse non-finite ones.
   static absl::Status CheckFinite(int64_t step, float loss, const StepGrads& grads);
-  float Compute(const PreparedBatch& p, const std::vector<std::vector<float>>& dense,
-                StepGrads* grads);
+  // INTERNAL naming the step when the dense math fails (a GPU error).
+  absl::StatusOr<float> Compute(int64_t step, const PreparedBatch& p,
+                                const std::vector<std::vector<float>>& dense, StepGrads* grads);
   absl::Status Evaluate(int64_t step);
   // A step whose push was acknowledged: recorded here and reported on the board.
   void Reported(int64_t step, int64_t samples, double loss, int64_t position);
@@ -195,7 +202,8 @@ class TrainingLoop {
   ProgressBoard* board_;
   const std::atomic<bool>* stop_;
   std::unique_ptr<DataSource> source_;
-  std::vector<float> pooled_, d_pooled_;  // scratch of Compute
+  CpuDenseMath cpu_math_;
+  DenseMath* math_;  // cpu_math_ unless UseDenseMath
   int64_t start_step_ = 0;
   int64_t start_position_ = 0;
   int64_t trained_step_ = 0;     // the last step reported

@@ -11,6 +11,7 @@
 #include "kernels/spec_config.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
+#include "worker/gpu_plugin_loader.h"
 #include "worker/ps_client.h"
 
 namespace ecps {
@@ -244,6 +245,16 @@ absl::Status WorkerLifecycle::Train() {
   auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size,
                             spec.cluster.worker_threads);
   if (!model.ok()) return model.status();
+  // cluster.worker_device: cuda: the step's math on this machine's GPUs (before any server is
+  // dialled, so that a machine without them fails at once and says why).
+  std::unique_ptr<DenseMath> gpu_math;
+  if (spec.cluster.worker_device == WorkerDevice::kCuda) {
+    auto math = CreateCudaDenseMath(ToDlrmConfig(spec.model), spec.data.batch_size,
+                                    spec.cluster.gpus_per_worker);
+    if (!math.ok()) return math.status();
+    gpu_math = std::move(*math);
+    spdlog::info("{}: dense math on {} CUDA GPU(s)", sender_, spec.cluster.gpus_per_worker);
+  }
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
   auto ps = PsClient::Create(*map, spec.model.table_rows, spec.model.embedding_dim, sizes,
@@ -265,6 +276,7 @@ absl::Status WorkerLifecycle::Train() {
                map->servers_size(), map->epoch());
   while (true) {
     TrainingLoop loop(spec, options_.id, ps->get(), model->get(), &board_, halt);
+    if (gpu_math != nullptr) loop.UseDenseMath(gpu_math.get());
     if (plan_.resume) loop.ResumeAt(plan_.step, plan_.position);
     absl::Status trained = loop.Train();
     if (stop_->load() || !rollbacks_.pending()) return trained;

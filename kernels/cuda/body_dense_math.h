@@ -1,0 +1,23 @@
+// The CUDA DenseMath's step run on the CPU: the same kernel bodies (train_kernels.h) called
+// over every index, the same step plan, and plain loops where the GPU calls cuBLAS. It is
+// the reference the GPU tests compare the CUDA one against, and the proof, on a machine
+// without a GPU, that the bodies compute DLRM's step (its tests compare it with kernels/dlrm.h).
+// Slow: for tests only.
+#ifndef ECPS_KERNELS_CUDA_BODY_DENSE_MATH_H_
+#define ECPS_KERNELS_CUDA_BODY_DENSE_MATH_H_
+
+#include <memory>
+#include <string>
+
+#include "kernels/dense_math.h"
+
+namespace ecps::gpu {
+
+// `slices` > 1 computes the batch in that many slices, as that many GPUs would, and sums
+// their gradients in slice order.
+std::unique_ptr<DenseMath> CreateBodyDenseMath(const DlrmConfig& shape, int max_batch, int slices,
+                                               std::string* error);
+
+}  // namespace ecps::gpu
+
+#endif  // ECPS_KERNELS_CUDA_BODY_DENSE_MATH_H_

@@ -1,0 +1,124 @@
+#include "kernels/cuda/step_plan.h"
+
+#include <algorithm>
+
+namespace ecps::gpu {
+
+std::string MakeModelPlan(const DlrmConfig& shape, ModelPlan* plan) {
+  if (shape.num_dense < 1) return "model.num_dense must be >= 1";
+  if (shape.num_sparse < 1) return "model.num_sparse must be >= 1";
+  if (shape.embedding_dim < 1) return "model.embedding_dim must be >= 1";
+  if (shape.bottom_mlp.empty() || shape.bottom_mlp.back() != shape.embedding_dim) {
+    return "model.bottom_mlp: the last width must equal model.embedding_dim (" +
+           std::to_string(shape.embedding_dim) + ")";
+  }
+  for (int w : shape.bottom_mlp) {
+    if (w < 1) return "model.bottom_mlp: widths must be >= 1";
+  }
+  for (int w : shape.top_mlp) {
+    if (w < 1) return "model.top_mlp: widths must be >= 1";
+  }
+  ModelPlan p;
+  p.num_dense = shape.num_dense;
+  p.num_sparse = shape.num_sparse;
+  p.dim = shape.embedding_dim;
+  p.vectors = shape.num_sparse + 1;
+  p.pairs = p.vectors * (p.vectors - 1) / 2;
+  p.top_in = p.dim + p.pairs;
+  int tensor = 0;
+  auto add = [&](std::vector<LayerShape>* layers, int in, int out, bool relu) {
+    LayerShape l;
+    l.in = in;
+    l.out = out;
+    l.relu = relu;
+    l.tensor = tensor;
+    l.w = p.params;
+    l.b = p.params + static_cast<int64_t>(in) * out;
+    p.tensor_offset.push_back(l.w);
+    p.tensor_offset.push_back(l.b);
+    p.params = l.b + out;
+    tensor += 2;
+    p.max_width = std::max({p.max_width, in, out});
+    layers->push_back(l);
+  };
+  int in = p.num_dense;
+  for (int w : shape.bottom_mlp) {
+    add(&p.bottom, in, w, true);
+    in = w;
+  }
+  in = p.top_in;
+  for (int w : shape.top_mlp) {
+    add(&p.top, in, w, true);
+    in = w;
+  }
+  add(&p.top, in, 1, false);
+  p.tensor_offset.push_back(p.params);
+  p.max_width = std::max({p.max_width, p.top_in, p.vectors * p.dim});
+  *plan = std::move(p);
+  return "";
+}
+
+std::string MakeRowUse(const StepInput& in, int num_sparse, int begin, int end, RowUse* use) {
+  use->row_offset.assign(num_sparse + 1, 0);
+  for (int t = 0; t < num_sparse; ++t) {
+    use->row_offset[t + 1] = use->row_offset[t] + in.row_count[t];
+  }
+  const int64_t rows = use->row_offset[num_sparse];
+  use->row_table.resize(rows);
+  for (int t = 0; t < num_sparse; ++t) {
+    std::fill(use->row_table.begin() + use->row_offset[t],
+              use->row_table.begin() + use->row_offset[t + 1], t);
+  }
+  // Counting sort of the slice's (row, sample) uses by row; samples stay ascending.
+  use->occ_offset.assign(rows + 1, 0);
+  for (int s = begin; s < end; ++s) {
+    for (int t = 0; t < num_sparse; ++t) {
+      const int32_t r = in.index[static_cast<int64_t>(s) * num_sparse + t];
+      if (r < 0 || r >= in.row_count[t]) {
+        return "sample " + std::to_string(s) + " of table " + std::to_string(t) +
+               " names unique row " + std::to_string(r) + " of " + std::to_string(in.row_count[t]);
+      }
+      ++use->occ_offset[use->row_offset[t] + r + 1];
+    }
+  }
+  for (int64_t u = 0; u < rows; ++u) use->occ_offset[u + 1] += use->occ_offset[u];
+  use->occ_samples.resize(static_cast<size_t>(end - begin) * num_sparse);
+  std::vector<int64_t> next(use->occ_offset.begin(), use->occ_offset.end() - 1);
+  for (int s = begin; s < end; ++s) {
+    for (int t = 0; t < num_sparse; ++t) {
+      const int32_t r = in.index[static_cast<int64_t>(s) * num_sparse + t];
+      use->occ_samples[next[use->row_offset[t] + r]++] = s - begin;
+    }
+  }
+  return "";
+}
+
+std::string CheckInput(const ModelPlan& plan, const StepInput& in, int max_batch,
+                       bool need_labels) {
+  if (in.batch < 1 || in.batch > max_batch) {
+    return "batch of " + std::to_string(in.batch) + " samples; this trainer takes 1.." +
+           std::to_string(max_batch);
+  }
+  if (in.dense_x == nullptr || in.index == nullptr || (need_labels && in.labels == nullptr)) {
+    return "missing dense features, labels or row indices";
+  }
+  if (static_cast<int>(in.rows.size()) != plan.num_sparse ||
+      static_cast<int>(in.row_count.size()) != plan.num_sparse) {
+    return "expected rows of " + std::to_string(plan.num_sparse) + " tables";
+  }
+  for (int t = 0; t < plan.num_sparse; ++t) {
+    if (in.row_count[t] < 1 || in.row_count[t] > in.batch || in.rows[t] == nullptr) {
+      return "table " + std::to_string(t) + ": " + std::to_string(in.row_count[t]) +
+             " unique rows for a batch of " + std::to_string(in.batch);
+    }
+  }
+  if (in.params.size() + 1 != plan.tensor_offset.size()) {
+    return "expected " + std::to_string(plan.tensor_offset.size() - 1) + " dense tensors";
+  }
+  for (const float* p : in.params) {
+    if (p == nullptr) return "a dense tensor is missing";
+  }
+  return "";
+}
+
+}  // namespace ecps::gpu

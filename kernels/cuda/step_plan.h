@@ -1,0 +1,56 @@
+// The host-side bookkeeping of one step that both trainers (the CUDA one and the CPU run of
+// the same kernel bodies) share: tensor offsets in one flat buffer, the batch's slices, and
+// per slice which samples use each unique row (the CSR that RowGradAt reads).
+#ifndef ECPS_KERNELS_CUDA_STEP_PLAN_H_
+#define ECPS_KERNELS_CUDA_STEP_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/dense_math.h"
+
+namespace ecps::gpu {
+
+struct LayerShape {
+  int in = 0, out = 0;
+  bool relu = false;
+  int64_t w = 0, b = 0;  // offsets of the weight and bias in the flat parameter buffer
+  int tensor = 0;        // index of the weight tensor (the bias is tensor + 1)
+};
+
+struct ModelPlan {
+  int num_dense = 0, num_sparse = 0, dim = 0, vectors = 0, pairs = 0, top_in = 0;
+  int max_width = 0;  // the widest activation or gradient of any layer (per sample)
+  std::vector<LayerShape> bottom, top;
+  std::vector<int64_t> tensor_offset;  // tensors, then one past the last
+  int64_t params = 0;                  // floats of all tensors
+};
+
+// Empty string and *plan filled, or what is wrong with the shape.
+std::string MakeModelPlan(const DlrmConfig& shape, ModelPlan* plan);
+
+// Which samples use each unique row, for samples [begin, end) of a batch: rows of all
+// tables in order (table 0's first), row_table[u] their table, occ_offset (rows + 1
+// entries) into occ_samples (samples relative to `begin`, ascending).
+struct RowUse {
+  std::vector<int64_t> row_offset;  // first unique row of each table, then the total
+  std::vector<int32_t> row_table;
+  std::vector<int64_t> occ_offset;
+  std::vector<int32_t> occ_samples;
+};
+
+// Empty string on success; an index outside its table's unique rows is an error.
+std::string MakeRowUse(const StepInput& in, int num_sparse, int begin, int end, RowUse* use);
+
+// The first sample of slice `part` of `parts` equal slices of `n` (as ParallelRunner's).
+inline int SliceBegin(int n, int parts, int part) {
+  return static_cast<int>(static_cast<int64_t>(n) * part / parts);
+}
+
+// Checks a StepInput against the plan: sizes, pointers, batch within max_batch.
+std::string CheckInput(const ModelPlan& plan, const StepInput& in, int max_batch, bool need_labels);
+
+}  // namespace ecps::gpu
+
+#endif  // ECPS_KERNELS_CUDA_STEP_PLAN_H_

@@ -1,0 +1,52 @@
+#include "worker/cpu_dense_math.h"
+
+#include "worker/step.h"
+
+namespace ecps {
+namespace {
+
+std::string Check(const Dlrm& m, const StepInput& in) {
+  if (in.batch < 1 || in.dense_x == nullptr || in.index == nullptr) return "empty step";
+  if (static_cast<int>(in.rows.size()) != m.num_sparse() ||
+      static_cast<int>(in.row_count.size()) != m.num_sparse()) {
+    return "expected rows of " + std::to_string(m.num_sparse()) + " tables";
+  }
+  if (in.params.size() != m.tensors().size()) {
+    return "expected " + std::to_string(m.tensors().size()) + " dense tensors";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string CpuDenseMath::Stage(const StepInput& in) {
+  if (std::string e = Check(*model_, in); !e.empty()) return e;
+  if (staged_ >= 2) return "two steps are staged already: Train one first";
+  ++staged_;
+  return "";
+}
+
+std::string CpuDenseMath::Train(const StepInput& in, StepOutput* out) {
+  if (staged_ == 0) return "no step is staged";
+  --staged_;
+  const int ns = model_->num_sparse(), dim = model_->dim();
+  pooled_.resize(static_cast<size_t>(in.batch) * ns * dim);
+  d_pooled_.resize(pooled_.size());
+  PoolEmbeddings(in.index, in.rows, in.batch, ns, dim, pooled_.data(), model_->runner());
+  out->loss = model_->ForwardBackward(in.batch, in.dense_x, pooled_.data(), in.labels, in.params,
+                                      d_pooled_.data(), out->dense_grads, out->probs);
+  AggregateRowGrads(in.index, in.row_count, d_pooled_.data(), in.batch, ns, dim, out->row_grads,
+                    model_->runner());
+  return "";
+}
+
+std::string CpuDenseMath::Predict(const StepInput& in, float* probs) {
+  if (std::string e = Check(*model_, in); !e.empty()) return e;
+  const int ns = model_->num_sparse(), dim = model_->dim();
+  pooled_.resize(static_cast<size_t>(in.batch) * ns * dim);
+  PoolEmbeddings(in.index, in.rows, in.batch, ns, dim, pooled_.data(), model_->runner());
+  model_->Forward(in.batch, in.dense_x, pooled_.data(), in.params, probs);
+  return "";
+}
+
+}  // namespace ecps

@@ -1,0 +1,33 @@
+// The CPU DenseMath (kernels/dense_math.h): the worker's step as it has always run, pooling,
+// Dlrm::ForwardBackward and the row-gradient sums on the model's threads
+// (cluster.worker_threads), OpenBLAS for the GEMMs. Its results are bit-identical to
+// LocalTrainer's (the same functions, worker/step.h).
+#ifndef ECPS_WORKER_CPU_DENSE_MATH_H_
+#define ECPS_WORKER_CPU_DENSE_MATH_H_
+
+#include <string>
+#include <vector>
+
+#include "kernels/dense_math.h"
+#include "kernels/dlrm.h"
+
+namespace ecps {
+
+class CpuDenseMath final : public DenseMath {
+ public:
+  explicit CpuDenseMath(Dlrm* model) : model_(model) {}  // `model` must outlive this
+  const char* device() const override { return "cpu"; }
+  // The CPU reads the inputs when it trains: staging only checks them.
+  std::string Stage(const StepInput& in) override;
+  std::string Train(const StepInput& in, StepOutput* out) override;
+  std::string Predict(const StepInput& in, float* probs) override;
+
+ private:
+  Dlrm* model_;
+  int staged_ = 0;
+  std::vector<float> pooled_, d_pooled_;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_WORKER_CPU_DENSE_MATH_H_
