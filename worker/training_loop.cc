@@ -97,25 +97,37 @@ absl::Status TrainingLoop::Prepare(PreparedBatch* p) {
   return ps_->PullRows(p->ids, &p->rows);
 }
 
-absl::StatusOr<float> TrainingLoop::Compute(int64_t step, const PreparedBatch& p,
-                                            const std::vector<std::vector<float>>& dense,
-                                            StepGrads* grads) {
-  const int ns = spec_.model.num_sparse, dim = spec_.model.embedding_dim;
-  const auto& infos = model_->tensors();
+namespace {
+
+// The DenseMath's view of a prepared batch: pointers into it, nothing copied.
+StepInput InputOf(const PreparedBatch& p, const std::vector<std::vector<float>>& dense) {
   StepInput in;
   in.batch = p.batch.size;
   in.dense_x = p.batch.dense.data();
   in.labels = p.batch.labels.data();
   in.index = p.ids.index.data();
+  for (size_t t = 0; t < p.ids.rows.size(); ++t) {
+    in.rows.push_back(p.rows[t].data());
+    in.row_count.push_back(static_cast<int64_t>(p.ids.rows[t].size()));
+  }
+  for (const auto& t : dense) in.params.push_back(t.data());
+  return in;
+}
+
+}  // namespace
+
+absl::StatusOr<float> TrainingLoop::Compute(int64_t step, const PreparedBatch& p,
+                                            const std::vector<std::vector<float>>& dense,
+                                            StepGrads* grads) {
+  const int ns = spec_.model.num_sparse, dim = spec_.model.embedding_dim;
+  const auto& infos = model_->tensors();
+  const StepInput in = InputOf(p, dense);
   StepOutput out;
   grads->rows.resize(ns);
   for (int t = 0; t < ns; ++t) {
-    in.rows.push_back(p.rows[t].data());
-    in.row_count.push_back(static_cast<int64_t>(p.ids.rows[t].size()));
     grads->rows[t].resize(p.ids.rows[t].size() * dim);
     out.row_grads.push_back(grads->rows[t].data());
   }
-  for (const auto& t : dense) in.params.push_back(t.data());
   grads->dense.resize(infos.size());
   for (size_t i = 0; i < infos.size(); ++i) {
     grads->dense[i].resize(infos[i].size);
@@ -281,10 +293,8 @@ absl::Status TrainingLoop::Evaluate(int64_t step) {
     if (!source.ok()) return source.status();
     std::vector<std::vector<float>> dense;
     if (absl::Status s = ps_->PullDense(&dense); !s.ok()) return s;
-    std::vector<const float*> params;
-    for (const auto& t : dense) params.push_back(t.data());
-    const int ns = spec_.model.num_sparse, dim = spec_.model.embedding_dim;
-    std::vector<float> probs, labels, pooled, batch_probs;
+    const int ns = spec_.model.num_sparse;
+    std::vector<float> probs, labels, batch_probs;
     PreparedBatch p;
     while (static_cast<int64_t>(labels.size()) < spec_.job.eval_samples) {
       int want = static_cast<int>(std::min<int64_t>(spec_.data.batch_size,
@@ -294,13 +304,11 @@ absl::Status TrainingLoop::Evaluate(int64_t step) {
       if (p.batch.size == 0) break;
       Dedupe(p.batch, ns, &p.ids);
       if (absl::Status s = ps_->PullRows(p.ids, &p.rows); !s.ok()) return s;
-      std::vector<const float*> rows_ptr;
-      for (const auto& r : p.rows) rows_ptr.push_back(r.data());
-      const int b = p.batch.size;
-      pooled.resize(static_cast<size_t>(b) * ns * dim);
-      batch_probs.resize(b);
-      PoolEmbeddings(p.ids, rows_ptr, b, ns, dim, pooled.data());
-      model_->Forward(b, p.batch.dense.data(), pooled.data(), params, batch_probs.data());
+      batch_probs.resize(p.batch.size);
+      if (std::string e = math_->Predict(InputOf(p, dense), batch_probs.data()); !e.empty()) {
+        return absl::InternalError(absl::StrCat("step ", step, ": evaluation on the ",
+                                                math_->device(), " failed: ", e));
+      }
       probs.insert(probs.end(), batch_probs.begin(), batch_probs.end());
       labels.insert(labels.end(), p.batch.labels.begin(), p.batch.labels.end());
       if (!*more) break;  // that was the held-out split's last (possibly short) batch
