@@ -257,14 +257,18 @@ Yaml FieldEnv(const std::string& name, const std::string& field) {
 // Requests and limits: CPU as a request only (a CPU limit throttles a server's RPC threads in
 // bursts, which shows as latency on every worker's step), memory as request and limit (what a
 // server holds is its share of the model: it must fit, and a node must not be overcommitted
-// with it).
-std::optional<Yaml> Resources(const std::string& cpu, const std::string& memory) {
-  if (cpu.empty() && memory.empty()) return std::nullopt;
+// with it). GPUs (a GPU worker's) as a limit: Kubernetes takes a device plugin's resource as
+// a limit only, the request following it.
+std::optional<Yaml> Resources(const std::string& cpu, const std::string& memory, int gpus = 0) {
+  if (cpu.empty() && memory.empty() && gpus == 0) return std::nullopt;
   Yaml requests = Map({});
   if (!cpu.empty()) requests.Set("cpu", cpu);
   if (!memory.empty()) requests.Set("memory", memory);
   Yaml resources = Map({{"requests", std::move(requests)}});
-  if (!memory.empty()) resources.Set("limits", Map({{"memory", memory}}));
+  Yaml limits = Map({});
+  if (!memory.empty()) limits.Set("memory", memory);
+  if (gpus > 0) limits.Set("nvidia.com/gpu", absl::StrCat(gpus));
+  if (!memory.empty() || gpus > 0) resources.Set("limits", std::move(limits));
   return resources;
 }
 
@@ -394,7 +398,10 @@ Yaml Container(const JobSpec& spec, const Names& n, PodRole role) {
       resources = Resources(k8s.server_cpu, k8s.server_memory);
       break;
     case PodRole::kWorker:
-      resources = Resources(k8s.worker_cpu, k8s.worker_memory);
+      resources = Resources(k8s.worker_cpu, k8s.worker_memory,
+                            spec.cluster.worker_device == WorkerDevice::kCuda
+                                ? spec.cluster.gpus_per_worker
+                                : 0);
       break;
   }
   if (resources) container.Set("resources", std::move(*resources));

@@ -385,6 +385,22 @@ TEST(K8sManifestsTest, ProbesResourcesAndScrapeAnnotations) {
             "9100");
 }
 
+// GPU workers ask the NVIDIA device plugin for their GPUs (a limit: Kubernetes takes device
+// resources as limits); CPU workers and the servers ask for none.
+TEST(K8sManifestsTest, GpuWorkersLimitTheirGpus) {
+  if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA: worker_device cuda is refused";
+  std::string yaml = kJob;
+  yaml.replace(yaml.find("workers: 2}"), 11,
+               "workers: 2, worker_device: cuda, gpus_per_worker: 2}");
+  Objects objects = Generate(Spec(yaml));
+  const YAML::Node worker = ContainerOf(objects.Get("Job/ctr-worker"));
+  EXPECT_EQ(worker["resources"]["limits"]["nvidia.com/gpu"].as<std::string>(), "2");
+  const YAML::Node server = ContainerOf(objects.Get("StatefulSet/ctr-server"));
+  EXPECT_FALSE(server["resources"]["limits"]["nvidia.com/gpu"]);
+  Objects cpu = Generate(Spec(kJob));
+  EXPECT_FALSE(ContainerOf(cpu.Get("Job/ctr-worker"))["resources"]["limits"]["nvidia.com/gpu"]);
+}
+
 TEST(K8sManifestsTest, TheCheckpointVolumeIsSharedByTheCoordinatorAndTheServers) {
   Objects objects = Generate(Spec(kJob));
   const std::string dir = PodSpecFrom(objects).fault_tolerance.checkpoint.dir;

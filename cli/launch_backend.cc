@@ -27,7 +27,8 @@ class LocalBackend : public LaunchBackend {
 
 class SlurmBackend : public LaunchBackend {
  public:
-  SlurmBackend(std::string srun, int nodes) : srun_(std::move(srun)), nodes_(nodes) {}
+  SlurmBackend(std::string srun, int nodes, int worker_gpus)
+      : srun_(std::move(srun)), nodes_(nodes), worker_gpus_(worker_gpus) {}
   const char* name() const override { return "slurm"; }
   // Peers on other nodes must reach every role.
   std::string DefaultBindHost() const override { return "0.0.0.0"; }
@@ -36,12 +37,14 @@ class SlurmBackend : public LaunchBackend {
  protected:
   std::vector<std::string> Wrap(const std::string& name,
                                 const std::vector<std::string>& argv) override {
-    return SrunCommand(srun_, name, next_node_++ % nodes_, argv);
+    const bool worker = name.rfind("worker-", 0) == 0;
+    return SrunCommand(srun_, name, next_node_++ % nodes_, argv, worker ? worker_gpus_ : 0);
   }
 
  private:
   const std::string srun_;
   const int nodes_;
+  const int worker_gpus_;
   int next_node_ = 0;
 };
 
@@ -81,7 +84,7 @@ absl::Status CheckDrills(const JobSpec& spec, bool signals_roles) {
 
 std::unique_ptr<LaunchBackend> MakeLocalBackend() { return std::make_unique<LocalBackend>(); }
 
-absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend() {
+absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend(int worker_gpus) {
   const char* job = std::getenv("SLURM_JOB_ID");
   if (job == nullptr || *job == '\0') {
     return absl::FailedPreconditionError(
@@ -94,11 +97,11 @@ absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend() {
   const char* n = std::getenv("SLURM_JOB_NUM_NODES");
   if (n == nullptr) n = std::getenv("SLURM_NNODES");
   if (n != nullptr && (!absl::SimpleAtoi(n, &nodes) || nodes < 1)) nodes = 1;
-  return std::unique_ptr<LaunchBackend>(std::make_unique<SlurmBackend>(srun, nodes));
+  return std::unique_ptr<LaunchBackend>(std::make_unique<SlurmBackend>(srun, nodes, worker_gpus));
 }
 
 std::vector<std::string> SrunCommand(const std::string& srun, const std::string& name, int node,
-                                     const std::vector<std::string>& argv) {
+                                     const std::vector<std::string>& argv, int gpus) {
   std::vector<std::string> out = {
       srun,
       // One task on one node of the allocation, chosen by the launcher.
@@ -106,12 +109,13 @@ std::vector<std::string> SrunCommand(const std::string& srun, const std::string&
       // Steps share the allocation's CPUs: a job has more roles than a node has cores.
       "--overlap",
       // A role that exits does not end the others' steps: the supervisor replaces it.
-      "--kill-on-bad-exit=0",
-      absl::StrCat("--job-name=", name),
+      "--kill-on-bad-exit=0", absl::StrCat("--job-name=", name),
       // srun's own notes ("step created", "task exited") would only clutter the role's log.
       "--quiet",
       // The environment (ECPS_TOKEN among it) travels with the step: never on a command line.
       "--export=ALL"};
+  // A GPU worker's step: its GPUs out of the allocation's (#SBATCH --gpus), visible to it only.
+  if (gpus > 0) out.push_back(absl::StrCat("--gpus=", gpus));
   out.push_back("--");
   out.insert(out.end(), argv.begin(), argv.end());
   return out;

@@ -59,12 +59,13 @@ std::unique_ptr<LaunchBackend> MakeLocalBackend();
 // The slurm backend needs to run inside an allocation (SLURM_JOB_ID set) with srun on the
 // PATH: FAILED_PRECONDITION saying which is missing otherwise. Roles are spread over the
 // allocation's nodes round-robin in the order they start (the coordinator on the first).
-absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend();
+// `worker_gpus` > 0: each worker's step asks for that many GPUs (cluster.worker_device: cuda).
+absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend(int worker_gpus = 0);
 
 // The command line of one role's job step: srun ... -- argv. `node` is the node's index in
-// the allocation (srun --relative). Exposed for tests.
+// the allocation (srun --relative); `gpus` > 0 adds --gpus. Exposed for tests.
 std::vector<std::string> SrunCommand(const std::string& srun, const std::string& name, int node,
-                                     const std::vector<std::string>& argv);
+                                     const std::vector<std::string>& argv, int gpus = 0);
 
 }  // namespace ecps
 

@@ -307,7 +307,9 @@ int RunJob(const RunFlags& flags) {
   if (flags.backend == "local") {
     backend = MakeLocalBackend();
   } else if (flags.backend == "slurm") {
-    auto slurm = MakeSlurmBackend();
+    auto slurm = MakeSlurmBackend(spec->cluster.worker_device == WorkerDevice::kCuda
+                                      ? spec->cluster.gpus_per_worker
+                                      : 0);
     if (!slurm.ok()) {
       std::fprintf(stderr, "ecps: %s\n", std::string(slurm.status().message()).c_str());
       return 2;

@@ -42,6 +42,10 @@ absl::StatusOr<std::string> SlurmScript(const JobSpec& spec, const SlurmScriptPa
   directive(absl::StrCat("--ntasks=", roles));
   // More roles than CPUs is normal: servers and workers wait on each other.
   directive("--overcommit");
+  // GPU workers: the allocation holds every worker's GPUs; each worker's step takes its own.
+  if (spec.cluster.worker_device == WorkerDevice::kCuda) {
+    directive(absl::StrCat("--gpus=", spec.cluster.workers * spec.cluster.gpus_per_worker));
+  }
   directive("--output=" + paths.output_dir + "/slurm-%j.out");
   if (!slurm.partition.empty()) directive("--partition=" + slurm.partition);
   if (!slurm.time.empty()) directive("--time=" + slurm.time);

@@ -52,6 +52,18 @@ slurm:
                                  "--backend slurm --output '/shared/runs/j' --no-progress\n"));
 }
 
+TEST(SlurmScriptTest, GpuWorkersAllocateTheirGpus) {
+  // Only a build with CUDA accepts worker_device: cuda.
+  if (!BuiltWithCuda()) GTEST_SKIP() << "built without CUDA";
+  auto script = SlurmScript(
+      Spec("cluster: {workers: 3, worker_device: cuda, gpus_per_worker: 2}\n"), Paths());
+  ASSERT_TRUE(script.ok()) << script.status();
+  EXPECT_THAT(*script, HasSubstr("#SBATCH --gpus=6\n"));
+  auto cpu = SlurmScript(Spec("cluster: {workers: 3}\n"), Paths());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_THAT(*cpu, Not(HasSubstr("--gpus")));
+}
+
 TEST(SlurmScriptTest, NoTokenAndNoPartitionUnlessAsked) {
   auto script = SlurmScript(Spec("job: {name: j, token: s3cret-token}\n"), Paths());
   ASSERT_TRUE(script.ok()) << script.status();
@@ -88,9 +100,16 @@ TEST(SlurmScriptTest, SbatchValuesThatCouldBreakTheScriptAreRefusedBySpec) {
 
 TEST(SrunCommandTest, OneTaskOnTheChosenNodeSharingTheAllocation) {
   EXPECT_THAT(SrunCommand("/usr/bin/srun", "server-2", 1, {"/opt/ecps", "server", "--id", "2"}),
-              ElementsAre("/usr/bin/srun", "--nodes=1", "--ntasks=1", "--relative=1",
-                          "--overlap", "--kill-on-bad-exit=0", "--job-name=server-2", "--quiet",
-                          "--export=ALL", "--", "/opt/ecps", "server", "--id", "2"));
+              ElementsAre("/usr/bin/srun", "--nodes=1", "--ntasks=1", "--relative=1", "--overlap",
+                          "--kill-on-bad-exit=0", "--job-name=server-2", "--quiet", "--export=ALL",
+                          "--", "/opt/ecps", "server", "--id", "2"));
+}
+
+TEST(SrunCommandTest, AGpuWorkersStepAsksForItsGpus) {
+  EXPECT_THAT(SrunCommand("/usr/bin/srun", "worker-0", 0, {"/opt/ecps", "worker"}, 2),
+              ElementsAre("/usr/bin/srun", "--nodes=1", "--ntasks=1", "--relative=0", "--overlap",
+                          "--kill-on-bad-exit=0", "--job-name=worker-0", "--quiet", "--export=ALL",
+                          "--gpus=2", "--", "/opt/ecps", "worker"));
 }
 
 TEST(LaunchBackendTest, SlurmNeedsAnAllocation) {
