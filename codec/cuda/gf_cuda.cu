@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "codec/cuda/gf_cuda.h"
 #include "codec/cuda/gf_math.h"
@@ -120,23 +121,72 @@ Error GfMatrixApplyAsync(const uint8_t* d_coef, int rows, int cols, const uint8_
 Error HostStagedCoder::Create(std::unique_ptr<HostStagedCoder>* out) {
   if (out == nullptr) return Error::kInvalidArgument;
   if (DeviceCount() == 0) return Error::kNoDevice;
-  out->reset(new HostStagedCoder());
+  std::unique_ptr<HostStagedCoder> coder(new HostStagedCoder());
+  for (Slot& s : coder->slots_) {
+    cudaStream_t stream = nullptr;
+    cudaEvent_t done = nullptr;
+    if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+      return Error::kCuda;
+    }
+    s.stream = stream;
+    if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess) {
+      return Error::kCuda;
+    }
+    s.done = done;
+  }
+  void* coef = nullptr;
+  if (cudaMalloc(&coef, 255 * 255) != cudaSuccess) return Error::kCuda;
+  coder->device_coef_ = static_cast<uint8_t*>(coef);
+  *out = std::move(coder);
   return Error::kOk;
 }
 
 HostStagedCoder::~HostStagedCoder() {
-  if (device_buffer_ != nullptr) cudaFree(device_buffer_);
+  for (Slot& s : slots_) {
+    if (s.stream != nullptr) cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream));
+    if (s.pinned_in != nullptr) cudaFreeHost(s.pinned_in);
+    if (s.pinned_out != nullptr) cudaFreeHost(s.pinned_out);
+    if (s.device != nullptr) cudaFree(s.device);
+    if (s.done != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(s.done));
+    if (s.stream != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(s.stream));
+  }
+  if (device_coef_ != nullptr) cudaFree(device_coef_);
 }
 
-Error HostStagedCoder::Reserve(size_t bytes) {
-  if (bytes <= capacity_) return Error::kOk;
-  if (device_buffer_ != nullptr) cudaFree(device_buffer_);
-  device_buffer_ = nullptr;
-  capacity_ = 0;
-  void* p = nullptr;
-  if (cudaMalloc(&p, bytes) != cudaSuccess) return Error::kCuda;
-  device_buffer_ = static_cast<uint8_t*>(p);
-  capacity_ = bytes;
+Error HostStagedCoder::Reserve(int blocks, size_t chunk) {
+  const size_t bytes = static_cast<size_t>(blocks) * chunk;
+  if (bytes <= slot_bytes_) return Error::kOk;
+  for (Slot& s : slots_) {
+    if (s.pinned_in != nullptr) cudaFreeHost(s.pinned_in);
+    if (s.pinned_out != nullptr) cudaFreeHost(s.pinned_out);
+    if (s.device != nullptr) cudaFree(s.device);
+    s.pinned_in = s.pinned_out = s.device = nullptr;
+  }
+  slot_bytes_ = 0;
+  for (Slot& s : slots_) {
+    void* in = nullptr;
+    void* out = nullptr;
+    void* dev = nullptr;
+    if (cudaMallocHost(&in, bytes) != cudaSuccess) return Error::kCuda;
+    s.pinned_in = static_cast<uint8_t*>(in);
+    if (cudaMallocHost(&out, bytes) != cudaSuccess) return Error::kCuda;
+    s.pinned_out = static_cast<uint8_t*>(out);
+    if (cudaMalloc(&dev, bytes) != cudaSuccess) return Error::kCuda;
+    s.device = static_cast<uint8_t*>(dev);
+  }
+  slot_bytes_ = bytes;
+  return Error::kOk;
+}
+
+Error HostStagedCoder::Finish(Slot* slot, int rows, size_t chunk, uint8_t* const* dst) {
+  if (slot->bytes == 0) return Error::kOk;
+  if (cudaEventSynchronize(static_cast<cudaEvent_t>(slot->done)) != cudaSuccess) {
+    return Error::kCuda;
+  }
+  for (int q = 0; q < rows; ++q) {
+    std::memcpy(dst[q] + slot->offset, slot->pinned_out + q * chunk, slot->bytes);
+  }
+  slot->bytes = 0;
   return Error::kOk;
 }
 
@@ -154,39 +204,63 @@ Error HostStagedCoder::Apply(const uint8_t* coef, int rows, int cols, const uint
   }
   if (len == 0) return Error::kOk;
   std::lock_guard<std::mutex> lock(mu_);
-  const size_t stride = (len + 255) / 256 * 256;
-  const size_t coef_bytes = (static_cast<size_t>(rows) * cols + 255) / 256 * 256;
-  if (Error e = Reserve(coef_bytes + stride * (rows + cols)); e != Error::kOk) return e;
-  uint8_t* d_coef = device_buffer_;
-  uint8_t* d_src = d_coef + coef_bytes;
-  uint8_t* d_dst = d_src + stride * cols;
-  if (cudaMemcpy(d_coef, coef, static_cast<size_t>(rows) * cols, cudaMemcpyHostToDevice) !=
-      cudaSuccess) {
-    return Error::kCuda;
-  }
-  for (int j = 0; j < cols; ++j) {
-    if (cudaMemcpy(d_src + j * stride, src[j], len, cudaMemcpyHostToDevice) != cudaSuccess) {
+  // Each block's chunk at a 256-byte stride, so every chunk starts aligned for word loads.
+  const size_t chunk = (std::min(len, kChunk) + 255) / 256 * 256;
+  if (Error e = Reserve(cols + rows, chunk); e != Error::kOk) return e;
+  const size_t coef_bytes = static_cast<size_t>(rows) * cols;
+  if (coef_on_device_.size() != coef_bytes ||
+      std::memcmp(coef_on_device_.data(), coef, coef_bytes) != 0) {
+    coef_on_device_.clear();
+    if (cudaMemcpy(device_coef_, coef, coef_bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
       return Error::kCuda;
     }
+    coef_on_device_.assign(coef, coef + coef_bytes);
   }
-  if (accumulate) {
-    for (int q = 0; q < rows; ++q) {
-      if (cudaMemcpy(d_dst + q * stride, dst[q], len, cudaMemcpyHostToDevice) != cudaSuccess) {
-        return Error::kCuda;
+  const int in_blocks = cols + (accumulate ? rows : 0);
+  Error failed = Error::kOk;
+  int next = 0;
+  for (size_t offset = 0; offset < len && failed == Error::kOk; offset += chunk, next ^= 1) {
+    Slot& s = slots_[next];
+    // The slot's previous chunk must be out before its buffers take this one.
+    if ((failed = Finish(&s, rows, chunk, dst)) != Error::kOk) break;
+    const size_t n = std::min(chunk, len - offset);
+    for (int j = 0; j < cols; ++j) std::memcpy(s.pinned_in + j * chunk, src[j] + offset, n);
+    if (accumulate) {
+      for (int q = 0; q < rows; ++q) {
+        std::memcpy(s.pinned_in + (cols + q) * chunk, dst[q] + offset, n);
       }
     }
+    auto stream = static_cast<cudaStream_t>(s.stream);
+    uint8_t* d_dst = s.device + static_cast<size_t>(cols) * chunk;
+    if (cudaMemcpyAsync(s.device, s.pinned_in, static_cast<size_t>(in_blocks) * chunk,
+                        cudaMemcpyHostToDevice, stream) != cudaSuccess) {
+      failed = Error::kCuda;
+      break;
+    }
+    if ((failed = GfMatrixApplyAsync(device_coef_, rows, cols, s.device, chunk, d_dst, chunk, n,
+                                     accumulate, stream)) != Error::kOk) {
+      break;
+    }
+    if (cudaMemcpyAsync(s.pinned_out, d_dst, static_cast<size_t>(rows) * chunk,
+                        cudaMemcpyDeviceToHost, stream) != cudaSuccess ||
+        cudaEventRecord(static_cast<cudaEvent_t>(s.done), stream) != cudaSuccess) {
+      failed = Error::kCuda;
+      break;
+    }
+    s.offset = offset;
+    s.bytes = n;
   }
-  if (Error e = GfMatrixApplyAsync(d_coef, rows, cols, d_src, stride, d_dst, stride, len,
-                                   accumulate, nullptr);
-      e != Error::kOk) {
-    return e;
-  }
-  for (int q = 0; q < rows; ++q) {
-    if (cudaMemcpy(dst[q], d_dst + q * stride, len, cudaMemcpyDeviceToHost) != cudaSuccess) {
-      return Error::kCuda;
+  // Drain both slots (also after a failure, so that no copy is left writing into them).
+  for (Slot& s : slots_) {
+    if (failed != Error::kOk) {
+      cudaStreamSynchronize(static_cast<cudaStream_t>(s.stream));
+      s.bytes = 0;
+    } else if (Error e = Finish(&s, rows, chunk, dst); e != Error::kOk) {
+      failed = e;
     }
   }
-  return Error::kOk;
+  if (failed != Error::kOk) coef_on_device_.clear();
+  return failed;
 }
 
 }  // namespace ecps::codec::cuda

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 namespace ecps::codec::cuda {
 
@@ -34,8 +35,12 @@ Error GfMatrixApplyAsync(const uint8_t* d_coef, int rows, int cols, const uint8_
                          size_t src_stride, uint8_t* d_dst, size_t dst_stride, size_t len,
                          bool accumulate, void* stream);
 
-// Host-memory form: stages host blocks through device buffers that it keeps between calls
-// (grown on demand). Synchronous; thread-safe (calls are serialised).
+// Host-memory form. Large blocks go through in chunks on two streams, so that while one
+// chunk is on the GPU (copy in, kernel, copy out) the host gathers the next into pinned
+// memory: the copies are DMA, one each way per chunk whatever the number of blocks, and they
+// overlap the kernels. The coefficients go to the GPU once per matrix, not per call.
+// Buffers are kept between calls (grown on demand). Synchronous; thread-safe (calls are
+// serialised).
 class HostStagedCoder {
  public:
   // kNoDevice when there is no GPU.
@@ -48,13 +53,28 @@ class HostStagedCoder {
   Error Apply(const uint8_t* coef, int rows, int cols, const uint8_t* const* src,
               uint8_t* const* dst, size_t len, bool accumulate);
 
+  // The chunk size (bytes of each block per chunk); exposed for tests.
+  static constexpr size_t kChunk = size_t{1} << 20;
+
  private:
+  struct Slot {
+    uint8_t* pinned_in = nullptr;   // cols source chunks, then rows destination chunks
+    uint8_t* pinned_out = nullptr;  // rows destination chunks
+    uint8_t* device = nullptr;      // the same (cols + rows) chunks on the GPU
+    void* stream = nullptr;         // cudaStream_t
+    void* done = nullptr;           // cudaEvent_t: the chunk's copy out has finished
+    size_t offset = 0, bytes = 0;   // the chunk in flight (bytes 0: none)
+  };
   HostStagedCoder() = default;
-  Error Reserve(size_t bytes);
+  Error Reserve(int blocks, size_t chunk);
+  // Waits for slot's chunk in flight and scatters it to dst.
+  Error Finish(Slot* slot, int rows, size_t chunk, uint8_t* const* dst);
 
   std::mutex mu_;
-  uint8_t* device_buffer_ = nullptr;  // guarded by mu_
-  size_t capacity_ = 0;               // guarded by mu_
+  Slot slots_[2];           // guarded by mu_
+  size_t slot_bytes_ = 0;   // guarded by mu_: the capacity of each slot's buffers
+  uint8_t* device_coef_ = nullptr;  // guarded by mu_: 255 * 255 bytes
+  std::vector<uint8_t> coef_on_device_;  // guarded by mu_: what device_coef_ holds
 };
 
 }  // namespace ecps::codec::cuda

@@ -92,6 +92,37 @@ TEST(GfCuda, HostStagedMatchesReference) {
   }
 }
 
+// Blocks longer than a chunk go through in several chunks on both streams; a matrix used again
+// is not uploaded again, and another one of the same shape is.
+TEST(GfCuda, HostStagedChunksAndReusesItsMatrix) {
+  if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  std::unique_ptr<HostStagedCoder> coder;
+  ASSERT_EQ(HostStagedCoder::Create(&coder), Error::kOk);
+  std::mt19937 rng(7);
+  const int rows = 2, cols = 4;
+  const size_t len = 2 * HostStagedCoder::kChunk + 1003;
+  std::vector<uint8_t> first(rows * cols), second(rows * cols);
+  for (auto& c : first) c = static_cast<uint8_t>(rng());
+  for (auto& c : second) c = static_cast<uint8_t>(rng());
+  for (const auto* coef : {&first, &first, &second, &first}) {
+    for (bool acc : {false, true}) {
+      std::vector<std::vector<uint8_t>> src(cols, std::vector<uint8_t>(len));
+      std::vector<std::vector<uint8_t>> dst(rows, std::vector<uint8_t>(len));
+      for (auto& b : src)
+        for (auto& x : b) x = static_cast<uint8_t>(rng());
+      for (auto& b : dst)
+        for (auto& x : b) x = static_cast<uint8_t>(rng());
+      const auto want = Reference(*coef, rows, cols, src, dst, len, acc);
+      std::vector<const uint8_t*> s;
+      std::vector<uint8_t*> d;
+      for (auto& b : src) s.push_back(b.data());
+      for (auto& b : dst) d.push_back(b.data());
+      ASSERT_EQ(coder->Apply(coef->data(), rows, cols, s.data(), d.data(), len, acc), Error::kOk);
+      ASSERT_EQ(dst, want) << "acc=" << acc;
+    }
+  }
+}
+
 TEST(GfCuda, BadArgumentsAreErrors) {
   if (DeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
   std::unique_ptr<HostStagedCoder> coder;
