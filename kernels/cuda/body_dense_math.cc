@@ -77,16 +77,7 @@ class BodyDenseMath final : public DenseMath {
     double loss = 0.0;
     for (float l : losses) loss += l;
     out->loss = loss / in.batch;
-    for (size_t t = 0; t + 1 < plan_.tensor_offset.size(); ++t) {
-      std::memcpy(out->dense_grads[t], total.data() + plan_.tensor_offset[t],
-                  sizeof(float) * (plan_.tensor_offset[t + 1] - plan_.tensor_offset[t]));
-    }
-    int64_t at = plan_.params;
-    for (int t = 0; t < plan_.num_sparse; ++t) {
-      const int64_t n = in.row_count[t] * plan_.dim;
-      std::memcpy(out->row_grads[t], total.data() + at, sizeof(float) * n);
-      at += n;
-    }
+    ScatterGrads(plan_, in, total.data(), out);
     return "";
   }
 
@@ -108,11 +99,8 @@ class BodyDenseMath final : public DenseMath {
   };
 
   std::vector<float> FlatParams(const StepInput& in) const {
-    std::vector<float> params(plan_.params);
-    for (size_t t = 0; t + 1 < plan_.tensor_offset.size(); ++t) {
-      std::memcpy(params.data() + plan_.tensor_offset[t], in.params[t],
-                  sizeof(float) * (plan_.tensor_offset[t + 1] - plan_.tensor_offset[t]));
-    }
+    std::vector<float> params(plan_.params, 0.0f);
+    GatherParams(plan_, in, params.data());
     return params;
   }
 

@@ -37,6 +37,21 @@ TEST(TrainKernels, PairOfWalksTheLowerTriangleInOrder) {
   }
 }
 
+// cuBLASLt's algorithms assume 256-byte aligned operands: every tensor of the flat buffer
+// starts on one, and the sizes are the model's.
+TEST(TrainKernels, PlanAlignsEveryTensor) {
+  ModelPlan plan;
+  ASSERT_EQ(MakeModelPlan(WideModel(), &plan), "");
+  EXPECT_EQ(plan.tensor_size, DenseTensorSizes(WideModel()));
+  for (size_t t = 0; t < plan.tensor_offset.size(); ++t) {
+    EXPECT_EQ(plan.tensor_offset[t] % kTensorAlign, 0) << "tensor " << t;
+    if (t > 0)
+      EXPECT_GE(plan.tensor_offset[t], plan.tensor_offset[t - 1] + plan.tensor_size[t - 1]);
+  }
+  EXPECT_EQ(plan.params % kTensorAlign, 0);
+  EXPECT_GE(plan.params, plan.tensor_offset.back() + plan.tensor_size.back());
+}
+
 TEST(TrainKernels, RowUseListsEachRowsSamplesInOrder) {
   const TestStep s = MakeTestStep(SmallModel(), 20, 6, 3);
   const StepInput in = s.Input();

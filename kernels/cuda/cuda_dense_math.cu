@@ -313,16 +313,7 @@ class CudaDenseMath final : public DenseMath {
     for (int b = 0; b < in.batch; ++b) loss += out_losses_.p[b];
     out->loss = loss / in.batch;
     if (out->probs != nullptr) std::memcpy(out->probs, out_probs_.p, sizeof(float) * in.batch);
-    for (size_t t = 0; t + 1 < plan_.tensor_offset.size(); ++t) {
-      std::memcpy(out->dense_grads[t], out_grads_.p + plan_.tensor_offset[t],
-                  sizeof(float) * (plan_.tensor_offset[t + 1] - plan_.tensor_offset[t]));
-    }
-    int64_t at = plan_.params;
-    for (int t = 0; t < plan_.num_sparse; ++t) {
-      const int64_t n = in.row_count[t] * plan_.dim;
-      std::memcpy(out->row_grads[t], out_grads_.p + at, sizeof(float) * n);
-      at += n;
-    }
+    ScatterGrads(plan_, in, out_grads_.p, out);
     return "";
   }
 
@@ -390,10 +381,7 @@ class CudaDenseMath final : public DenseMath {
       std::memcpy(at, in.rows[t], sizeof(float) * in.row_count[t] * dim);
       at += in.row_count[t] * dim;
     }
-    for (size_t t = 0; t + 1 < plan_.tensor_offset.size(); ++t) {
-      std::memcpy(sh.params.p + plan_.tensor_offset[t], in.params[t],
-                  sizeof(float) * (plan_.tensor_offset[t + 1] - plan_.tensor_offset[t]));
-    }
+    GatherParams(plan_, in, sh.params.p);
     batch_[s] = in.batch;
     for (int g = 0; g < Gpus(); ++g) {
       Replica& r = replicas_[g];

@@ -1,6 +1,7 @@
 #include "kernels/cuda/step_plan.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace ecps::gpu {
 
@@ -32,11 +33,15 @@ std::string MakeModelPlan(const DlrmConfig& shape, ModelPlan* plan) {
     l.out = out;
     l.relu = relu;
     l.tensor = tensor;
-    l.w = p.params;
-    l.b = p.params + static_cast<int64_t>(in) * out;
-    p.tensor_offset.push_back(l.w);
-    p.tensor_offset.push_back(l.b);
-    p.params = l.b + out;
+    auto place = [&p](int64_t size) {
+      const int64_t at = p.params;
+      p.tensor_offset.push_back(at);
+      p.tensor_size.push_back(size);
+      p.params = (at + size + kTensorAlign - 1) / kTensorAlign * kTensorAlign;
+      return at;
+    };
+    l.w = place(static_cast<int64_t>(in) * out);
+    l.b = place(out);
     tensor += 2;
     p.max_width = std::max({p.max_width, in, out});
     layers->push_back(l);
@@ -52,7 +57,6 @@ std::string MakeModelPlan(const DlrmConfig& shape, ModelPlan* plan) {
     in = w;
   }
   add(&p.top, in, 1, false);
-  p.tensor_offset.push_back(p.params);
   p.max_width = std::max({p.max_width, p.top_in, p.vectors * p.dim});
   *plan = std::move(p);
   return "";
@@ -93,6 +97,25 @@ std::string MakeRowUse(const StepInput& in, int num_sparse, int begin, int end, 
   return "";
 }
 
+void GatherParams(const ModelPlan& plan, const StepInput& in, float* flat) {
+  for (size_t t = 0; t < plan.tensor_size.size(); ++t) {
+    std::memcpy(flat + plan.tensor_offset[t], in.params[t], sizeof(float) * plan.tensor_size[t]);
+  }
+}
+
+void ScatterGrads(const ModelPlan& plan, const StepInput& in, const float* flat, StepOutput* out) {
+  for (size_t t = 0; t < plan.tensor_size.size(); ++t) {
+    std::memcpy(out->dense_grads[t], flat + plan.tensor_offset[t],
+                sizeof(float) * plan.tensor_size[t]);
+  }
+  const float* at = flat + plan.params;
+  for (int t = 0; t < plan.num_sparse; ++t) {
+    const int64_t n = in.row_count[t] * plan.dim;
+    std::memcpy(out->row_grads[t], at, sizeof(float) * n);
+    at += n;
+  }
+}
+
 std::string CheckInput(const ModelPlan& plan, const StepInput& in, int max_batch,
                        bool need_labels) {
   if (in.batch < 1 || in.batch > max_batch) {
@@ -112,8 +135,8 @@ std::string CheckInput(const ModelPlan& plan, const StepInput& in, int max_batch
              " unique rows for a batch of " + std::to_string(in.batch);
     }
   }
-  if (in.params.size() + 1 != plan.tensor_offset.size()) {
-    return "expected " + std::to_string(plan.tensor_offset.size() - 1) + " dense tensors";
+  if (in.params.size() != plan.tensor_size.size()) {
+    return "expected " + std::to_string(plan.tensor_size.size()) + " dense tensors";
   }
   for (const float* p : in.params) {
     if (p == nullptr) return "a dense tensor is missing";

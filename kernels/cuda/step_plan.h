@@ -19,12 +19,17 @@ struct LayerShape {
   int tensor = 0;        // index of the weight tensor (the bias is tensor + 1)
 };
 
+inline constexpr int64_t kTensorAlign = 64;
+
 struct ModelPlan {
   int num_dense = 0, num_sparse = 0, dim = 0, vectors = 0, pairs = 0, top_in = 0;
   int max_width = 0;  // the widest activation or gradient of any layer (per sample)
   std::vector<LayerShape> bottom, top;
-  std::vector<int64_t> tensor_offset;  // tensors, then one past the last
-  int64_t params = 0;                  // floats of all tensors
+  // Each tensor's place in the flat parameter (and gradient) buffer: every one starts on a
+  // 256-byte boundary (kTensorAlign floats), which cuBLASLt's algorithms assume of their
+  // operands and the bias.
+  std::vector<int64_t> tensor_offset, tensor_size;
+  int64_t params = 0;  // floats of the flat buffer, padding included (a multiple of kTensorAlign)
 };
 
 // Empty string and *plan filled, or what is wrong with the shape.
@@ -47,6 +52,11 @@ std::string MakeRowUse(const StepInput& in, int num_sparse, int begin, int end, 
 inline int SliceBegin(int n, int parts, int part) {
   return static_cast<int>(static_cast<int64_t>(n) * part / parts);
 }
+
+// Copies the step's dense tensors into the flat buffer (plan.params floats).
+void GatherParams(const ModelPlan& plan, const StepInput& in, float* flat);
+// Copies flat gradients (parameters, then the unique rows of every table) to *out.
+void ScatterGrads(const ModelPlan& plan, const StepInput& in, const float* flat, StepOutput* out);
 
 // Checks a StepInput against the plan: sizes, pointers, batch within max_batch.
 std::string CheckInput(const ModelPlan& plan, const StepInput& in, int max_batch, bool need_labels);
