@@ -88,6 +88,28 @@ TEST(GpuBodies, LossAndBiasGradientAreTheCpuKernelsBits) {
   EXPECT_EQ(db_body, db);
 }
 
+// The loss fused into the output layer's backward gives what the CPU gets unfused: the loss'
+// gradient, a width-1 LinearBackward, the ReLU mask of its input.
+TEST(GpuBodies, TheFusedOutputLayerIsTheUnfusedCpuBits) {
+  const int batch = 200, in = 24;
+  const std::vector<float> logits = Random(batch, 20, 6.0f);
+  std::vector<float> labels(batch);
+  for (int b = 0; b < batch; ++b) labels[b] = b % 2 ? 1.0f : 0.0f;
+  const std::vector<float> x = Random(static_cast<size_t>(batch) * in, 21);  // some <= 0
+  const std::vector<float> w = Random(in, 22);
+  std::vector<float> d_logits(batch), dw(in), db(1), dx(static_cast<size_t>(batch) * in);
+  BceWithLogitsSum(batch, logits.data(), labels.data(), 1.0f / batch, d_logits.data(), nullptr);
+  LinearBackward(batch, in, 1, x.data(), w.data(), d_logits.data(), dw.data(), db.data(),
+                 dx.data());
+  ReluBackwardInPlace(static_cast<int64_t>(dx.size()), x.data(), dx.data());
+  std::vector<float> fused(dx.size(), -1.0f);
+  ForEachIndex(static_cast<int64_t>(fused.size()), [&](int64_t i) {
+    gpu::OutputLayerInputGradAt(i, in, logits.data(), labels.data(), 1.0f / batch, w.data(),
+                                x.data(), true, fused.data());
+  });
+  EXPECT_EQ(fused, dx);
+}
+
 TEST(GpuBodies, RowGradientsAreAggregateRowGradsBits) {
   const TestStep s = MakeTestStep(gpu::testing::WideModel(), 200, 30, 8);
   const int T = s.model.num_sparse, dim = s.model.embedding_dim, vectors = T + 1;

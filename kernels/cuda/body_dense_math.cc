@@ -171,9 +171,18 @@ class BodyDenseMath final : public DenseMath {
       const LayerShape& L = plan_.top[l];
       const float* x = l > 0 ? a.top[l - 1].data() : a.top_in.data();
       dx.resize(static_cast<size_t>(n) * L.in);
-      LinearGrads(n, L.in, L.out, x, params.data() + L.w, dy.data(), grads + L.w, dx.data());
+      const bool output = l == static_cast<int>(plan_.top.size()) - 1;
+      // The output layer's input gradient comes from the logits (the loss fused in), as on
+      // the GPU.
+      LinearGrads(n, L.in, L.out, x, params.data() + L.w, dy.data(), grads + L.w,
+                  output ? nullptr : dx.data());
       ForEachIndex(L.out, [&](int64_t o) { BiasGradAt(o, n, L.out, dy.data(), grads + L.b); });
-      if (l > 0) {
+      if (output) {
+        ForEachIndex(static_cast<int64_t>(n) * L.in, [&](int64_t i) {
+          OutputLayerInputGradAt(i, L.in, a.top.back().data(), in.labels + b0, inv,
+                                 params.data() + L.w, x, l > 0, dx.data());
+        });
+      } else if (l > 0) {
         ForEachIndex(static_cast<int64_t>(n) * L.in,
                      [&](int64_t i) { ReluBackwardAt(i, x, dx.data()); });
       }

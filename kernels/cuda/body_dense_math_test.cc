@@ -45,8 +45,9 @@ TEST(TrainKernels, PlanAlignsEveryTensor) {
   EXPECT_EQ(plan.tensor_size, DenseTensorSizes(WideModel()));
   for (size_t t = 0; t < plan.tensor_offset.size(); ++t) {
     EXPECT_EQ(plan.tensor_offset[t] % kTensorAlign, 0) << "tensor " << t;
-    if (t > 0)
+    if (t > 0) {
       EXPECT_GE(plan.tensor_offset[t], plan.tensor_offset[t - 1] + plan.tensor_size[t - 1]);
+    }
   }
   EXPECT_EQ(plan.params % kTensorAlign, 0);
   EXPECT_GE(plan.params, plan.tensor_offset.back() + plan.tensor_size.back());

@@ -554,8 +554,20 @@ class CudaDenseMath final : public DenseMath {
       const LayerShape& L = plan_.top[l];
       const float* x = l > 0 ? r->top_act[l - 1].p : r->top_in.p;
       float* dx = bufs[next];
-      ECPS_TRY(LinearBackward(r, L, n, x, params, dy, grads, dx));
-      if (l > 0) {
+      if (l == static_cast<int>(plan_.top.size()) - 1) {
+        // The output layer: its input's gradient straight from the logits (the loss fused
+        // in), masked by that input's ReLU; only dW and db go through LinearBackward.
+        ECPS_TRY(LinearBackward(r, L, n, x, params, dy, grads, nullptr));
+        const int in = L.in;
+        const float* w = params + L.w;
+        const bool relu_input = l > 0;
+        ECPS_TRY(Launch(static_cast<int64_t>(n) * in, r->compute, [=] __device__(int64_t i) {
+          OutputLayerInputGradAt(i, in, logits, labels, inv_batch, w, x, relu_input, dx);
+        }));
+      } else {
+        ECPS_TRY(LinearBackward(r, L, n, x, params, dy, grads, dx));
+      }
+      if (l > 0 && l != static_cast<int>(plan_.top.size()) - 1) {
         ECPS_TRY(Launch(static_cast<int64_t>(n) * L.in, r->compute,
                         [=] __device__(int64_t i) { ReluBackwardAt(i, x, dx); }));
       }

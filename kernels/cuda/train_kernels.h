@@ -125,6 +125,20 @@ ECPS_HD void ReluBackwardAt(int64_t i, const float* y, float* dy) {
   if (!(y[i] > 0.0f)) dy[i] = 0.0f;
 }
 
+// The loss fused into the output layer's backward (i over batch * in; the output layer has
+// width 1, weights w): dx[b][k] = dlogit_b * w[k], dlogit_b recomputed from the logit as
+// BceAt does, masked by the ReLU of the layer's input x when relu_input. The same bits as the
+// unfused BceAt, a width-1 GEMM and ReluBackwardAt.
+ECPS_HD void OutputLayerInputGradAt(int64_t i, int in, const float* logits, const float* labels,
+                                    float inv_batch, const float* w, const float* x,
+                                    bool relu_input, float* dx) {
+  const int64_t b = i / in;
+  const float z = logits[b];
+  const float p = z >= 0 ? 1.0f / (1.0f + expf(-z)) : expf(z) / (1.0f + expf(z));
+  const float g = ((p - labels[b]) * inv_batch) * w[i % in];
+  dx[i] = relu_input && !(x[i] > 0.0f) ? 0.0f : g;
+}
+
 // db[o] = the sum over the batch of dy[b][o], in sample order (o over out).
 ECPS_HD void BiasGradAt(int64_t o, int batch, int out, const float* dy, float* db) {
   float s = 0.0f;
