@@ -5,12 +5,20 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "google/protobuf/io/coded_stream.h"
 #include "proto/ecps.pb.h"
 #include "ps/cond_wait.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
+
+absl::StatusOr<uint64_t> DeltaTransport::SendPacked(int peer, const v1::ParityDeltaBatch& batch,
+                                                    std::shared_ptr<const std::string> packed) {
+  v1::ParityDeltaBatch whole = batch;
+  whole.set_packed(*packed);
+  return Send(peer, whole);
+}
 
 DeltaStreams::DeltaStreams(int self, int servers, DeltaTransport* transport,
                            DeltaStreamOptions options,
@@ -35,17 +43,7 @@ DeltaStreams::~DeltaStreams() {
 }
 
 void DeltaStreams::Batch::Add(const Header& h, const uint8_t* delta, size_t bytes) {
-  char header[kHeader];
-  const int32_t t32 = h.table, j32 = h.j;
-  std::memcpy(header, &t32, 4);
-  std::memcpy(header + 4, &j32, 4);
-  std::memcpy(header + 8, &h.stripe, 8);
-  std::memcpy(header + 16, &h.from, 4);
-  std::memcpy(header + 20, &h.to, 4);
-  packed.append(header, kHeader);
-  packed.append(reinterpret_cast<const char*>(delta), bytes);
-  len = bytes;
-  ++count;
+  std::memcpy(AddRecord(h, bytes), delta, bytes);
 }
 
 DeltaStreams::Batch::Header DeltaStreams::Batch::ReadHeader(const char* record) {
@@ -192,7 +190,10 @@ void DeltaStreams::SenderLoop(int peer) {
     }
     // Deltas of one push name distinct rows and go as they are; deltas of several pushes are
     // coalesced, one XOR per repeated parity row.
-    std::string* packed = batch.mutable_packed();
+    // The records go to the transport apart from the batch, shared, so that it can send them
+    // without a copy (grpc slices that keep them alive while the bytes are on their way).
+    auto records = std::make_shared<std::string>();
+    std::string* packed = records.get();
     if (!coalesce) {
       std::swap(*packed, taken);
     } else {
@@ -231,12 +232,17 @@ void DeltaStreams::SenderLoop(int peer) {
       }
     }
     int backoff_ms = options_.initial_backoff_ms;
+    // What the whole message is on the wire: the batch, and the records as its field 6.
     size_t bytes = batch.ByteSizeLong();
+    if (!packed->empty()) {
+      bytes += 1 + google::protobuf::io::CodedOutputStream::VarintSize64(packed->size()) +
+               packed->size();
+    }
     while (true) {
       if (stopping_.load()) return;
       header_(&batch);
       const std::string address = options_.on_unreachable ? transport_->AddressOf(peer) : "";
-      auto ack = transport_->Send(peer, batch);
+      auto ack = transport_->SendPacked(peer, batch, records);
       if (ack.ok() && *ack >= batch.seq()) break;
       if (!ack.ok() && options_.on_unreachable && !AnsweredByPeer(ack.status()) &&
           (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,6 +40,11 @@ class DeltaTransport {
   // Delivers `batch` to parity server `peer`; returns the highest sequence number the peer
   // has applied from this sender, or the error.
   virtual absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) = 0;
+  // The same, with the batch's packed records held apart (`batch` has none of its own), so
+  // that a transport can put them on the wire without copying them; it may keep `packed`
+  // after it returns. By default they are copied into a batch for Send.
+  virtual absl::StatusOr<uint64_t> SendPacked(int peer, const v1::ParityDeltaBatch& batch,
+                                              std::shared_ptr<const std::string> packed);
   // The address Send reaches `peer` at now; empty when the transport has none.
   virtual std::string AddressOf(int /*peer*/) { return ""; }
 };
@@ -86,6 +92,28 @@ class DeltaStreams {
     std::string packed;
     size_t count = 0;
     size_t len = 0;
+    // Room for `records` more records of `bytes`-byte deltas.
+    void Reserve(size_t records, size_t bytes) {
+      packed.reserve(packed.size() + records * (kHeader + bytes));
+    }
+    // Appends a record with `header` and returns where its `bytes` delta bytes go, for the
+    // caller to fill (valid until the next AddRecord): the delta is computed in place
+    // rather than copied in.
+    uint8_t* AddRecord(const Header& header, size_t bytes) {
+      // One resize (within the reserved capacity: a small memset) rather than two appends.
+      const size_t at = packed.size();
+      packed.resize(at + kHeader + bytes);
+      char* p = packed.data() + at;
+      const int32_t t32 = header.table, j32 = header.j;
+      std::memcpy(p, &t32, 4);
+      std::memcpy(p + 4, &j32, 4);
+      std::memcpy(p + 8, &header.stripe, 8);
+      std::memcpy(p + 16, &header.from, 4);
+      std::memcpy(p + 20, &header.to, 4);
+      len = bytes;
+      ++count;
+      return reinterpret_cast<uint8_t*>(p + kHeader);
+    }
     void Add(const Header& header, const uint8_t* delta, size_t bytes);
     static Header ReadHeader(const char* record);
   };

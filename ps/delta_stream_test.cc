@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "ps/delta_stream.h"
+#include "ps/peer_client.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -222,6 +223,44 @@ TEST(DeltaStreams, LingerEndsWhenMostOfTheWindowIsPending) {
   EXPECT_EQ(transport.WaitFor(1, std::chrono::milliseconds(300)), 0u);
   streams.EnqueueBatch(1, OneDelta(3, 3));
   EXPECT_EQ(transport.WaitFor(1, std::chrono::seconds(30)), 1u);
+}
+
+}  // namespace
+}  // namespace ecps
+
+namespace ecps {
+namespace {
+
+// PeerClient::SendPacked puts the batch's own fields, then the records as field 6 with no
+// copy: the bytes must parse to the very batch Send would have sent, records included, and
+// be as long as the streams count it.
+TEST(DeltaStreams, RecordsSentApartParseToTheWholeBatch) {
+  v1::ParityDeltaBatch batch;
+  batch.mutable_header()->set_token("t");
+  batch.mutable_header()->set_epoch(7);
+  batch.set_from_server(3);
+  batch.set_seq(41);
+  batch.set_sender_instance("123@host:1");
+  batch.set_delta_bytes(8);
+  for (size_t records : {0u, 1u, 5u, 2000u}) {  // lengths with 0-, 1-, 2- and 3-byte varints
+    std::string packed;
+    DeltaStreams::Batch b;
+    for (size_t i = 0; i < records; ++i) {
+      DeltaStreams::Batch::Header h;
+      h.table = static_cast<int>(i % 3);
+      h.stripe = static_cast<int64_t>(i);
+      h.to = 1;
+      const uint8_t delta[8] = {1, 2, 3, 4, 5, 6, 7, static_cast<uint8_t>(i)};
+      b.Add(h, delta, sizeof(delta));
+    }
+    const std::string wire = PeerClient::EncodeDeltaHead(batch, b.packed.size()) + b.packed;
+    v1::ParityDeltaBatch parsed;
+    ASSERT_TRUE(parsed.ParseFromString(wire)) << records << " records";
+    v1::ParityDeltaBatch whole = batch;
+    whole.set_packed(b.packed);
+    EXPECT_EQ(parsed.SerializeAsString(), whole.SerializeAsString()) << records << " records";
+    EXPECT_EQ(wire.size(), whole.ByteSizeLong()) << records << " records";
+  }
 }
 
 }  // namespace

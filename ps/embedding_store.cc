@@ -5,23 +5,14 @@
 #include <string>
 
 #include "kernels/optimizers.h"
+#include "ps/row_code.h"
 #include "ps/valid_flag.h"
 
 namespace ecps {
 namespace {
 
-// out ^= in, a word at a time (payloads are whole floats, so bytes % 4 == 0).
-void XorInto(uint8_t* out, const uint8_t* in, size_t bytes) {
-  size_t b = 0;
-  for (; b + 8 <= bytes; b += 8) {
-    uint64_t x, y;
-    std::memcpy(&x, out + b, 8);
-    std::memcpy(&y, in + b, 8);
-    x ^= y;
-    std::memcpy(out + b, &x, 8);
-  }
-  for (; b < bytes; ++b) out[b] ^= in[b];
-}
+// out ^= in (payloads are whole floats, so bytes % 4 == 0).
+void XorInto(uint8_t* out, const uint8_t* in, size_t bytes) { RowCode::XorInto(out, in, bytes); }
 
 }  // namespace
 
@@ -137,6 +128,31 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
     uint32_t& version = versions_[table][slots[i]];
     ++version;
     on_delta(rows[i], version - 1, version, delta.data(), bytes);
+  }
+  pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingStore::PushWithDeltas(int table, absl::Span<const int64_t> rows,
+                                            const float* grads, DeltaSlot slot) {
+  std::vector<int64_t> slots;
+  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  const size_t bytes = sizeof(float) * payload_floats_;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (i + kPrefetchAhead < slots.size()) {
+      PrefetchForWrite(Payload(table, slots[i + kPrefetchAhead]), bytes);
+      __builtin_prefetch(&LockFor(table, slots[i + kPrefetchAhead]), 1, 3);
+      __builtin_prefetch(&versions_[table][slots[i + kPrefetchAhead]], 1, 3);
+    }
+    absl::MutexLock lock(&LockFor(table, slots[i]));
+    if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
+    float* payload = Payload(table, slots[i]);
+    uint32_t& version = versions_[table][slots[i]];
+    uint8_t* delta = slot(rows[i], version, version + 1);
+    ++version;
+    std::memcpy(delta, payload, bytes);
+    ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
+    XorInto(delta, reinterpret_cast<const uint8_t*>(payload), bytes);
   }
   pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
   return absl::OkStatus();

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -59,6 +60,14 @@ class EmbeddingStore {
                                        const uint8_t* delta, size_t len)>;
   absl::Status Push(int table, absl::Span<const int64_t> rows, const float* grads,
                     const DeltaSink& on_delta = nullptr);
+  // Push for the parity path: `slot` is called for each row, under its lock and before the
+  // update, with the row and its versions before and after; it returns where the row's
+  // payload-sized delta (old XOR new) is to be written, and Push writes it there. The
+  // delta is computed in place, in the outgoing message, with no copy of its own and no
+  // std::function call per row.
+  using DeltaSlot = absl::FunctionRef<uint8_t*(int64_t row, uint32_t from, uint32_t to)>;
+  absl::Status PushWithDeltas(int table, absl::Span<const int64_t> rows, const float* grads,
+                              DeltaSlot slot);
 
   // Checks that every row of `rows` is a row of `table` held here (the checks Pull and
   // Push make), without touching any row.

@@ -243,27 +243,49 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
   }
   absl::Status status;
   std::vector<float> grads;
+  const size_t delta_bytes = sizeof(float) * parts_.embeddings->payload_floats();
+  // With r > 1 the row's delta is written into the first parity server's batch and copied
+  // into the others' once the row is done: (first server, its offset, other server, offset).
+  struct Copy {
+    int from_peer;
+    size_t from;
+    int to_peer;
+    size_t to;
+  };
+  std::vector<Copy> copies;
   for (int i = 0; i < request.tables_size(); ++i) {
     const v1::TableRows& t = request.tables(i);
     grads.resize(static_cast<size_t>(dim) * t.rows_size());
     CopyBytes(grads.data(), request.grads(i).data(), request.grads(i).size());
-    EmbeddingStore::DeltaSink sink;
-    if (streams != nullptr && r > 0) {
-      const int table = t.table();
-      sink = [&, table](int64_t row, uint32_t from, uint32_t to, const uint8_t* delta,
-                        size_t len) {
-        DeltaStreams::Batch::Header h;
-        h.table = table;
-        h.stripe = row / k;
-        h.j = static_cast<int>(row % k);
-        h.from = from;
-        h.to = to;
-        for (int q = 0; q < r; ++q) {
-          outgoing[placement.ServerOf(table, h.stripe, k + q)].Add(h, delta, len);
-        }
-      };
+    if (streams == nullptr || r == 0) {
+      status = parts_.embeddings->Push(t.table(), RowsOf(t), grads.data());
+      if (!status.ok()) break;
+      continue;
     }
-    status = parts_.embeddings->Push(t.table(), RowsOf(t), grads.data(), sink);
+    const int table = t.table();
+    copies.clear();
+    status = parts_.embeddings->PushWithDeltas(
+        table, RowsOf(t), grads.data(), [&](int64_t row, uint32_t from, uint32_t to) {
+          DeltaStreams::Batch::Header h;
+          h.table = table;
+          h.stripe = row / k;
+          h.j = static_cast<int>(row % k);
+          h.from = from;
+          h.to = to;
+          const int first = placement.ServerOf(table, h.stripe, k);
+          uint8_t* delta = outgoing[first].AddRecord(h, delta_bytes);
+          for (int q = 1; q < r; ++q) {
+            const int peer = placement.ServerOf(table, h.stripe, k + q);
+            outgoing[peer].AddRecord(h, delta_bytes);
+            copies.push_back(Copy{first, outgoing[first].packed.size() - delta_bytes, peer,
+                                  outgoing[peer].packed.size() - delta_bytes});
+          }
+          return delta;
+        });
+    for (const Copy& c : copies) {
+      std::memcpy(outgoing[c.to_peer].packed.data() + c.to,
+                  outgoing[c.from_peer].packed.data() + c.from, delta_bytes);
+    }
     if (!status.ok()) break;  // rows already applied still send their deltas below
   }
   for (size_t peer = 0; peer < outgoing.size(); ++peer) {

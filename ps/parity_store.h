@@ -152,6 +152,9 @@ class ParityStore {
 
   const Placement placement_;
   const int server_;
+  // Per table: its stripes, and its index mod the server count (ApplyBatch's arithmetic).
+  std::vector<int64_t> stripes_;
+  std::vector<int> table_mod_;
   const size_t payload_bytes_;
   const RowCode* code_;
   HugeBuffer storage_;            // every table's parity rows, back to back

@@ -3,6 +3,9 @@
 #include <chrono>
 #include <thread>
 
+#include <grpcpp/impl/codegen/client_unary_call.h>
+#include <grpcpp/support/byte_buffer.h>
+
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -10,15 +13,33 @@ namespace ecps {
 PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
     : rpc_timeout_ms_(rpc_timeout_ms), addresses_(std::move(addresses)) {
   for (const std::string& a : addresses_) {
-    stubs_.push_back(a.empty() ? nullptr
-                               : std::shared_ptr<v1::ParameterServer::Stub>(
-                                     v1::ParameterServer::NewStub(MakeChannel(a, Role::kServer))));
+    if (a.empty()) {
+      stubs_.push_back(nullptr);
+      raw_.push_back(nullptr);
+      continue;
+    }
+    std::shared_ptr<grpc::Channel> channel = MakeChannel(a, Role::kServer);
+    stubs_.push_back(v1::ParameterServer::NewStub(channel));
+    raw_.push_back(MakeRawDeltas(channel));
   }
 }
 
+std::shared_ptr<const PeerClient::RawDeltas> PeerClient::MakeRawDeltas(
+    std::shared_ptr<grpc::Channel> channel) {
+  auto raw = std::make_shared<RawDeltas>();
+  raw->method = std::make_unique<grpc::internal::RpcMethod>(
+      "/ecps.v1.ParameterServer/ApplyParityDeltas", grpc::internal::RpcMethod::NORMAL_RPC,
+      channel);
+  raw->channel = std::move(channel);
+  return raw;
+}
+
 void PeerClient::SetAddress(int peer, const std::string& address) {
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(address, Role::kServer);
+  std::shared_ptr<const RawDeltas> raw = MakeRawDeltas(channel);
   absl::MutexLock lock(&mu_);
-  stubs_[peer] = v1::ParameterServer::NewStub(MakeChannel(address, Role::kServer));
+  stubs_[peer] = v1::ParameterServer::NewStub(channel);
+  raw_[peer] = std::move(raw);
   addresses_[peer] = address;
 }
 
@@ -40,6 +61,58 @@ absl::StatusOr<uint64_t> PeerClient::Send(int peer, const v1::ParityDeltaBatch& 
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
   grpc::Status s = stub->ApplyParityDeltas(&ctx, batch, &ack);
   if (!s.ok()) return FromGrpcStatus(s);
+  return ack.applied_seq();
+}
+
+std::shared_ptr<const PeerClient::RawDeltas> PeerClient::RawDeltasFor(int peer) {
+  absl::MutexLock lock(&mu_);
+  return peer >= 0 && peer < static_cast<int>(raw_.size()) ? raw_[peer] : nullptr;
+}
+
+std::string PeerClient::EncodeDeltaHead(const v1::ParityDeltaBatch& batch, size_t records_bytes) {
+  std::string head;
+  batch.SerializeToString(&head);
+  if (records_bytes > 0) {
+    head.push_back(static_cast<char>((6 << 3) | 2));  // field 6 (packed), length-delimited
+    for (uint64_t n = records_bytes;; n >>= 7) {  // its length, a varint
+      if (n < 0x80) {
+        head.push_back(static_cast<char>(n));
+        break;
+      }
+      head.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    }
+  }
+  return head;
+}
+
+absl::StatusOr<uint64_t> PeerClient::SendPacked(int peer, const v1::ParityDeltaBatch& batch,
+                                                std::shared_ptr<const std::string> packed) {
+  std::shared_ptr<const RawDeltas> raw = RawDeltasFor(peer);
+  if (raw == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
+  // The batch's own fields (small), then field 6's tag and length: one copied slice.
+  const std::string head = EncodeDeltaHead(batch, packed->size());
+  grpc::Slice slices[2] = {grpc::Slice(head), grpc::Slice()};
+  size_t count = 1;
+  if (!packed->empty()) {
+    // The records themselves, not copied: the slice holds a reference to them until gRPC is
+    // done with the bytes, which may be after this call returns (a cancelled call's write).
+    auto* owner = new std::shared_ptr<const std::string>(std::move(packed));
+    slices[1] = grpc::Slice(
+        const_cast<char*>((*owner)->data()), (*owner)->size(),
+        [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); }, owner);
+    count = 2;
+  }
+  grpc::ByteBuffer request(slices, count);
+  grpc::ByteBuffer response;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
+  grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+      raw->channel.get(), *raw->method, &ctx, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  v1::ParityDeltaAck ack;
+  grpc::Status parsed =
+      grpc::SerializationTraits<v1::ParityDeltaAck>::Deserialize(&response, &ack);
+  if (!parsed.ok()) return FromGrpcStatus(parsed);
   return ack.applied_seq();
 }
 

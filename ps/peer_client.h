@@ -22,6 +22,15 @@ class PeerClient : public DeltaTransport, public StripeSource {
   PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms);
 
   absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) override;
+  // Sends the records without copying them: the message is the serialized batch, then the
+  // records' field tag and length, then `packed` itself as a grpc slice that keeps it alive.
+  // The bytes are those Send puts on the wire for the batch with the records as `packed`,
+  // with field 6 after the others (any order parses the same).
+  absl::StatusOr<uint64_t> SendPacked(int peer, const v1::ParityDeltaBatch& batch,
+                                      std::shared_ptr<const std::string> packed) override;
+  // What SendPacked puts before the records: `batch` serialized, then (for records_bytes > 0)
+  // field 6's tag and length.
+  static std::string EncodeDeltaHead(const v1::ParityDeltaBatch& batch, size_t records_bytes);
   absl::Status ReplicateDense(int peer, const v1::ReplicateDenseRequest& request);
   absl::Status ReadRows(int peer, const v1::ReadRowsRequest& request,
                         v1::ReadRowsResponse* response);
@@ -46,10 +55,18 @@ class PeerClient : public DeltaTransport, public StripeSource {
  private:
   // The stub is shared: SetAddress may replace it while a call is using it.
   std::shared_ptr<v1::ParameterServer::Stub> StubFor(int peer) ABSL_LOCKS_EXCLUDED(mu_);
+  // A peer's channel and its ApplyParityDeltas method, for SendPacked's raw call.
+  struct RawDeltas {
+    std::shared_ptr<grpc::Channel> channel;
+    std::unique_ptr<grpc::internal::RpcMethod> method;
+  };
+  std::shared_ptr<const RawDeltas> RawDeltasFor(int peer) ABSL_LOCKS_EXCLUDED(mu_);
+  static std::shared_ptr<const RawDeltas> MakeRawDeltas(std::shared_ptr<grpc::Channel> channel);
 
   const int rpc_timeout_ms_;
   absl::Mutex mu_;
   std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<const RawDeltas>> raw_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> addresses_ ABSL_GUARDED_BY(mu_);
 };
 

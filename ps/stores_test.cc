@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "codec/codec.h"
 #include "gtest/gtest.h"
 #include "ps/dense_store.h"
 #include "ps/embedding_store.h"
@@ -149,6 +150,87 @@ TEST(DenseStoreTest, ReplicasApplyInVersionOrderAndStayIdentical) {
   EXPECT_EQ(got, want) << "bit-identical to the primary";
   EXPECT_EQ(replica.ApplyReplica(0, 3, g2.data(), 2).code(), absl::StatusCode::kInvalidArgument)
       << "wrong size";
+}
+
+TEST(RowCodeTest, TheXorPathOfUnitCoefficientsMatchesTheCodecByteForByte) {
+  // RowCode XORs itself where a coefficient is 1 (all of r = 1): the rows must be exactly
+  // what the codec makes, for every (q, j) and lengths around the 64- and 16-byte steps.
+  for (int r : {1, 2, 3}) {
+    auto code = *RowCode::Create(FaultToleranceMode::kErasureCode, 4, r, "auto");
+    auto codec = *codec::ErasureCode::Create(4, r, "auto");
+    for (size_t len : {4u, 8u, 12u, 16u, 20u, 60u, 64u, 68u, 128u, 132u, 200u}) {
+      std::vector<uint8_t> delta(len);
+      for (size_t i = 0; i < len; ++i) delta[i] = static_cast<uint8_t>(i * 29 + len + r);
+      for (int q = 0; q < r; ++q) {
+        for (int j = 0; j < 4; ++j) {
+          std::vector<uint8_t> ours(len), theirs(len);
+          for (size_t i = 0; i < len; ++i) ours[i] = theirs[i] = static_cast<uint8_t>(i ^ 0x5a);
+          ASSERT_TRUE(code->UpdateParity(q, j, delta.data(), ours.data(), len).ok());
+          ASSERT_TRUE(codec->UpdateParity(q, j, delta.data(), theirs.data(), len).ok());
+          EXPECT_EQ(ours, theirs) << "r=" << r << " q=" << q << " j=" << j << " len=" << len;
+        }
+      }
+    }
+    std::vector<uint8_t> row(16), delta(16);
+    EXPECT_FALSE(code->UpdateParity(r, 0, delta.data(), row.data(), 16).ok()) << "q out of range";
+    EXPECT_FALSE(code->UpdateParity(0, 4, delta.data(), row.data(), 16).ok()) << "j out of range";
+  }
+  auto copies = *RowCode::Create(FaultToleranceMode::kReplication, 1, 2, "auto");
+  std::vector<uint8_t> row = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const std::vector<uint8_t> delta = {1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+  ASSERT_TRUE(copies->UpdateParity(1, 0, delta.data(), row.data(), row.size()).ok());
+  EXPECT_EQ(row, (std::vector<uint8_t>{0, 3, 2, 5, 7, 4, 5, 10, 10, 9, 8, 15}));
+}
+
+TEST(EmbeddingStoreTest, PushWithDeltasWritesWhatPushHandsItsSink) {
+  const Placement placement = *Placement::Create(3, 2, 1, {40});
+  SparseOptimizerConfig adagrad;
+  adagrad.rule = SparseUpdateRule::kAdagrad;
+  adagrad.lr = 0.1f;
+  auto a = *EmbeddingStore::Create(placement, 0, kDim, adagrad, /*seed=*/9);
+  auto b = *EmbeddingStore::Create(placement, 0, kDim, adagrad, /*seed=*/9);
+  std::vector<int64_t> rows;
+  for (int64_t row = 0; row < 40; ++row) {
+    if (placement.DataLocation(0, row).server == 0) rows.push_back(row);
+  }
+  ASSERT_GE(rows.size(), 4u);
+  rows.push_back(rows[0]);  // a row twice in one push: versions 1 and 2
+  std::vector<float> grads(rows.size() * kDim);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = 0.01f * static_cast<float>(i % 7) - 0.02f;
+  const size_t bytes = sizeof(float) * a->payload_floats();
+  struct Seen {
+    int64_t row;
+    uint32_t from, to;
+    std::vector<uint8_t> delta;
+  };
+  std::vector<Seen> by_sink, by_slot;
+  ASSERT_TRUE(a->Push(0, rows, grads.data(),
+                      [&](int64_t row, uint32_t from, uint32_t to, const uint8_t* d, size_t len) {
+                        by_sink.push_back({row, from, to, std::vector<uint8_t>(d, d + len)});
+                      })
+                  .ok());
+  ASSERT_TRUE(b->PushWithDeltas(0, rows, grads.data(),
+                                [&](int64_t row, uint32_t from, uint32_t to) {
+                                  by_slot.push_back({row, from, to, std::vector<uint8_t>(bytes)});
+                                  return by_slot.back().delta.data();
+                                })
+                  .ok());
+  ASSERT_EQ(by_sink.size(), by_slot.size());
+  for (size_t i = 0; i < by_sink.size(); ++i) {
+    EXPECT_EQ(by_sink[i].row, by_slot[i].row);
+    EXPECT_EQ(by_sink[i].from, by_slot[i].from);
+    EXPECT_EQ(by_sink[i].to, by_slot[i].to);
+    EXPECT_EQ(by_sink[i].delta, by_slot[i].delta) << "row " << by_sink[i].row;
+  }
+  EXPECT_EQ(by_slot.back().from, 1u);
+  EXPECT_EQ(by_slot.back().to, 2u);
+  std::vector<float> pa(rows.size() * a->payload_floats()), pb(pa.size());
+  std::vector<uint32_t> va(rows.size()), vb(rows.size());
+  ASSERT_TRUE(a->ReadPayloads(0, rows, pa.data(), va.data()).ok());
+  ASSERT_TRUE(b->ReadPayloads(0, rows, pb.data(), vb.data()).ok());
+  EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)));
+  EXPECT_EQ(va, vb);
+  EXPECT_EQ(a->pushes(), b->pushes());
 }
 
 TEST(RowCodeTest, AnUpdatedParityRowEqualsAFreshEncodeAndDecodesTheLostMember) {
