@@ -669,6 +669,33 @@ std::unique_ptr<DenseMath> CreateCudaDenseMath(const DlrmConfig& shape, int max_
   return trainer;
 }
 
+std::string ApplyDenseUpdateAsync(const DenseUpdateRule& rule, int64_t step, int64_t size,
+                                  const float* grad, float* weights, float* state, void* stream) {
+  if (size < 0 || grad == nullptr || weights == nullptr ||
+      (rule.kind != DenseUpdateRule::kSgd && state == nullptr)) {
+    return "a dense update needs its gradient, weights and (but for sgd) state";
+  }
+  auto s = static_cast<cudaStream_t>(stream);
+  const float lr = rule.lr, eps = rule.eps, b1 = rule.beta1, b2 = rule.beta2;
+  switch (rule.kind) {
+    case DenseUpdateRule::kSgd:
+      return Launch(size, s, [=] __device__(int64_t i) { SgdAt(i, lr, grad, weights); });
+    case DenseUpdateRule::kAdagrad:
+      return Launch(size, s,
+                    [=] __device__(int64_t i) { AdagradAt(i, lr, eps, grad, weights, state); });
+    case DenseUpdateRule::kAdam: {
+      float c1 = 0, c2 = 0;
+      AdamCorrections(b1, b2, step, &c1, &c2);
+      float* m = state;
+      float* v = state + size;
+      return Launch(size, s, [=] __device__(int64_t i) {
+        AdamAt(i, lr, b1, b2, eps, c1, c2, grad, weights, m, v);
+      });
+    }
+  }
+  return "unknown dense update rule";
+}
+
 std::string TimeAllReduce(int gpus, int64_t floats, int repeats, double* median_us) {
 #if !ECPS_HAVE_NCCL
   (void)gpus;

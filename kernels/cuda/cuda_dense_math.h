@@ -39,6 +39,18 @@ std::unique_ptr<DenseMath> CreateCudaDenseMath(const DlrmConfig& model, int max_
 // `repeats` timed runs, in microseconds, in *median_us. Empty string on success.
 std::string TimeAllReduce(int gpus, int64_t floats, int repeats, double* median_us);
 
+// A dense optimizer's update on the GPU (kernels/optimizers.h's rules, through the bodies of
+// train_kernels.h): the servers apply dense updates today; this is the kernel for an
+// optimizer that keeps its tensors on a GPU. Device pointers; `state` holds adagrad's
+// accumulators, or adam's m then v (2 * size floats). `step` is 1-based (adam's bias
+// correction). Asynchronous on `stream` (a cudaStream_t; nullptr: the default stream).
+struct DenseUpdateRule {
+  enum Kind { kSgd, kAdagrad, kAdam } kind = kAdam;
+  float lr = 0.001f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+};
+std::string ApplyDenseUpdateAsync(const DenseUpdateRule& rule, int64_t step, int64_t size,
+                                  const float* grad, float* weights, float* state, void* stream);
+
 }  // namespace ecps::gpu
 
 #endif  // ECPS_KERNELS_CUDA_CUDA_DENSE_MATH_H_

@@ -2,6 +2,8 @@
 // without a CUDA device, but for the clear error of asking for more GPUs than there are.
 #include "kernels/cuda/cuda_dense_math.h"
 
+#include <cuda_runtime.h>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -9,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/test_batch.h"
+#include "kernels/cuda/train_kernels.h"
 
 namespace ecps::gpu {
 namespace {
@@ -108,6 +111,55 @@ TEST_F(OnGpu, SeveralGpusSumToOne) {
   ASSERT_EQ(Cuda(s.model, 512, 1)->TrainStep(s.Input(), &one.out), "");
   ASSERT_EQ(Cuda(s.model, 512, gpus)->TrainStep(s.Input(), &many.out), "");
   ExpectSameStep(many, one);
+}
+
+// The dense optimizers' kernels against their bodies run on the CPU: the same bits (the
+// bodies are plain multiplies, adds, a division and sqrtf, all IEEE-rounded on both sides
+// with --fmad=false).
+TEST_F(OnGpu, DenseUpdatesMatchTheBodiesOnTheCpu) {
+  const int64_t n = 5000;
+  std::vector<float> grad(n), w0(n);
+  for (int64_t i = 0; i < n; ++i) {
+    grad[i] = 0.01f * static_cast<float>((i * 37) % 101 - 50);
+    w0[i] = 0.001f * static_cast<float>((i * 11) % 997 - 498);
+  }
+  for (auto kind : {DenseUpdateRule::kSgd, DenseUpdateRule::kAdagrad, DenseUpdateRule::kAdam}) {
+    DenseUpdateRule rule;
+    rule.kind = kind;
+    std::vector<float> w = w0, state(2 * n, 0.0f);
+    float *d_grad = nullptr, *d_w = nullptr, *d_state = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_grad, n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_w, n * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&d_state, 2 * n * sizeof(float)), cudaSuccess);
+    cudaMemcpy(d_grad, grad.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(d_w, w.data(), n * sizeof(float), cudaMemcpyHostToDevice);
+    cudaMemcpy(d_state, state.data(), 2 * n * sizeof(float), cudaMemcpyHostToDevice);
+    for (int64_t step = 1; step <= 3; ++step) {
+      ASSERT_EQ(ApplyDenseUpdateAsync(rule, step, n, d_grad, d_w, d_state, nullptr), "");
+      float c1 = 0, c2 = 0;
+      AdamCorrections(rule.beta1, rule.beta2, step, &c1, &c2);
+      ForEachIndex(n, [&](int64_t i) {
+        switch (kind) {
+          case DenseUpdateRule::kSgd:
+            SgdAt(i, rule.lr, grad.data(), w.data());
+            break;
+          case DenseUpdateRule::kAdagrad:
+            AdagradAt(i, rule.lr, rule.eps, grad.data(), w.data(), state.data());
+            break;
+          case DenseUpdateRule::kAdam:
+            AdamAt(i, rule.lr, rule.beta1, rule.beta2, rule.eps, c1, c2, grad.data(), w.data(),
+                   state.data(), state.data() + n);
+            break;
+        }
+      });
+    }
+    std::vector<float> got(n);
+    ASSERT_EQ(cudaMemcpy(got.data(), d_w, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(got, w) << "rule " << kind;
+    cudaFree(d_grad);
+    cudaFree(d_w);
+    cudaFree(d_state);
+  }
 }
 
 TEST_F(OnGpu, AllReduceIsTimed) {
