@@ -9,12 +9,6 @@
 #include "ps/valid_flag.h"
 
 namespace ecps {
-namespace {
-
-// out ^= in (payloads are whole floats, so bytes % 4 == 0).
-void XorInto(uint8_t* out, const uint8_t* in, size_t bytes) { RowCode::XorInto(out, in, bytes); }
-
-}  // namespace
 
 EmbeddingStore::EmbeddingStore(const Placement& placement, int server, int dim,
                                const SparseOptimizerConfig& optimizer)
@@ -105,29 +99,23 @@ absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, flo
 
 absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
                                   const float* grads, const DeltaSink& on_delta) {
+  if (on_delta) {
+    std::vector<uint8_t> delta(sizeof(float) * payload_floats_);
+    return PushDeltas(
+        table, rows, grads, [&](int64_t, uint32_t, uint32_t) { return delta.data(); },
+        &on_delta);
+  }
   std::vector<int64_t> slots;
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   const size_t bytes = sizeof(float) * payload_floats_;
-  std::vector<uint8_t> delta(on_delta ? bytes : 0);
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i + kPrefetchAhead < slots.size()) {
       PrefetchForWrite(Payload(table, slots[i + kPrefetchAhead]), bytes);
       __builtin_prefetch(&LockFor(table, slots[i + kPrefetchAhead]), 1, 3);
-      if (on_delta) __builtin_prefetch(&versions_[table][slots[i + kPrefetchAhead]], 1, 3);
     }
     absl::MutexLock lock(&LockFor(table, slots[i]));
     if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
-    float* payload = Payload(table, slots[i]);
-    if (!on_delta) {
-      ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
-      continue;
-    }
-    std::memcpy(delta.data(), payload, bytes);
-    ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
-    XorInto(delta.data(), reinterpret_cast<const uint8_t*>(payload), bytes);
-    uint32_t& version = versions_[table][slots[i]];
-    ++version;
-    on_delta(rows[i], version - 1, version, delta.data(), bytes);
+    ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, Payload(table, slots[i]));
   }
   pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
   return absl::OkStatus();
@@ -135,6 +123,12 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
 
 absl::Status EmbeddingStore::PushWithDeltas(int table, absl::Span<const int64_t> rows,
                                             const float* grads, DeltaSlot slot) {
+  return PushDeltas(table, rows, grads, slot, nullptr);
+}
+
+absl::Status EmbeddingStore::PushDeltas(int table, absl::Span<const int64_t> rows,
+                                        const float* grads, DeltaSlot slot,
+                                        const DeltaSink* done) {
   std::vector<int64_t> slots;
   if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
   const size_t bytes = sizeof(float) * payload_floats_;
@@ -152,7 +146,8 @@ absl::Status EmbeddingStore::PushWithDeltas(int table, absl::Span<const int64_t>
     ++version;
     std::memcpy(delta, payload, bytes);
     ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
-    XorInto(delta, reinterpret_cast<const uint8_t*>(payload), bytes);
+    RowCode::XorInto(delta, reinterpret_cast<const uint8_t*>(payload), bytes);
+    if (done != nullptr) (*done)(rows[i], version - 1, version, delta, bytes);
   }
   pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
   return absl::OkStatus();

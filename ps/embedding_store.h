@@ -113,6 +113,11 @@ class EmbeddingStore {
   int64_t pushes() const { return pushes_.load(std::memory_order_relaxed); }
 
  private:
+  // The delta path of Push and PushWithDeltas: `slot` gives each row's delta its place
+  // before the update; `done`, when set, hears of the finished delta under the row's lock.
+  absl::Status PushDeltas(int table, absl::Span<const int64_t> rows, const float* grads,
+                          DeltaSlot slot, const DeltaSink* done);
+
   static constexpr int kLockStripes = 1024;
   // Rows are prefetched this far ahead in Pull and Push: they are scattered over the store.
   static constexpr size_t kPrefetchAhead = 8;

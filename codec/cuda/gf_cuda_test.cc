@@ -28,6 +28,25 @@ std::vector<std::vector<uint8_t>> Reference(const std::vector<uint8_t>& coef, in
   return dst;
 }
 
+// Random source and destination blocks of `len` bytes through coder->Apply with `coef`,
+// checked against Reference.
+void ExpectApplyMatchesReference(HostStagedCoder* coder, const std::vector<uint8_t>& coef,
+                                 int rows, int cols, size_t len, bool acc, std::mt19937* rng) {
+  std::vector<std::vector<uint8_t>> src(cols, std::vector<uint8_t>(len));
+  std::vector<std::vector<uint8_t>> dst(rows, std::vector<uint8_t>(len));
+  for (auto& b : src)
+    for (auto& x : b) x = static_cast<uint8_t>((*rng)());
+  for (auto& b : dst)
+    for (auto& x : b) x = static_cast<uint8_t>((*rng)());
+  const auto want = Reference(coef, rows, cols, src, dst, len, acc);
+  std::vector<const uint8_t*> s;
+  std::vector<uint8_t*> d;
+  for (auto& b : src) s.push_back(b.data());
+  for (auto& b : dst) d.push_back(b.data());
+  ASSERT_EQ(coder->Apply(coef.data(), rows, cols, s.data(), d.data(), len, acc), Error::kOk);
+  ASSERT_EQ(dst, want) << rows << "x" << cols << " len=" << len << " acc=" << acc;
+}
+
 TEST(GfMath, WordProductMatchesByteProduct) {
   std::mt19937 rng(7);
   for (int c = 0; c < 256; ++c) {
@@ -74,19 +93,8 @@ TEST(GfCuda, HostStagedMatchesReference) {
       for (bool acc : {false, true}) {
         std::vector<uint8_t> coef(rows * cols);
         for (auto& c : coef) c = static_cast<uint8_t>(rng());
-        std::vector<std::vector<uint8_t>> src(cols, std::vector<uint8_t>(len));
-        std::vector<std::vector<uint8_t>> dst(rows, std::vector<uint8_t>(len));
-        for (auto& b : src)
-          for (auto& x : b) x = static_cast<uint8_t>(rng());
-        for (auto& b : dst)
-          for (auto& x : b) x = static_cast<uint8_t>(rng());
-        const auto want = Reference(coef, rows, cols, src, dst, len, acc);
-        std::vector<const uint8_t*> s;
-        std::vector<uint8_t*> d;
-        for (auto& b : src) s.push_back(b.data());
-        for (auto& b : dst) d.push_back(b.data());
-        ASSERT_EQ(coder->Apply(coef.data(), rows, cols, s.data(), d.data(), len, acc), Error::kOk);
-        ASSERT_EQ(dst, want) << rows << "x" << cols << " len=" << len << " acc=" << acc;
+        ExpectApplyMatchesReference(coder.get(), coef, rows, cols, len, acc, &rng);
+        if (::testing::Test::HasFatalFailure()) return;
       }
     }
   }
@@ -106,19 +114,8 @@ TEST(GfCuda, HostStagedChunksAndReusesItsMatrix) {
   for (auto& c : second) c = static_cast<uint8_t>(rng());
   for (const auto* coef : {&first, &first, &second, &first}) {
     for (bool acc : {false, true}) {
-      std::vector<std::vector<uint8_t>> src(cols, std::vector<uint8_t>(len));
-      std::vector<std::vector<uint8_t>> dst(rows, std::vector<uint8_t>(len));
-      for (auto& b : src)
-        for (auto& x : b) x = static_cast<uint8_t>(rng());
-      for (auto& b : dst)
-        for (auto& x : b) x = static_cast<uint8_t>(rng());
-      const auto want = Reference(*coef, rows, cols, src, dst, len, acc);
-      std::vector<const uint8_t*> s;
-      std::vector<uint8_t*> d;
-      for (auto& b : src) s.push_back(b.data());
-      for (auto& b : dst) d.push_back(b.data());
-      ASSERT_EQ(coder->Apply(coef->data(), rows, cols, s.data(), d.data(), len, acc), Error::kOk);
-      ASSERT_EQ(dst, want) << "acc=" << acc;
+      ExpectApplyMatchesReference(coder.get(), *coef, rows, cols, len, acc, &rng);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }

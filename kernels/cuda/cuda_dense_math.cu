@@ -606,7 +606,6 @@ class CudaDenseMath final : public DenseMath {
         next ^= 1;
       }
     }
-    (void)grad_floats;
     return "";
   }
 
