@@ -8,7 +8,8 @@
 //                                       cluster.worker_threads = <threads>.
 //   BM_TrainStepBlasThreads/<n>:        the same on one thread with BLAS on n (the old way).
 //   BM_TrainStepHeavy[BlasThreads]/<n>: the same on ECRec's compute-heavy model (HeavyJob).
-//   BM_ForwardBackward/<threads>:       Dlrm::ForwardBackward only (the dense math).
+//   BM_ForwardBackward/threads:<n>/heavy:<0|1>: Dlrm::ForwardBackward only (the dense math),
+//                                       on the quickstart (0) or the heavy (1) model.
 //   BM_SyntheticBatch:                  generating one batch of synthetic data.
 //
 // Run: worker_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -96,7 +97,8 @@ BENCHMARK(BM_TrainStepHeavyBlasThreads)->Arg(2)->Unit(benchmark::kMillisecond)->
 
 void BM_ForwardBackward(benchmark::State& state) {
   SetBlasThreads(1);
-  const JobSpec spec = QuickstartJob();
+  const JobSpec spec = state.range(1) != 0 ? HeavyJob() : QuickstartJob();
+  const int dim = spec.model.embedding_dim;
   auto model = Dlrm::Create(ToDlrmConfig(spec.model), kBatch, static_cast<int>(state.range(0)));
   std::vector<std::vector<float>> params, grads;
   (*model)->InitDense(1, &params);
@@ -108,7 +110,7 @@ void BM_ForwardBackward(benchmark::State& state) {
     gp.push_back(grads.back().data());
   }
   const std::vector<Batch> batches = MakeBatches(spec);
-  std::vector<float> pooled(static_cast<size_t>(kBatch) * 26 * 16, 0.01f), d_pooled(pooled.size());
+  std::vector<float> pooled(static_cast<size_t>(kBatch) * 26 * dim, 0.01f), d_pooled(pooled.size());
   for (size_t i = 0; i < pooled.size(); ++i) pooled[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
   for (auto _ : state) {
     benchmark::DoNotOptimize((*model)->ForwardBackward(kBatch, batches[0].dense.data(),
@@ -122,7 +124,10 @@ void BM_ForwardBackward(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
   SetBlasThreads(1);
 }
-BENCHMARK(BM_ForwardBackward)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ForwardBackward)
+    ->ArgsProduct({{1, 2}, {0, 1}})
+    ->ArgNames({"threads", "heavy"})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_SyntheticBatch(benchmark::State& state) {
   const JobSpec spec = QuickstartJob();

@@ -8,7 +8,23 @@
 
 #include "kernels/cpu_dispatch.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define ECPS_HAVE_MXCSR 1
+#endif
+
 namespace ecps {
+
+#ifdef ECPS_HAVE_MXCSR
+ScopedFlushDenormals::ScopedFlushDenormals() : saved_(_mm_getcsr()) {
+  constexpr unsigned kFlushToZero = 0x8000, kDenormalsAreZero = 0x0040;
+  _mm_setcsr(saved_ | kFlushToZero | kDenormalsAreZero);
+}
+ScopedFlushDenormals::~ScopedFlushDenormals() { _mm_setcsr(saved_); }
+#else
+ScopedFlushDenormals::ScopedFlushDenormals() = default;
+ScopedFlushDenormals::~ScopedFlushDenormals() = default;
+#endif
 
 int SetBlasThreads(int threads) {
   openblas_set_num_threads(std::max(1, threads));

@@ -157,5 +157,26 @@ TEST(DenseOps, BceMatchesFiniteDifferencesAndValues) {
 
 TEST(DenseOps, SetBlasThreads) { EXPECT_EQ(SetBlasThreads(1), 1); }
 
+TEST(DenseOps, ScopedFlushDenormalsFlushesThenRestores) {
+#if !defined(__x86_64__) && !defined(__i386__)
+  GTEST_SKIP() << "denormals are flushed on x86 only";
+#endif
+  volatile float a = 1e-20f, b = 1e-19f;  // a * b = 1e-39 is denormal
+  volatile float denormal = 1e-39f;
+  ASSERT_NE(a * b, 0.0f);
+  {
+    ScopedFlushDenormals flush;
+    EXPECT_EQ(a * b, 0.0f);                 // a denormal result is flushed
+    EXPECT_EQ(denormal * 1.0f, 0.0f);       // a denormal input reads as zero
+    EXPECT_EQ(a * 2.0f, 2e-20f);            // a normal value is untouched
+    {
+      ScopedFlushDenormals nested;
+    }
+    EXPECT_EQ(a * b, 0.0f);  // the inner scope restored the outer one's mode
+  }
+  EXPECT_NE(a * b, 0.0f);  // and the outer one the thread's own
+  EXPECT_NE(denormal * 1.0f, 0.0f);
+}
+
 }  // namespace
 }  // namespace ecps

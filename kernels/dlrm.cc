@@ -152,6 +152,7 @@ void Dlrm::Forward(int batch, const float* dense_x, const float* pooled,
   if (batch <= 0) return;
   const int slices = Slices(batch);
   runner_.Run(slices, [&](int i) {
+    ScopedFlushDenormals flush;
     const int64_t b0 = ParallelRunner::PartBegin(batch, slices, i);
     const int n = static_cast<int>(ParallelRunner::PartBegin(batch, slices, i + 1) - b0);
     const float* logits =
@@ -168,6 +169,7 @@ float Dlrm::ForwardBackward(int batch, const float* dense_x, const float* pooled
                             const float* labels, const std::vector<const float*>& params,
                             float* d_pooled, const std::vector<float*>& grads, float* probs) {
   if (batch <= 0) return 0.0f;
+  ScopedFlushDenormals flush;  // on this thread; each slice below sets its own
   const int slices = Slices(batch);
   if (slices == 1) {
     return static_cast<float>(SliceForwardBackward(&workspaces_[0], batch, batch, dense_x,
@@ -178,6 +180,7 @@ float Dlrm::ForwardBackward(int batch, const float* dense_x, const float* pooled
   // Slice 0 writes the caller's gradients; the others their own, summed in afterwards.
   std::vector<double> losses(slices, 0.0);
   runner_.Run(slices, [&](int i) {
+    ScopedFlushDenormals flush;
     Workspace* ws = &workspaces_[i];
     std::vector<float*> slice_grads = grads;
     if (i > 0) {

@@ -15,6 +15,7 @@ worker_bench's are.
 Prints one line: "torch <model> threads=N samples_per_s=X".
 """
 import argparse
+import sys
 import time
 
 import numpy as np
@@ -69,8 +70,12 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--flush-denormal", action="store_true",
+                    help="torch.set_flush_denormal(True), as ecps' dense math does")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
+    if a.flush_denormal and not torch.set_flush_denormal(True):
+        sys.exit("dlrm_torch: this CPU cannot flush denormals")
     torch.manual_seed(42)
     cfg = MODELS[a.model]
     model = Dlrm(**cfg)
