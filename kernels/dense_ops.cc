@@ -66,57 +66,119 @@ void ReluBackwardInPlace(int64_t n, const float* y, float* dy) {
 
 namespace {
 
-// The interaction's kernels, one clone per instruction set (cpu_dispatch.h). Sums run in 16
-// fixed lanes whatever the instruction set, so every clone adds in the same order.
+// The interaction's kernels, one clone per instruction set (cpu_dispatch.h). Both keep
+// their running sums in arrays of kLanes floats that the vectoriser holds in registers, and
+// every sum adds in an order fixed by the code, not by the instruction set, so every clone
+// gives the same bits (and so do the GPU bodies, kernels/cuda/train_kernels.h).
 
 constexpr int kLanes = 16;
 
-// a . b over n floats: lanes of 16, then the rest.
-inline float Dot(const float* __restrict a, const float* __restrict b, int n) {
-  float lane[kLanes] = {};
-  int k = 0;
-  for (; k + kLanes <= n; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lane[l] += a[k + l] * b[k + l];
-  }
-  float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += lane[l];
-  for (; k < n; ++k) s += a[k] * b[k];
-  return s;
-}
+// kLanes floats as one value (GCC's and Clang's vector extension): each clone lowers it to
+// one AVX-512 register, two AVX2 ones or four SSE ones, element-wise IEEE either way. Plain
+// arrays of 16 leave the vectoriser splitting the sums into odd widths.
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 
-// yi += g * xj and yj += g * xi over n floats (four distinct rows).
-inline void CrossAxpy(float g, const float* __restrict xi, const float* __restrict xj,
-                      float* __restrict yi, float* __restrict yj, int n) {
-  for (int k = 0; k < n; ++k) {
-    yi[k] += g * xj[k];
-    yj[k] += g * xi[k];
-  }
+inline Lanes LoadLanes(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
 }
+inline void StoreLanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof(v)); }
 
+int RoundUpToLanes(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
+
+// Rows of the interaction's matrices computed together: four independent running sums keep
+// the adder busy where one sum's chain of dependent adds would leave it waiting.
+constexpr int kRows = 4;
+
+// Forward, one sample at a time: z's vectors are transposed into zt (dim x P, P = vectors
+// rounded up to kLanes, the padding lanes zero), so that the dots of vector i with the
+// vectors j0..j0+15 are kLanes running sums over k: acc[l] += z_i[k] * zt[k][j0 + l]. No
+// horizontal sums, and each dot adds its products in k order. Rows past the last (when
+// kRows does not divide the count) repeat the last row and store nothing.
 ECPS_CLONES void InteractionForwardImpl(int batch, int vectors, int dim, const float* z,
-                                        float* out, int out_stride) {
+                                        float* out, int out_stride, float* zt) {
   const int64_t sample = static_cast<int64_t>(vectors) * dim;
+  const int P = RoundUpToLanes(vectors);
+  for (int k = 0; k < dim; ++k) std::fill(zt + k * P + vectors, zt + (k + 1) * P, 0.0f);
   for (int b = 0; b < batch; ++b) {
     const float* zb = z + b * sample;
+    for (int j = 0; j < vectors; ++j) {
+      const float* zj = zb + j * dim;
+      for (int k = 0; k < dim; ++k) zt[k * P + j] = zj[k];
+    }
     float* o = out + static_cast<int64_t>(b) * out_stride;
-    for (int i = 1; i < vectors; ++i) {
-      const float* zi = zb + i * dim;
-      for (int j = 0; j < i; ++j) *o++ = Dot(zi, zb + j * dim, dim);
+    for (int j0 = 0; j0 + 1 < vectors; j0 += kLanes) {
+      for (int i0 = j0 + 1; i0 < vectors; i0 += kRows) {  // the rows i > j0
+        const float* r[kRows];
+        for (int q = 0; q < kRows; ++q) r[q] = zb + std::min(i0 + q, vectors - 1) * dim;
+        Lanes acc[kRows] = {};
+        const float* t = zt + j0;
+        for (int k = 0; k < dim; ++k, t += P) {
+          const Lanes tk = LoadLanes(t);
+          for (int q = 0; q < kRows; ++q) acc[q] += r[q][k] * tk;
+        }
+        for (int q = 0; q < kRows && i0 + q < vectors; ++q) {
+          const int i = i0 + q, n = std::min(kLanes, i - j0);
+          float* oi = o + i * (i - 1) / 2 + j0;
+          for (int l = 0; l < kLanes; ++l) {  // a masked store, not a call to memcpy
+            if (l < n) oi[l] = acc[q][l];
+          }
+        }
+      }
     }
   }
 }
 
+// Backward, one sample at a time: dz_v = sum over j != v, ascending, of g(v, j) * z_j, g
+// being the dots' gradients made symmetric (s = vectors x vectors). Each kLanes-wide piece
+// of dz_v is one running sum, written once (no zeroing, no read-modify-write of dz); kRows
+// rows v at a time share each load of z_j.
 ECPS_CLONES void InteractionBackwardImpl(int batch, int vectors, int dim, const float* z,
-                                         const float* d_out, int d_out_stride, float* dz) {
+                                         const float* d_out, int d_out_stride, float* dz,
+                                         float* s) {
   const int64_t sample = static_cast<int64_t>(vectors) * dim;
-  std::fill(dz, dz + batch * sample, 0.0f);
   for (int b = 0; b < batch; ++b) {
     const float* zb = z + b * sample;
     float* dzb = dz + b * sample;
     const float* g = d_out + static_cast<int64_t>(b) * d_out_stride;
     for (int i = 1; i < vectors; ++i) {
-      for (int j = 0; j < i; ++j) {
-        CrossAxpy(*g++, zb + i * dim, zb + j * dim, dzb + i * dim, dzb + j * dim, dim);
+      for (int j = 0; j < i; ++j) s[i * vectors + j] = s[j * vectors + i] = *g++;
+    }
+    for (int v0 = 0; v0 < vectors; v0 += kRows) {
+      const int rows = std::min(kRows, vectors - v0);
+      const float* sv[kRows];
+      for (int q = 0; q < kRows; ++q) sv[q] = s + std::min(v0 + q, vectors - 1) * vectors;
+      const int mid_end = std::min(v0 + kRows, vectors);  // j in [v0, mid_end) skips j == v
+      int k0 = 0;
+      for (; k0 + kLanes <= dim; k0 += kLanes) {
+        Lanes acc[kRows] = {};
+        const float* zk = zb + k0;
+        for (int j = 0; j < v0; ++j) {
+          const Lanes zj = LoadLanes(zk + j * dim);
+          for (int q = 0; q < kRows; ++q) acc[q] += sv[q][j] * zj;
+        }
+        for (int j = v0; j < mid_end; ++j) {
+          const Lanes zj = LoadLanes(zk + j * dim);
+          for (int q = 0; q < kRows; ++q) {
+            if (j != v0 + q) acc[q] += sv[q][j] * zj;
+          }
+        }
+        for (int j = mid_end; j < vectors; ++j) {
+          const Lanes zj = LoadLanes(zk + j * dim);
+          for (int q = 0; q < kRows; ++q) acc[q] += sv[q][j] * zj;
+        }
+        for (int q = 0; q < rows; ++q) StoreLanes(dzb + (v0 + q) * dim + k0, acc[q]);
+      }
+      for (int q = 0; q < rows && k0 < dim; ++q) {  // the last dim % kLanes floats
+        const int v = v0 + q, n = dim - k0;
+        float acc[kLanes] = {};
+        for (int j = 0; j < vectors; ++j) {
+          if (j == v) continue;
+          const float* zj = zb + j * dim + k0;
+          for (int l = 0; l < n; ++l) acc[l] += sv[q][j] * zj[l];
+        }
+        for (int l = 0; l < n; ++l) dzb[v * dim + k0 + l] = acc[l];
       }
     }
   }
@@ -124,14 +186,19 @@ ECPS_CLONES void InteractionBackwardImpl(int batch, int vectors, int dim, const 
 
 }  // namespace
 
+int64_t InteractionScratchFloats(int vectors, int dim) {
+  return std::max(static_cast<int64_t>(dim) * RoundUpToLanes(vectors),
+                  static_cast<int64_t>(vectors) * vectors);
+}
+
 void InteractionForward(int batch, int vectors, int dim, const float* z, float* out,
-                        int out_stride) {
-  InteractionForwardImpl(batch, vectors, dim, z, out, out_stride);
+                        int out_stride, float* scratch) {
+  InteractionForwardImpl(batch, vectors, dim, z, out, out_stride, scratch);
 }
 
 void InteractionBackward(int batch, int vectors, int dim, const float* z, const float* d_out,
-                         int d_out_stride, float* dz) {
-  InteractionBackwardImpl(batch, vectors, dim, z, d_out, d_out_stride, dz);
+                         int d_out_stride, float* dz, float* scratch) {
+  InteractionBackwardImpl(batch, vectors, dim, z, d_out, d_out_stride, dz, scratch);
 }
 
 float BceWithLogits(int batch, const float* logits, const float* labels, float* d_logits,

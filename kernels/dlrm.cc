@@ -98,6 +98,7 @@ void Dlrm::EnsureCapacity(Workspace* ws, int batch) const {
   ws->grad_b.resize(b * std::max(max_width_, top_in_));
   ws->dz.resize(b * vectors_ * dim_);
   ws->d_logits.resize(b);
+  ws->interaction.resize(InteractionScratchFloats(vectors_, dim_));
 }
 
 void Dlrm::InitDense(uint64_t seed, std::vector<std::vector<float>>* tensors) const {
@@ -136,7 +137,8 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
     std::memcpy(zb + d, pooled + static_cast<size_t>(b) * T * d, sizeof(float) * T * d);
     std::memcpy(ws->top_in.data() + static_cast<size_t>(b) * top_in_, zb, sizeof(float) * d);
   }
-  InteractionForward(batch, vectors_, d, ws->z.data(), ws->top_in.data() + d, top_in_);
+  InteractionForward(batch, vectors_, d, ws->z.data(), ws->top_in.data() + d, top_in_,
+                     ws->interaction.data());
   x = ws->top_in.data();
   for (size_t l = 0; l < top_.size(); ++l) {
     const Layer& L = top_[l];
@@ -244,7 +246,8 @@ double Dlrm::SliceForwardBackward(Workspace* ws, int batch, int mean_over, const
   // dy = d top_in (batch x top_in_). Interaction backward, then split dz.
   const int d = dim_, T = num_sparse_;
   const size_t zs = static_cast<size_t>(vectors_) * d;
-  InteractionBackward(batch, vectors_, d, ws->z.data(), dy + d, top_in_, ws->dz.data());
+  InteractionBackward(batch, vectors_, d, ws->z.data(), dy + d, top_in_, ws->dz.data(),
+                      ws->interaction.data());
   float* d_bottom = bufs[next];
   next ^= 1;
   for (int b = 0; b < batch; ++b) {

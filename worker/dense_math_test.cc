@@ -44,7 +44,8 @@ TEST(GpuBodies, InteractionIsTheCpuKernelsBits) {
     const int batch = 5, vectors = 9, pairs = InteractionPairs(vectors), stride = pairs + 3;
     const std::vector<float> z = Random(static_cast<size_t>(batch) * vectors * dim, dim);
     std::vector<float> cpu(static_cast<size_t>(batch) * stride, 0.0f), body = cpu;
-    InteractionForward(batch, vectors, dim, z.data(), cpu.data(), stride);
+    std::vector<float> scratch(InteractionScratchFloats(vectors, dim));
+    InteractionForward(batch, vectors, dim, z.data(), cpu.data(), stride, scratch.data());
     ForEachIndex(static_cast<int64_t>(batch) * pairs, [&](int64_t i) {
       gpu::InteractionForwardAt(i, vectors, dim, z.data(), body.data(), stride);
     });
@@ -52,7 +53,8 @@ TEST(GpuBodies, InteractionIsTheCpuKernelsBits) {
 
     const std::vector<float> d_out = Random(cpu.size(), dim + 1);
     std::vector<float> dz_cpu(z.size()), dz_body(z.size(), -1.0f);
-    InteractionBackward(batch, vectors, dim, z.data(), d_out.data(), stride, dz_cpu.data());
+    InteractionBackward(batch, vectors, dim, z.data(), d_out.data(), stride, dz_cpu.data(),
+                        scratch.data());
     ForEachIndex(static_cast<int64_t>(z.size()), [&](int64_t i) {
       gpu::InteractionBackwardAt(i, vectors, dim, z.data(), d_out.data(), stride, dz_body.data());
     });

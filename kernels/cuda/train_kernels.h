@@ -76,8 +76,8 @@ ECPS_HD void GatherInteractionInputAt(int64_t i, int num_sparse, int dim, const 
   z[i] = value;
 }
 
-// One dot product of the interaction (i over batch * pairs): sums in 16 fixed lanes, then
-// the lanes, then the rest, as kernels/dense_ops.cc's Dot.
+// One dot product of the interaction (i over batch * pairs): its products added in k order,
+// as kernels/dense_ops.cc's InteractionForward.
 ECPS_HD void InteractionForwardAt(int64_t i, int vectors, int dim, const float* z, float* out,
                                   int out_stride) {
   const int pairs = vectors * (vectors - 1) / 2;
@@ -86,16 +86,8 @@ ECPS_HD void InteractionForwardAt(int64_t i, int vectors, int dim, const float* 
   PairOf(static_cast<int>(i % pairs), &r, &c);
   const float* zr = z + (b * vectors + r) * dim;
   const float* zc = z + (b * vectors + c) * dim;
-  constexpr int kLanes = 16;
-  float lane[kLanes];
-  for (int l = 0; l < kLanes; ++l) lane[l] = 0.0f;
-  int k = 0;
-  for (; k + kLanes <= dim; k += kLanes) {
-    for (int l = 0; l < kLanes; ++l) lane[l] += zr[k + l] * zc[k + l];
-  }
   float s = 0.0f;
-  for (int l = 0; l < kLanes; ++l) s += lane[l];
-  for (; k < dim; ++k) s += zr[k] * zc[k];
+  for (int k = 0; k < dim; ++k) s += zr[k] * zc[k];
   out[b * out_stride + i % pairs] = s;
 }
 
