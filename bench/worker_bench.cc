@@ -134,19 +134,22 @@ BENCHMARK(BM_ForwardBackward)
 void BM_Interaction(benchmark::State& state) {
   const int dim = static_cast<int>(state.range(0)), vectors = 27;
   const int pairs = InteractionPairs(vectors), stride = dim + pairs;
-  std::vector<float> z(static_cast<size_t>(kBatch) * vectors * dim), dz(z.size());
+  std::vector<float> first(static_cast<size_t>(kBatch) * dim), d_first(first.size());
+  std::vector<float> rest(first.size() * (vectors - 1)), d_rest(rest.size());
   std::vector<float> out(static_cast<size_t>(kBatch) * stride);
   std::vector<float> scratch(InteractionScratchFloats(vectors, dim));
-  for (size_t i = 0; i < z.size(); ++i) z[i] = 0.01f * static_cast<float>(i % 29) - 0.14f;
+  for (size_t i = 0; i < first.size(); ++i) first[i] = 0.01f * static_cast<float>(i % 23) - 0.1f;
+  for (size_t i = 0; i < rest.size(); ++i) rest[i] = 0.01f * static_cast<float>(i % 29) - 0.14f;
   for (size_t i = 0; i < out.size(); ++i) out[i] = 0.001f * static_cast<float>(i % 31) - 0.015f;
   for (auto _ : state) {
     if (state.range(1) == 0) {
-      InteractionForward(kBatch, vectors, dim, z.data(), out.data() + dim, stride, scratch.data());
+      InteractionForward(kBatch, vectors, dim, first.data(), rest.data(), out.data() + dim,
+                         stride, scratch.data());
       benchmark::DoNotOptimize(out.data());
     } else {
-      InteractionBackward(kBatch, vectors, dim, z.data(), out.data() + dim, stride, dz.data(),
-                          scratch.data());
-      benchmark::DoNotOptimize(dz.data());
+      InteractionBackward(kBatch, vectors, dim, first.data(), rest.data(), out.data() + dim,
+                          stride, d_first.data(), d_rest.data(), scratch.data());
+      benchmark::DoNotOptimize(d_rest.data());
     }
   }
   state.SetItemsProcessed(state.iterations() * kBatch);

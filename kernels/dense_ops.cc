@@ -91,27 +91,34 @@ int RoundUpToLanes(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
 // the adder busy where one sum's chain of dependent adds would leave it waiting.
 constexpr int kRows = 4;
 
-// Forward, one sample at a time: z's vectors are transposed into zt (dim x P, P = vectors
+// Vector j of one sample: the first (j = 0) or one of the rest.
+inline const float* Vector(const float* first, const float* rest, int j, int dim) {
+  return j == 0 ? first : rest + static_cast<int64_t>(j - 1) * dim;
+}
+
+// Forward, one sample at a time: its vectors are transposed into zt (dim x P, P = vectors
 // rounded up to kLanes, the padding lanes zero), so that the dots of vector i with the
 // vectors j0..j0+15 are kLanes running sums over k: acc[l] += z_i[k] * zt[k][j0 + l]. No
 // horizontal sums, and each dot adds its products in k order. Rows past the last (when
 // kRows does not divide the count) repeat the last row and store nothing.
-ECPS_CLONES void InteractionForwardImpl(int batch, int vectors, int dim, const float* z,
-                                        float* out, int out_stride, float* zt) {
-  const int64_t sample = static_cast<int64_t>(vectors) * dim;
+ECPS_CLONES void InteractionForwardImpl(int batch, int vectors, int dim, const float* first,
+                                        const float* rest, float* out, int out_stride,
+                                        float* zt) {
+  const int64_t rest_size = static_cast<int64_t>(vectors - 1) * dim;
   const int P = RoundUpToLanes(vectors);
   for (int k = 0; k < dim; ++k) std::fill(zt + k * P + vectors, zt + (k + 1) * P, 0.0f);
   for (int b = 0; b < batch; ++b) {
-    const float* zb = z + b * sample;
+    const float* z0 = first + static_cast<int64_t>(b) * dim;
+    const float* zr = rest + b * rest_size;
     for (int j = 0; j < vectors; ++j) {
-      const float* zj = zb + j * dim;
+      const float* zj = Vector(z0, zr, j, dim);
       for (int k = 0; k < dim; ++k) zt[k * P + j] = zj[k];
     }
     float* o = out + static_cast<int64_t>(b) * out_stride;
     for (int j0 = 0; j0 + 1 < vectors; j0 += kLanes) {
       for (int i0 = j0 + 1; i0 < vectors; i0 += kRows) {  // the rows i > j0
         const float* r[kRows];
-        for (int q = 0; q < kRows; ++q) r[q] = zb + std::min(i0 + q, vectors - 1) * dim;
+        for (int q = 0; q < kRows; ++q) r[q] = Vector(z0, zr, std::min(i0 + q, vectors - 1), dim);
         Lanes acc[kRows] = {};
         const float* t = zt + j0;
         for (int k = 0; k < dim; ++k, t += P) {
@@ -134,13 +141,17 @@ ECPS_CLONES void InteractionForwardImpl(int batch, int vectors, int dim, const f
 // being the dots' gradients made symmetric (s = vectors x vectors). Each kLanes-wide piece
 // of dz_v is one running sum, written once (no zeroing, no read-modify-write of dz); kRows
 // rows v at a time share each load of z_j.
-ECPS_CLONES void InteractionBackwardImpl(int batch, int vectors, int dim, const float* z,
-                                         const float* d_out, int d_out_stride, float* dz,
+ECPS_CLONES void InteractionBackwardImpl(int batch, int vectors, int dim, const float* first,
+                                         const float* rest, const float* d_out,
+                                         int d_out_stride, float* d_first, float* d_rest,
                                          float* s) {
-  const int64_t sample = static_cast<int64_t>(vectors) * dim;
+  const int64_t rest_size = static_cast<int64_t>(vectors - 1) * dim;
   for (int b = 0; b < batch; ++b) {
-    const float* zb = z + b * sample;
-    float* dzb = dz + b * sample;
+    const float* z0 = first + static_cast<int64_t>(b) * dim;
+    const float* zr = rest + b * rest_size;
+    float* dz0 = d_first + static_cast<int64_t>(b) * dim;
+    float* dzr = d_rest + b * rest_size;
+    auto out_row = [&](int v) { return v == 0 ? dz0 : dzr + static_cast<int64_t>(v - 1) * dim; };
     const float* g = d_out + static_cast<int64_t>(b) * d_out_stride;
     for (int i = 1; i < vectors; ++i) {
       for (int j = 0; j < i; ++j) s[i * vectors + j] = s[j * vectors + i] = *g++;
@@ -153,32 +164,32 @@ ECPS_CLONES void InteractionBackwardImpl(int batch, int vectors, int dim, const 
       int k0 = 0;
       for (; k0 + kLanes <= dim; k0 += kLanes) {
         Lanes acc[kRows] = {};
-        const float* zk = zb + k0;
         for (int j = 0; j < v0; ++j) {
-          const Lanes zj = LoadLanes(zk + j * dim);
+          const Lanes zj = LoadLanes(Vector(z0, zr, j, dim) + k0);
           for (int q = 0; q < kRows; ++q) acc[q] += sv[q][j] * zj;
         }
         for (int j = v0; j < mid_end; ++j) {
-          const Lanes zj = LoadLanes(zk + j * dim);
+          const Lanes zj = LoadLanes(Vector(z0, zr, j, dim) + k0);
           for (int q = 0; q < kRows; ++q) {
             if (j != v0 + q) acc[q] += sv[q][j] * zj;
           }
         }
         for (int j = mid_end; j < vectors; ++j) {
-          const Lanes zj = LoadLanes(zk + j * dim);
+          const Lanes zj = LoadLanes(Vector(z0, zr, j, dim) + k0);
           for (int q = 0; q < kRows; ++q) acc[q] += sv[q][j] * zj;
         }
-        for (int q = 0; q < rows; ++q) StoreLanes(dzb + (v0 + q) * dim + k0, acc[q]);
+        for (int q = 0; q < rows; ++q) StoreLanes(out_row(v0 + q) + k0, acc[q]);
       }
       for (int q = 0; q < rows && k0 < dim; ++q) {  // the last dim % kLanes floats
         const int v = v0 + q, n = dim - k0;
         float acc[kLanes] = {};
         for (int j = 0; j < vectors; ++j) {
           if (j == v) continue;
-          const float* zj = zb + j * dim + k0;
+          const float* zj = Vector(z0, zr, j, dim) + k0;
           for (int l = 0; l < n; ++l) acc[l] += sv[q][j] * zj[l];
         }
-        for (int l = 0; l < n; ++l) dzb[v * dim + k0 + l] = acc[l];
+        float* d = out_row(v) + k0;
+        for (int l = 0; l < n; ++l) d[l] = acc[l];
       }
     }
   }
@@ -191,14 +202,16 @@ int64_t InteractionScratchFloats(int vectors, int dim) {
                   static_cast<int64_t>(vectors) * vectors);
 }
 
-void InteractionForward(int batch, int vectors, int dim, const float* z, float* out,
-                        int out_stride, float* scratch) {
-  InteractionForwardImpl(batch, vectors, dim, z, out, out_stride, scratch);
+void InteractionForward(int batch, int vectors, int dim, const float* first, const float* rest,
+                        float* out, int out_stride, float* scratch) {
+  InteractionForwardImpl(batch, vectors, dim, first, rest, out, out_stride, scratch);
 }
 
-void InteractionBackward(int batch, int vectors, int dim, const float* z, const float* d_out,
-                         int d_out_stride, float* dz, float* scratch) {
-  InteractionBackwardImpl(batch, vectors, dim, z, d_out, d_out_stride, dz, scratch);
+void InteractionBackward(int batch, int vectors, int dim, const float* first, const float* rest,
+                         const float* d_out, int d_out_stride, float* d_first, float* d_rest,
+                         float* scratch) {
+  InteractionBackwardImpl(batch, vectors, dim, first, rest, d_out, d_out_stride, d_first, d_rest,
+                          scratch);
 }
 
 float BceWithLogits(int batch, const float* logits, const float* labels, float* d_logits,

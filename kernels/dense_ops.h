@@ -51,17 +51,21 @@ inline int InteractionPairs(int vectors) { return vectors * (vectors - 1) / 2; }
 // Floats of scratch the interaction needs (either direction), for any batch.
 int64_t InteractionScratchFloats(int vectors, int dim);
 
-// Pairwise dot interaction. z: batch x vectors x dim (each sample contiguous). For each
-// sample writes the dot products <z_i, z_j> for i = 1..vectors-1, j = 0..i-1 (in that
-// order) to out + b*out_stride; each dot adds its products in k order. scratch:
+// Pairwise dot interaction of `vectors` vectors of `dim` floats per sample: vector 0 of
+// sample b is first + b*dim (first: batch x dim, the bottom MLP's output), vector v > 0 is
+// rest + (b*(vectors-1) + v-1)*dim (rest: batch x (vectors-1) x dim, the pooled embeddings).
+// For each sample writes the dot products <z_i, z_j> for i = 1..vectors-1, j = 0..i-1 (in
+// that order) to out + b*out_stride; each dot adds its products in k order. scratch:
 // InteractionScratchFloats(vectors, dim) floats.
-void InteractionForward(int batch, int vectors, int dim, const float* z, float* out,
-                        int out_stride, float* scratch);
+void InteractionForward(int batch, int vectors, int dim, const float* first, const float* rest,
+                        float* out, int out_stride, float* scratch);
 
-// Backward of InteractionForward: dz (batch x vectors x dim) from d_out (same layout as out);
-// dz_v's element k sums g(v, j) * z_j[k] over j != v in ascending j. scratch as above.
-void InteractionBackward(int batch, int vectors, int dim, const float* z, const float* d_out,
-                         int d_out_stride, float* dz, float* scratch);
+// Backward of InteractionForward: from d_out (same layout as out) the gradients of the
+// vectors, in first's and rest's layouts: d_first (batch x dim) and d_rest. dz_v's element k
+// sums g(v, j) * z_j[k] over j != v in ascending j. scratch as above.
+void InteractionBackward(int batch, int vectors, int dim, const float* first, const float* rest,
+                         const float* d_out, int d_out_stride, float* d_first, float* d_rest,
+                         float* scratch);
 
 // Binary cross-entropy on logits, numerically stable. Returns the mean loss over the batch;
 // d_logits[b] = (sigmoid(logit_b) - label_b) / batch (the gradient of the MEAN loss);

@@ -114,17 +114,20 @@ TEST(DenseOps, InteractionMatchesFiniteDifferences) {
   for (auto [F, dim] : {std::pair{6, 16}, std::pair{6, 5}, std::pair{19, 3}}) {
     const int B = 3, P = InteractionPairs(F), stride = P + 2;
     std::vector<float> scratch(InteractionScratchFloats(F, dim));
-    auto z = Random(B * F * dim, &rng);
+    auto first = Random(B * dim, &rng), rest = Random(B * (F - 1) * dim, &rng);
     auto r = Random(B * stride, &rng);
     for (int b = 0; b < B; ++b) r[b * stride + P] = r[b * stride + P + 1] = 0;  // padding
     std::vector<float> out(B * stride, 0.0f);
     auto loss = [&] {
-      InteractionForward(B, F, dim, z.data(), out.data(), stride, scratch.data());
+      InteractionForward(B, F, dim, first.data(), rest.data(), out.data(), stride,
+                         scratch.data());
       return Weighted(out, r);
     };
-    std::vector<float> dz(B * F * dim);
-    InteractionBackward(B, F, dim, z.data(), r.data(), stride, dz.data(), scratch.data());
-    CheckGrad("z", &z, dz, loss);
+    std::vector<float> d_first(first.size()), d_rest(rest.size());
+    InteractionBackward(B, F, dim, first.data(), rest.data(), r.data(), stride, d_first.data(),
+                        d_rest.data(), scratch.data());
+    CheckGrad("first", &first, d_first, loss);
+    CheckGrad("rest", &rest, d_rest, loss);
   }
 }
 
@@ -136,32 +139,39 @@ TEST(DenseOps, InteractionAddsInItsStatedOrder) {
   for (int F : {2, 3, 16, 17, 27}) {
     for (int dim : {1, 5, 16, 37}) {
       const int B = 2, P = InteractionPairs(F), stride = P + 1;
-      const auto z = Random(B * F * dim, &rng);
+      const auto first = Random(B * dim, &rng), rest = Random(B * (F - 1) * dim, &rng);
       const auto g = Random(B * stride, &rng);
       std::vector<float> scratch(InteractionScratchFloats(F, dim), std::nanf(""));
-      std::vector<float> out(B * stride, -7.0f), dz(B * F * dim, std::nanf(""));
-      InteractionForward(B, F, dim, z.data(), out.data(), stride, scratch.data());
+      std::vector<float> out(B * stride, -7.0f);
+      std::vector<float> d_first(first.size(), std::nanf("")), d_rest(rest.size(), std::nanf(""));
+      InteractionForward(B, F, dim, first.data(), rest.data(), out.data(), stride,
+                         scratch.data());
       std::fill(scratch.begin(), scratch.end(), std::nanf(""));
-      InteractionBackward(B, F, dim, z.data(), g.data(), stride, dz.data(), scratch.data());
+      InteractionBackward(B, F, dim, first.data(), rest.data(), g.data(), stride,
+                          d_first.data(), d_rest.data(), scratch.data());
       for (int b = 0; b < B; ++b) {
-        const float* zb = z.data() + b * F * dim;
+        auto z = [&](int v) {
+          return v == 0 ? first.data() + b * dim : rest.data() + (b * (F - 1) + v - 1) * dim;
+        };
         auto pair = [&](int i, int j) { return i * (i - 1) / 2 + j; };  // j < i
         for (int i = 1; i < F; ++i) {
           for (int j = 0; j < i; ++j) {
             float s = 0.0f;
-            for (int k = 0; k < dim; ++k) s += zb[i * dim + k] * zb[j * dim + k];
+            for (int k = 0; k < dim; ++k) s += z(i)[k] * z(j)[k];
             ASSERT_EQ(out[b * stride + pair(i, j)], s) << F << " " << dim << " " << i << " " << j;
           }
         }
         EXPECT_EQ(out[b * stride + P], -7.0f);  // past the pairs: untouched
         for (int v = 0; v < F; ++v) {
+          const float* got =
+              v == 0 ? d_first.data() + b * dim : d_rest.data() + (b * (F - 1) + v - 1) * dim;
           for (int k = 0; k < dim; ++k) {
             float s = 0.0f;
             for (int j = 0; j < F; ++j) {
               if (j == v) continue;
-              s += g[b * stride + (j < v ? pair(v, j) : pair(j, v))] * zb[j * dim + k];
+              s += g[b * stride + (j < v ? pair(v, j) : pair(j, v))] * z(j)[k];
             }
-            ASSERT_EQ(dz[(b * F + v) * dim + k], s) << F << " " << dim << " " << v << " " << k;
+            ASSERT_EQ(got[k], s) << F << " " << dim << " " << v << " " << k;
           }
         }
       }
@@ -171,10 +181,10 @@ TEST(DenseOps, InteractionAddsInItsStatedOrder) {
 
 TEST(DenseOps, InteractionOrder) {
   // vectors z0=(1,0), z1=(2,3), z2=(4,5): pairs (1,0),(2,0),(2,1) = 2, 4, 23.
-  const float z[6] = {1, 0, 2, 3, 4, 5};
+  const float first[2] = {1, 0}, rest[4] = {2, 3, 4, 5};
   float out[3];
   std::vector<float> scratch(InteractionScratchFloats(3, 2));
-  InteractionForward(1, 3, 2, z, out, 3, scratch.data());
+  InteractionForward(1, 3, 2, first, rest, out, 3, scratch.data());
   EXPECT_FLOAT_EQ(out[0], 2);
   EXPECT_FLOAT_EQ(out[1], 4);
   EXPECT_FLOAT_EQ(out[2], 23);

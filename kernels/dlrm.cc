@@ -92,11 +92,9 @@ void Dlrm::EnsureCapacity(Workspace* ws, int batch) const {
   for (size_t l = 0; l < bottom_.size(); ++l) ws->bottom_act[l].resize(b * bottom_[l].out);
   ws->top_act.resize(top_.size());
   for (size_t l = 0; l < top_.size(); ++l) ws->top_act[l].resize(b * top_[l].out);
-  ws->z.resize(b * vectors_ * dim_);
   ws->top_in.resize(b * top_in_);
   ws->grad_a.resize(b * std::max(max_width_, top_in_));
   ws->grad_b.resize(b * std::max(max_width_, top_in_));
-  ws->dz.resize(b * vectors_ * dim_);
   ws->d_logits.resize(b);
   ws->interaction.resize(InteractionScratchFloats(vectors_, dim_));
 }
@@ -128,16 +126,14 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
                   ws->bottom_act[l].data());
     x = ws->bottom_act[l].data();
   }
-  // z = [bottom_out, pooled_0..pooled_{T-1}] per sample; top input = [bottom_out, dots].
-  const int d = dim_, T = num_sparse_;
-  const size_t zs = static_cast<size_t>(vectors_) * d;
+  // The interaction's vectors are [bottom_out, pooled_0..pooled_{T-1}] per sample, read where
+  // they are; top input = [bottom_out, dots].
+  const int d = dim_;
   for (int b = 0; b < batch; ++b) {
-    float* zb = ws->z.data() + b * zs;
-    std::memcpy(zb, x + static_cast<size_t>(b) * d, sizeof(float) * d);
-    std::memcpy(zb + d, pooled + static_cast<size_t>(b) * T * d, sizeof(float) * T * d);
-    std::memcpy(ws->top_in.data() + static_cast<size_t>(b) * top_in_, zb, sizeof(float) * d);
+    std::memcpy(ws->top_in.data() + static_cast<size_t>(b) * top_in_,
+                x + static_cast<size_t>(b) * d, sizeof(float) * d);
   }
-  InteractionForward(batch, vectors_, d, ws->z.data(), ws->top_in.data() + d, top_in_,
+  InteractionForward(batch, vectors_, d, x, pooled, ws->top_in.data() + d, top_in_,
                      ws->interaction.data());
   x = ws->top_in.data();
   for (size_t l = 0; l < top_.size(); ++l) {
@@ -243,23 +239,22 @@ double Dlrm::SliceForwardBackward(Workspace* ws, int batch, int mean_over, const
     dy = dx;
     next ^= 1;
   }
-  // dy = d top_in (batch x top_in_). Interaction backward, then split dz.
-  const int d = dim_, T = num_sparse_;
-  const size_t zs = static_cast<size_t>(vectors_) * d;
-  InteractionBackward(batch, vectors_, d, ws->z.data(), dy + d, top_in_, ws->dz.data(),
-                      ws->interaction.data());
+  // dy = d top_in (batch x top_in_). The interaction's backward writes d_pooled and, for the
+  // bottom output, what reaches it through the dots; add what reaches it directly, then its
+  // ReLU's mask (every bottom layer has one).
+  const int d = dim_;
+  const float* bottom_out = ws->bottom_act.back().data();
   float* d_bottom = bufs[next];
   next ^= 1;
+  InteractionBackward(batch, vectors_, d, bottom_out, pooled, dy + d, top_in_, d_bottom, d_pooled,
+                      ws->interaction.data());
   for (int b = 0; b < batch; ++b) {
-    const float* dzb = ws->dz.data() + b * zs;
     const float* direct = dy + static_cast<size_t>(b) * top_in_;
+    const float* y = bottom_out + static_cast<size_t>(b) * d;
     float* db = d_bottom + static_cast<size_t>(b) * d;
-    for (int k = 0; k < d; ++k) db[k] = dzb[k] + direct[k];
-    std::memcpy(d_pooled + static_cast<size_t>(b) * T * d, dzb + d, sizeof(float) * T * d);
+    for (int k = 0; k < d; ++k) db[k] = y[k] > 0.0f ? db[k] + direct[k] : 0.0f;
   }
-  // Bottom MLP: every layer has a ReLU.
   dy = d_bottom;
-  ReluBackwardInPlace(static_cast<int64_t>(batch) * d, ws->bottom_act.back().data(), d_bottom);
   for (int l = static_cast<int>(bottom_.size()) - 1; l >= 0; --l) {
     const Layer& L = bottom_[l];
     const float* x = l > 0 ? ws->bottom_act[l - 1].data() : dense_x;

@@ -79,13 +79,13 @@ class Dlrm {
     int w;  // index of the weight tensor; the bias is w + 1
   };
 
-  // The scratch of one slice of a batch: activations of every layer, interaction input z,
-  // top input, two gradient buffers, dz, logits' gradient, the interaction's scratch; for slices after the first, the
+  // The scratch of one slice of a batch: activations of every layer, top input, two gradient
+  // buffers, logits' gradient, the interaction's scratch; for slices after the first, the
   // dense gradients of the slice (summed into the caller's afterwards).
   struct Workspace {
     int capacity = 0;
     std::vector<std::vector<float>> bottom_act, top_act;
-    std::vector<float> z, top_in, grad_a, grad_b, dz, d_logits, interaction;
+    std::vector<float> top_in, grad_a, grad_b, d_logits, interaction;
     std::vector<std::vector<float>> grads;
   };
 

@@ -39,22 +39,37 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+// The bodies take z in one array (batch x vectors x dim); the CPU kernel takes its first
+// vector and the rest apart: split z for it, and join its gradients back.
 TEST(GpuBodies, InteractionIsTheCpuKernelsBits) {
   for (int dim : {4, 16, 37, 128}) {
     const int batch = 5, vectors = 9, pairs = InteractionPairs(vectors), stride = pairs + 3;
-    const std::vector<float> z = Random(static_cast<size_t>(batch) * vectors * dim, dim);
+    const size_t sample = static_cast<size_t>(vectors) * dim;
+    const std::vector<float> z = Random(batch * sample, dim);
+    std::vector<float> first, rest;
+    for (int b = 0; b < batch; ++b) {
+      first.insert(first.end(), z.begin() + b * sample, z.begin() + b * sample + dim);
+      rest.insert(rest.end(), z.begin() + b * sample + dim, z.begin() + (b + 1) * sample);
+    }
     std::vector<float> cpu(static_cast<size_t>(batch) * stride, 0.0f), body = cpu;
     std::vector<float> scratch(InteractionScratchFloats(vectors, dim));
-    InteractionForward(batch, vectors, dim, z.data(), cpu.data(), stride, scratch.data());
+    InteractionForward(batch, vectors, dim, first.data(), rest.data(), cpu.data(), stride,
+                       scratch.data());
     ForEachIndex(static_cast<int64_t>(batch) * pairs, [&](int64_t i) {
       gpu::InteractionForwardAt(i, vectors, dim, z.data(), body.data(), stride);
     });
     EXPECT_EQ(body, cpu) << "forward, dim " << dim;
 
     const std::vector<float> d_out = Random(cpu.size(), dim + 1);
-    std::vector<float> dz_cpu(z.size()), dz_body(z.size(), -1.0f);
-    InteractionBackward(batch, vectors, dim, z.data(), d_out.data(), stride, dz_cpu.data(),
-                        scratch.data());
+    std::vector<float> d_first(first.size()), d_rest(rest.size()), dz_body(z.size(), -1.0f);
+    InteractionBackward(batch, vectors, dim, first.data(), rest.data(), d_out.data(), stride,
+                        d_first.data(), d_rest.data(), scratch.data());
+    std::vector<float> dz_cpu;
+    for (int b = 0; b < batch; ++b) {
+      dz_cpu.insert(dz_cpu.end(), d_first.begin() + b * dim, d_first.begin() + (b + 1) * dim);
+      dz_cpu.insert(dz_cpu.end(), d_rest.begin() + b * (sample - dim),
+                    d_rest.begin() + (b + 1) * (sample - dim));
+    }
     ForEachIndex(static_cast<int64_t>(z.size()), [&](int64_t i) {
       gpu::InteractionBackwardAt(i, vectors, dim, z.data(), d_out.data(), stride, dz_body.data());
     });
