@@ -27,6 +27,9 @@ void DrillRunner::Run(const v1::StatusResponse& st, double t, CoordinatorClient*
     for (const auto& n : st.nodes()) {
       if (n.role() != role || n.id() != f.target || n.state() == v1::NODE_DEAD) continue;
       if (n.state() == v1::NODE_FINISHED) continue;
+      // A process an earlier drill killed or stopped holds the role only until the
+      // coordinator notices: the next drill on that target is for its replacement.
+      if (IsVictim(static_cast<pid_t>(n.pid()))) continue;
       index = ChildWithPid(n.pid());
       pid = n.pid();
     }
