@@ -60,8 +60,28 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
   }
 }
 
-void ReluBackwardInPlace(int64_t n, const float* y, float* dy) {
+namespace {
+
+ECPS_CLONES void ReluBackwardImpl(int64_t n, const float* __restrict y, float* __restrict dy) {
   for (int64_t i = 0; i < n; ++i) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+ECPS_CLONES void ScatterAddRowsImpl(int64_t n, const int32_t* index, int64_t index_stride,
+                                    const float* src, int64_t src_stride, int dim, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* __restrict g = out + static_cast<int64_t>(index[i * index_stride]) * dim;
+    const float* __restrict d = src + i * src_stride;
+    for (int k = 0; k < dim; ++k) g[k] += d[k];
+  }
+}
+
+}  // namespace
+
+void ReluBackwardInPlace(int64_t n, const float* y, float* dy) { ReluBackwardImpl(n, y, dy); }
+
+void ScatterAddRows(int64_t n, const int32_t* index, int64_t index_stride, const float* src,
+                    int64_t src_stride, int dim, float* out) {
+  ScatterAddRowsImpl(n, index, index_stride, src, src_stride, dim, out);
 }
 
 namespace {

@@ -45,6 +45,11 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
 // dy[i] = 0 where y[i] <= 0 (y is the ReLU's output).
 void ReluBackwardInPlace(int64_t n, const float* y, float* dy);
 
+// out[index[i * index_stride] * dim + k] += src[i * src_stride + k] for i = 0..n-1 in order,
+// k < dim: the scatter-add of embedding-bag gradients into their unique rows.
+void ScatterAddRows(int64_t n, const int32_t* index, int64_t index_stride, const float* src,
+                    int64_t src_stride, int dim, float* out);
+
 // Number of strictly-lower-triangle pairs of `vectors` vectors: vectors*(vectors-1)/2.
 inline int InteractionPairs(int vectors) { return vectors * (vectors - 1) / 2; }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/dense_ops.h"
+
 namespace ecps {
 
 int64_t UniqueIds::total_rows() const {
@@ -114,12 +116,8 @@ void AggregateRowGrads(const int32_t* index, const std::vector<int64_t>& row_cou
   auto table = [&](int t) {
     float* out = grads[t];
     std::fill(out, out + row_count[t] * dim, 0.0f);
-    for (int s = 0; s < batch; ++s) {
-      const size_t slot = static_cast<size_t>(s) * num_sparse + t;
-      float* g = out + static_cast<size_t>(index[slot]) * dim;
-      const float* d = d_pooled + slot * dim;
-      for (int k = 0; k < dim; ++k) g[k] += d[k];
-    }
+    ScatterAddRows(batch, index + t, num_sparse, d_pooled + static_cast<int64_t>(t) * dim,
+                   static_cast<int64_t>(num_sparse) * dim, dim, out);
   };
   if (runner == nullptr || runner->threads() == 1) {
     for (int t = 0; t < num_sparse; ++t) table(t);
