@@ -31,8 +31,10 @@ for ((rep = 1; rep <= repeats; rep++)); do
         "$python" -c 'import json,sys; print(json.load(sys.stdin)["benchmarks"][0]["items_per_second"])')"
       # PyTorch's GEMMs go to Debian's OpenBLAS, whose own threads torch.set_num_threads does
       # not bound: without OPENBLAS_NUM_THREADS its "1 thread" runs GEMMs on every core.
+      # --flush-denormal: as ecps' dense math does; without it PyTorch slows several-fold once
+      # the heavy model's gradients reach the denormal range (after a few dozen steps).
       torch="$(OPENBLAS_NUM_THREADS="$threads" "$python" "$root/bench/peer/dlrm_torch.py" \
-        --model "$model" --threads "$threads" \
+        --model "$model" --threads "$threads" --flush-denormal \
         --steps "$([ "$model" = heavy ] && echo 8 || echo 30)" | sed 's/.*samples_per_s=//')"
       echo "$model $threads $ecps $torch" >>"$results"
       echo "run $rep: $model, $threads thread(s): ecps $(printf %.0f "$ecps"), torch $torch samples/s" >&2
