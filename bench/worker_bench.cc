@@ -8,6 +8,8 @@
 //                                       cluster.worker_threads = <threads>.
 //   BM_TrainStepBlasThreads/<n>:        the same on one thread with BLAS on n (the old way).
 //   BM_TrainStepHeavy[BlasThreads]/<n>: the same on ECRec's compute-heavy model (HeavyJob).
+//   BM_TrainStep[Heavy]OpenBlas/<n>:    the same with the GEMMs on OpenBLAS rather than the
+//                                       default (oneDNN where the build has it).
 //   BM_ForwardBackward/threads:<n>/heavy:<0|1>: Dlrm::ForwardBackward only (the dense math),
 //                                       on the quickstart (0) or the heavy (1) model.
 //   BM_SyntheticBatch:                  generating one batch of synthetic data.
@@ -61,7 +63,14 @@ std::vector<Batch> MakeBatches(const JobSpec& s) {
 // The whole step on `threads` threads (cluster.worker_threads; BLAS single-threaded), or
 // with blas_threads > 0 the step on one thread and BLAS on blas_threads (the code before the
 // step was parallel), for a side-by-side ratio.
-void TrainStep(benchmark::State& state, JobSpec spec, int threads, int blas_threads) {
+void TrainStep(benchmark::State& state, JobSpec spec, int threads, int blas_threads,
+               GemmLibrary gemm = CurrentGemmLibrary()) {
+  const GemmLibrary was = CurrentGemmLibrary();
+  if (!SetGemmLibrary(gemm)) {
+    state.SkipWithError("this build has no oneDNN");
+    return;
+  }
+  state.SetLabel(GemmLibraryName(gemm));
   spec.cluster.worker_threads = threads;
   auto trainer = LocalTrainer::Create(spec);
   if (blas_threads > 0) SetBlasThreads(blas_threads);
@@ -77,6 +86,7 @@ void TrainStep(benchmark::State& state, JobSpec spec, int threads, int blas_thre
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
   SetBlasThreads(1);
+  SetGemmLibrary(was);
 }
 void BM_TrainStep(benchmark::State& state) {
   TrainStep(state, QuickstartJob(), static_cast<int>(state.range(0)), 0);
@@ -94,6 +104,14 @@ void BM_TrainStepHeavyBlasThreads(benchmark::State& state) {
   TrainStep(state, HeavyJob(), 1, static_cast<int>(state.range(0)));
 }
 BENCHMARK(BM_TrainStepHeavyBlasThreads)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_TrainStepOpenBlas(benchmark::State& state) {
+  TrainStep(state, QuickstartJob(), static_cast<int>(state.range(0)), 0, GemmLibrary::kOpenBlas);
+}
+BENCHMARK(BM_TrainStepOpenBlas)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+void BM_TrainStepHeavyOpenBlas(benchmark::State& state) {
+  TrainStep(state, HeavyJob(), static_cast<int>(state.range(0)), 0, GemmLibrary::kOpenBlas);
+}
+BENCHMARK(BM_TrainStepHeavyOpenBlas)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_ForwardBackward(benchmark::State& state) {
   SetBlasThreads(1);

@@ -19,5 +19,16 @@ add_library(ecps_openblas INTERFACE)
 target_include_directories(ecps_openblas INTERFACE ${OpenBLAS_INCLUDE_DIRS})
 target_link_libraries(ecps_openblas INTERFACE ${OpenBLAS_LIBRARIES})
 add_library(ecps::openblas ALIAS ecps_openblas)
+# Optional: oneDNN's sgemm for the worker's linear layers (kernels/CMakeLists.txt).
+# Debian's oneDNN threads with GCC's OpenMP runtime, libgomp; ecps sets that runtime's team
+# size, so it links libgomp itself, whichever compiler builds (Clang's OpenMP would be
+# libomp, a second runtime that oneDNN never asks).
+find_package(dnnl CONFIG QUIET)
+find_library(ECPS_GOMP_LIBRARY NAMES gomp libgomp.so.1)
+if(TARGET DNNL::dnnl AND ECPS_GOMP_LIBRARY)
+  message(STATUS "ecps: the worker's GEMMs use oneDNN ${dnnl_VERSION}")
+else()
+  message(STATUS "ecps: no oneDNN (libdnnl-dev): the worker's GEMMs use OpenBLAS")
+endif()
 
 include(GoogleTest)

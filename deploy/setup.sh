@@ -19,6 +19,7 @@ packages=(cmake ninja-build pkg-config g++ ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libisal-dev python3-matplotlib
+  libdnnl-dev            # oneDNN: the worker's GEMMs (optional to the build; faster than OpenBLAS's)
   libxxhash-dev nlohmann-json3-dev libcli11-dev  # checkpoint hashes, JSON, the command line
   prometheus-cpp-dev prometheus  # /metrics; promtool and a real Prometheus for its tests
   libssl-dev openssl     # role tokens and TLS checks; the TLS tests make certificates

@@ -3,8 +3,16 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+
+#ifdef ECPS_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+// libgomp's, the OpenMP runtime oneDNN runs on (cmake/EcpsDeps.cmake); declared here, as the
+// OpenMP API defines it, since Clang's omp.h belongs to another runtime.
+extern "C" void omp_set_num_threads(int num_threads);
+#endif
 
 #include "kernels/cpu_dispatch.h"
 
@@ -26,7 +34,52 @@ ScopedFlushDenormals::ScopedFlushDenormals() = default;
 ScopedFlushDenormals::~ScopedFlushDenormals() = default;
 #endif
 
+namespace {
+
+std::atomic<int> blas_threads{1};
+#ifdef ECPS_HAVE_DNNL
+std::atomic<GemmLibrary> gemm_library{GemmLibrary::kOneDnn};
+#else
+std::atomic<GemmLibrary> gemm_library{GemmLibrary::kOpenBlas};
+#endif
+
+// c (m x n) = op(a) op(b) + beta * c, row-major, op transposing when t*.
+void Gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc) {
+#ifdef ECPS_HAVE_DNNL
+  if (gemm_library.load(std::memory_order_relaxed) == GemmLibrary::kOneDnn) {
+    // oneDNN threads through OpenMP, whose team size is a per-thread setting: each calling
+    // thread (the step's, the model's helpers) sets its own before its first call and
+    // whenever SetBlasThreads changes it.
+    thread_local int team = 0;
+    const int want = blas_threads.load(std::memory_order_relaxed);
+    if (team != want) omp_set_num_threads(team = want);
+    dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+              n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace
+
+bool SetGemmLibrary(GemmLibrary library) {
+#ifndef ECPS_HAVE_DNNL
+  if (library == GemmLibrary::kOneDnn) return false;
+#endif
+  gemm_library.store(library);
+  return true;
+}
+
+GemmLibrary CurrentGemmLibrary() { return gemm_library.load(); }
+
+const char* GemmLibraryName(GemmLibrary library) {
+  return library == GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS";
+}
+
 int SetBlasThreads(int threads) {
+  blas_threads.store(std::max(1, threads));
   openblas_set_num_threads(std::max(1, threads));
   return openblas_get_num_threads();
 }
@@ -37,8 +90,7 @@ void LinearForward(int batch, int in, int out, const float* x, const float* w, c
   // Seed y with the bias so sgemm accumulates onto it (beta = 1): one pass fewer.
   for (int b = 0; b < batch; ++b)
     std::memcpy(y + static_cast<int64_t>(b) * out, bias, sizeof(float) * out);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, x, in, w, in, 1.0f, y,
-              out);
+  Gemm(false, true, batch, out, in, x, in, w, in, 1.0f, y, out);
   if (relu) {
     const int64_t n = static_cast<int64_t>(batch) * out;
     for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
@@ -47,16 +99,14 @@ void LinearForward(int batch, int in, int out, const float* x, const float* w, c
 
 void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
                     float* dw, float* db, float* dx) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dy, out, x, in, 0.0f,
-              dw, in);
+  Gemm(true, false, out, in, batch, dy, out, x, in, 0.0f, dw, in);
   std::fill(db, db + out, 0.0f);
   for (int b = 0; b < batch; ++b) {
     const float* row = dy + static_cast<int64_t>(b) * out;
     for (int o = 0; o < out; ++o) db[o] += row[o];
   }
   if (dx != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dy, out, w, in,
-                0.0f, dx, in);
+    Gemm(false, false, batch, in, out, dy, out, w, in, 0.0f, dx, in);
   }
 }
 
@@ -98,12 +148,10 @@ constexpr int kLanes = 16;
 // arrays of 16 leave the vectoriser splitting the sums into odd widths.
 typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
 
-inline Lanes LoadLanes(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-inline void StoreLanes(float* p, Lanes v) { std::memcpy(p, &v, sizeof(v)); }
+// By pointer, not by value: a vector this wide by value has a different ABI per instruction
+// set (GCC's -Wpsabi).
+inline void LoadLanes(Lanes* v, const float* p) { std::memcpy(v, p, sizeof(*v)); }
+inline void StoreLanes(float* p, const Lanes& v) { std::memcpy(p, &v, sizeof(v)); }
 
 int RoundUpToLanes(int n) { return (n + kLanes - 1) / kLanes * kLanes; }
 
@@ -142,7 +190,8 @@ ECPS_CLONES void InteractionForwardImpl(int batch, int vectors, int dim, const f
         Lanes acc[kRows] = {};
         const float* t = zt + j0;
         for (int k = 0; k < dim; ++k, t += P) {
-          const Lanes tk = LoadLanes(t);
+          Lanes tk;
+          LoadLanes(&tk, t);
           for (int q = 0; q < kRows; ++q) acc[q] += r[q][k] * tk;
         }
         for (int q = 0; q < kRows && i0 + q < vectors; ++q) {
@@ -185,17 +234,20 @@ ECPS_CLONES void InteractionBackwardImpl(int batch, int vectors, int dim, const 
       for (; k0 + kLanes <= dim; k0 += kLanes) {
         Lanes acc[kRows] = {};
         for (int j = 0; j < v0; ++j) {
-          const Lanes zj = LoadLanes(Vector(z0, zr, j, dim) + k0);
+          Lanes zj;
+          LoadLanes(&zj, Vector(z0, zr, j, dim) + k0);
           for (int q = 0; q < kRows; ++q) acc[q] += sv[q][j] * zj;
         }
         for (int j = v0; j < mid_end; ++j) {
-          const Lanes zj = LoadLanes(Vector(z0, zr, j, dim) + k0);
+          Lanes zj;
+          LoadLanes(&zj, Vector(z0, zr, j, dim) + k0);
           for (int q = 0; q < kRows; ++q) {
             if (j != v0 + q) acc[q] += sv[q][j] * zj;
           }
         }
         for (int j = mid_end; j < vectors; ++j) {
-          const Lanes zj = LoadLanes(Vector(z0, zr, j, dim) + k0);
+          Lanes zj;
+          LoadLanes(&zj, Vector(z0, zr, j, dim) + k0);
           for (int q = 0; q < kRows; ++q) acc[q] += sv[q][j] * zj;
         }
         for (int q = 0; q < rows; ++q) StoreLanes(out_row(v0 + q) + k0, acc[q]);

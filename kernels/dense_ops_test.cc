@@ -68,6 +68,39 @@ TEST(DenseOps, LinearBackwardMatchesFiniteDifferences) {
   CheckGrad("x", &x, dx, loss);
 }
 
+// Both GEMM libraries give the same layers (up to their summation orders), and switching is
+// refused, changing nothing, in a build without oneDNN.
+TEST(DenseOps, BothGemmLibrariesGiveTheSameLayers) {
+  const GemmLibrary was = CurrentGemmLibrary();
+  if (!SetGemmLibrary(GemmLibrary::kOneDnn)) {
+    EXPECT_EQ(CurrentGemmLibrary(), was);
+    GTEST_SKIP() << "this build has no oneDNN";
+  }
+  std::mt19937 rng(4);
+  const int B = 37, I = 53, O = 29;  // odd sizes: every edge of the kernels' blocking
+  auto x = Random(B * I, &rng), w = Random(O * I, &rng), bias = Random(O, &rng);
+  auto dy = Random(B * O, &rng);
+  std::vector<std::vector<float>> y(2, std::vector<float>(B * O)), dw(2, std::vector<float>(O * I)),
+      db(2, std::vector<float>(O)), dx(2, std::vector<float>(B * I));
+  const GemmLibrary libs[2] = {GemmLibrary::kOpenBlas, GemmLibrary::kOneDnn};
+  for (int l = 0; l < 2; ++l) {
+    ASSERT_TRUE(SetGemmLibrary(libs[l]));
+    EXPECT_EQ(CurrentGemmLibrary(), libs[l]);
+    LinearForward(B, I, O, x.data(), w.data(), bias.data(), true, y[l].data());
+    LinearBackward(B, I, O, x.data(), w.data(), dy.data(), dw[l].data(), db[l].data(),
+                   dx[l].data());
+  }
+  SetGemmLibrary(was);
+  auto expect_near = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4f) << what << "[" << i << "]";
+  };
+  expect_near(y[0], y[1], "y");
+  expect_near(dw[0], dw[1], "dw");
+  expect_near(db[0], db[1], "db");
+  expect_near(dx[0], dx[1], "dx");
+  EXPECT_NE(y[1], std::vector<float>(B * O, 0.0f));
+}
+
 TEST(DenseOps, LinearForwardValues) {
   // y = x w^T + b for a 1x2 * (2x2)^T case worked by hand.
   const float x[2] = {1, 2}, w[4] = {3, 4, -5, 6}, b[2] = {0.5f, -1};
