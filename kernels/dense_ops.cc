@@ -84,33 +84,27 @@ int SetBlasThreads(int threads) {
   return openblas_get_num_threads();
 }
 
-void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
-                   bool relu, float* y) {
-  if (batch <= 0) return;
-  // Seed y with the bias so sgemm accumulates onto it (beta = 1): one pass fewer.
-  for (int b = 0; b < batch; ++b)
-    std::memcpy(y + static_cast<int64_t>(b) * out, bias, sizeof(float) * out);
-  Gemm(false, true, batch, out, in, x, in, w, in, 1.0f, y, out);
-  if (relu) {
-    const int64_t n = static_cast<int64_t>(batch) * out;
-    for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
-  }
-}
-
-void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
-                    float* dw, float* db, float* dx) {
-  Gemm(true, false, out, in, batch, dy, out, x, in, 0.0f, dw, in);
-  std::fill(db, db + out, 0.0f);
-  for (int b = 0; b < batch; ++b) {
-    const float* row = dy + static_cast<int64_t>(b) * out;
-    for (int o = 0; o < out; ++o) db[o] += row[o];
-  }
-  if (dx != nullptr) {
-    Gemm(false, false, batch, in, out, dy, out, w, in, 0.0f, dx, in);
-  }
-}
-
 namespace {
+
+// y[b][o] = y[b][o] + bias[o], then max(., 0) when relu: the epilogue of a GEMM with beta 0.
+ECPS_CLONES void BiasActivationImpl(int batch, int out, const float* __restrict bias, bool relu,
+                                    float* __restrict y) {
+  for (int b = 0; b < batch; ++b) {
+    float* row = y + static_cast<int64_t>(b) * out;
+    if (relu) {
+      for (int o = 0; o < out; ++o) {
+        const float v = row[o] + bias[o];
+        row[o] = v > 0.0f ? v : 0.0f;
+      }
+    } else {
+      for (int o = 0; o < out; ++o) row[o] += bias[o];
+    }
+  }
+}
+
+ECPS_CLONES void ReluImpl(int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
 
 ECPS_CLONES void ReluBackwardImpl(int64_t n, const float* __restrict y, float* __restrict dy) {
   for (int64_t i = 0; i < n; ++i) dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
@@ -125,7 +119,43 @@ ECPS_CLONES void ScatterAddRowsImpl(int64_t n, const int32_t* index, int64_t ind
   }
 }
 
+// db[o] = sum over b, in order, of dy[b][o].
+ECPS_CLONES void ColumnSumsImpl(int batch, int out, const float* __restrict dy,
+                                float* __restrict db) {
+  std::fill(db, db + out, 0.0f);
+  for (int b = 0; b < batch; ++b) {
+    const float* row = dy + static_cast<int64_t>(b) * out;
+    for (int o = 0; o < out; ++o) db[o] += row[o];
+  }
+}
+
 }  // namespace
+
+void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
+                   bool relu, float* y) {
+  if (batch <= 0) return;
+  if (CurrentGemmLibrary() == GemmLibrary::kOneDnn) {
+    // oneDNN writes C without reading it when beta = 0; the bias joins the ReLU's pass.
+    Gemm(false, true, batch, out, in, x, in, w, in, 0.0f, y, out);
+    BiasActivationImpl(batch, out, bias, relu, y);
+    return;
+  }
+  // OpenBLAS zeroes C in a pass of its own for beta = 0: seed it with the bias instead and
+  // accumulate onto it (beta = 1).
+  for (int b = 0; b < batch; ++b)
+    std::memcpy(y + static_cast<int64_t>(b) * out, bias, sizeof(float) * out);
+  Gemm(false, true, batch, out, in, x, in, w, in, 1.0f, y, out);
+  if (relu) ReluImpl(static_cast<int64_t>(batch) * out, y);
+}
+
+void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
+                    float* dw, float* db, float* dx) {
+  Gemm(true, false, out, in, batch, dy, out, x, in, 0.0f, dw, in);
+  ColumnSumsImpl(batch, out, dy, db);
+  if (dx != nullptr) {
+    Gemm(false, false, batch, in, out, dy, out, w, in, 0.0f, dx, in);
+  }
+}
 
 void ReluBackwardInPlace(int64_t n, const float* y, float* dy) { ReluBackwardImpl(n, y, dy); }
 
