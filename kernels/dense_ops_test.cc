@@ -144,7 +144,8 @@ TEST(DenseOps, ReluBackwardMatchesFiniteDifferences) {
 
 TEST(DenseOps, InteractionMatchesFiniteDifferences) {
   std::mt19937 rng(3);
-  for (auto [F, dim] : {std::pair{6, 16}, std::pair{6, 5}, std::pair{19, 3}}) {
+  for (const auto& shape : {std::pair{6, 16}, std::pair{6, 5}, std::pair{19, 3}}) {
+    const int F = shape.first, dim = shape.second;  // (lambdas cannot capture bindings in C++17)
     const int B = 3, P = InteractionPairs(F), stride = P + 2;
     std::vector<float> scratch(InteractionScratchFloats(F, dim));
     auto first = Random(B * dim, &rng), rest = Random(B * (F - 1) * dim, &rng);
