@@ -1,8 +1,9 @@
 // CPU building blocks of the DLRM forward and backward passes. Matrices are row-major;
 // "batch" is the number of rows. Every function writes (never accumulates into) its outputs,
 // allocates nothing of its own and is thread-compatible. Linear layers' GEMMs go to oneDNN's
-// dnnl_sgemm where the build found oneDNN (10-30% faster than OpenBLAS's on DLRM's layer
-// shapes, bench/worker_bench BM_ForwardBackward), else to OpenBLAS's cblas_sgemm.
+// dnnl_sgemm where the build found oneDNN (10-30% faster than OpenBLAS's on most of DLRM's
+// layer shapes; a whole step 9-26%, bench/worker_bench BM_TrainStep[Heavy]OpenBlas), else to
+// OpenBLAS's cblas_sgemm.
 #ifndef ECPS_KERNELS_DENSE_OPS_H_
 #define ECPS_KERNELS_DENSE_OPS_H_
 
