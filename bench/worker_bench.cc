@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "benchmark/benchmark.h"
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
@@ -70,6 +71,11 @@ void TrainStep(benchmark::State& state, JobSpec spec, int threads, int blas_thre
     state.SkipWithError("this build has no oneDNN");
     return;
   }
+  // Every way out leaves the next benchmark the defaults.
+  absl::Cleanup restore = [was] {
+    SetBlasThreads(1);
+    SetGemmLibrary(was);
+  };
   state.SetLabel(GemmLibraryName(gemm));
   spec.cluster.worker_threads = threads;
   auto trainer = LocalTrainer::Create(spec);
@@ -85,8 +91,6 @@ void TrainStep(benchmark::State& state, JobSpec spec, int threads, int blas_thre
     benchmark::DoNotOptimize((*trainer)->StepOnBatch(batches[i++ % kBatches]));
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
-  SetBlasThreads(1);
-  SetGemmLibrary(was);
 }
 void BM_TrainStep(benchmark::State& state) {
   TrainStep(state, QuickstartJob(), static_cast<int>(state.range(0)), 0);
