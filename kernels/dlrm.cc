@@ -62,7 +62,6 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int 
     in = w;
   }
   add(&m->top_, "top", in, 1, false);
-  m->max_width_ = std::max(m->max_width_, m->vectors_ * m->dim_);
   m->workspaces_.resize(threads);
   const int slices = m->Slices(max_batch);
   for (int i = 0; i < slices; ++i) {
@@ -93,8 +92,8 @@ void Dlrm::EnsureCapacity(Workspace* ws, int batch) const {
   ws->top_act.resize(top_.size());
   for (size_t l = 0; l < top_.size(); ++l) ws->top_act[l].resize(b * top_[l].out);
   ws->top_in.resize(b * top_in_);
-  ws->grad_a.resize(b * std::max(max_width_, top_in_));
-  ws->grad_b.resize(b * std::max(max_width_, top_in_));
+  ws->grad_a.resize(b * max_width_);  // every layer's input and output, top_in_ and dim_ among them
+  ws->grad_b.resize(b * max_width_);
   ws->d_logits.resize(b);
   ws->interaction.resize(InteractionScratchFloats(vectors_, dim_));
 }
