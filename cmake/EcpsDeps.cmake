@@ -23,10 +23,20 @@ add_library(ecps::openblas ALIAS ecps_openblas)
 # Debian's oneDNN threads with GCC's OpenMP runtime, libgomp; ecps sets that runtime's team
 # size, so it links libgomp itself, whichever compiler builds (Clang's OpenMP would be
 # libomp, a second runtime that oneDNN never asks).
-find_package(dnnl CONFIG QUIET)
+# Found by its header and library, not by find_package(dnnl): Debian's dnnl-config.cmake
+# requires OpenCL's development files (only a Recommends of libdnnl-dev, which apt without
+# recommends leaves out) and fails the whole configure when they are missing. ecps calls only
+# dnnl_sgemm, which needs neither OpenCL nor the config's flags.
+find_path(ECPS_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
+find_library(ECPS_DNNL_LIBRARY NAMES dnnl)
 find_library(ECPS_GOMP_LIBRARY NAMES gomp libgomp.so.1)
+if(ECPS_DNNL_INCLUDE_DIR AND ECPS_DNNL_LIBRARY AND NOT TARGET DNNL::dnnl)
+  add_library(DNNL::dnnl UNKNOWN IMPORTED)
+  set_target_properties(DNNL::dnnl PROPERTIES IMPORTED_LOCATION "${ECPS_DNNL_LIBRARY}"
+                        INTERFACE_INCLUDE_DIRECTORIES "${ECPS_DNNL_INCLUDE_DIR}")
+endif()
 if(TARGET DNNL::dnnl AND ECPS_GOMP_LIBRARY)
-  message(STATUS "ecps: the worker's GEMMs use oneDNN ${dnnl_VERSION}")
+  message(STATUS "ecps: the worker's GEMMs use oneDNN (${ECPS_DNNL_LIBRARY})")
 else()
   message(STATUS "ecps: no oneDNN (libdnnl-dev): the worker's GEMMs use OpenBLAS")
 endif()
