@@ -263,5 +263,132 @@ TEST(DeltaStreams, RecordsSentApartParseToTheWholeBatch) {
   }
 }
 
+// A push that waits for its acks sends from its own thread, on every idle stream at once,
+// with each stream's next sequence number; no sender thread makes the call.
+TEST(DeltaStreams, SendNowSendsFromTheCallingThread) {
+  class ThreadRecording : public RecordingTransport {
+   public:
+    absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) override {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        threads.push_back(std::this_thread::get_id());
+      }
+      return RecordingTransport::Send(peer, batch);
+    }
+    std::vector<std::thread::id> threads;
+  } transport;
+  DeltaStreams streams(0, 3, &transport, DeltaStreamOptions(), [](v1::ParityDeltaBatch*) {});
+  for (uint32_t round = 1; round <= 2; ++round) {
+    std::vector<DeltaStreams::Batch> batches(3);
+    batches[1] = OneDelta(4, 1, round);
+    batches[2] = OneDelta(5, 2, round);
+    const std::vector<uint64_t> tickets = streams.SendNow(&batches);
+    ASSERT_EQ(tickets.size(), 3u);
+    EXPECT_EQ(tickets[0], 0u);
+    EXPECT_EQ(tickets[1], round);
+    EXPECT_EQ(tickets[2], round);
+    // Acknowledged when SendNow returns: waiting takes no time at all.
+    EXPECT_TRUE(streams.WaitAcked(1, tickets[1], std::chrono::milliseconds(0)).ok());
+    EXPECT_TRUE(streams.WaitAcked(2, tickets[2], std::chrono::milliseconds(0)).ok());
+  }
+  EXPECT_EQ(streams.direct_batches(), 4);
+  EXPECT_EQ(streams.unacked(), 0);
+  std::lock_guard<std::mutex> lock(transport.mu);
+  ASSERT_EQ(transport.batches.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(transport.batches[i].seq(), i / 2 + 1) << "batch " << i;
+    EXPECT_EQ(transport.batches[i].from_server(), 0);
+    EXPECT_EQ(transport.threads[i], std::this_thread::get_id()) << "batch " << i;
+  }
+}
+
+// A direct send that fails goes to the stream's sender thread, which resends it under the same
+// sequence number (and reports the peer) until it is acknowledged.
+TEST(DeltaStreams, AFailedDirectSendIsResentUnderItsNumber) {
+  class Flaky : public DeltaTransport {
+   public:
+    absl::StatusOr<uint64_t> Send(int /*peer*/, const v1::ParityDeltaBatch& batch) override {
+      std::lock_guard<std::mutex> lock(mu);
+      seqs.push_back(batch.seq());
+      if (failures_left-- > 0) return absl::UnavailableError("connection refused");
+      return batch.seq();
+    }
+    std::mutex mu;
+    std::vector<uint64_t> seqs;
+    int failures_left = 2;
+  } transport;
+  std::atomic<int> reports{0};
+  DeltaStreamOptions options;
+  options.initial_backoff_ms = 1;
+  options.on_unreachable = [&](int, const std::string&) { ++reports; };
+  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  std::vector<DeltaStreams::Batch> batches(2);
+  batches[1] = OneDelta(4, 1);
+  const uint64_t ticket = streams.SendNow(&batches)[1];
+  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
+  std::vector<DeltaStreams::Batch> next(2);
+  next[1] = OneDelta(4, 2, 2);
+  const uint64_t second = streams.SendNow(&next)[1];
+  ASSERT_TRUE(streams.WaitAcked(1, second, std::chrono::seconds(30)).ok());
+  EXPECT_GE(reports.load(), 1) << "the sender thread's failed resend reports the peer";
+  std::lock_guard<std::mutex> lock(transport.mu);
+  EXPECT_EQ(transport.seqs, (std::vector<uint64_t>{1, 1, 1, 2}));
+}
+
+// Pushes that send directly and pushes that queue (a held-back stream), from several threads:
+// the receiver sees every stream's sequence numbers in order, and every delta exactly once.
+TEST(DeltaStreams, DirectAndQueuedSendsKeepTheStreamInOrder) {
+  class InOrder : public DeltaTransport {
+   public:
+    absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) override {
+      std::lock_guard<std::mutex> lock(mu);
+      uint64_t& applied = this->applied[peer];
+      if (batch.seq() <= applied) return applied;  // a resend
+      if (batch.seq() != applied + 1) {
+        ++out_of_order;
+        return absl::FailedPreconditionError("out of order");
+      }
+      applied = batch.seq();
+      deltas[peer] += batch.packed().size() / (DeltaStreams::Batch::kHeader + 8);
+      return applied;
+    }
+    std::mutex mu;
+    uint64_t applied[3] = {0, 0, 0};
+    size_t deltas[3] = {0, 0, 0};
+    int out_of_order = 0;
+  } transport;
+  DeltaStreamOptions options;
+  options.initial_backoff_ms = 1;
+  DeltaStreams streams(0, 3, &transport, options, [](v1::ParityDeltaBatch*) {});
+  constexpr int kThreads = 4, kRounds = 1000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        // Distinct rows everywhere, so that nothing coalesces and every delta is counted.
+        const int64_t stripe = static_cast<int64_t>(t) * kRounds + i;
+        std::vector<DeltaStreams::Batch> batches(3);
+        batches[1] = OneDelta(stripe, 1);
+        batches[2] = OneDelta(stripe, 2);
+        if (t % 2 == 0) {
+          const std::vector<uint64_t> tickets = streams.SendNow(&batches);
+          ASSERT_TRUE(streams.WaitAcked(1, tickets[1], std::chrono::seconds(30)).ok());
+          ASSERT_TRUE(streams.WaitAcked(2, tickets[2], std::chrono::seconds(30)).ok());
+        } else {
+          streams.EnqueueBatch(1, std::move(batches[1]));
+          streams.EnqueueBatch(2, std::move(batches[2]));
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_TRUE(streams.Drain(std::chrono::seconds(30)).ok());
+  std::lock_guard<std::mutex> lock(transport.mu);
+  EXPECT_EQ(transport.out_of_order, 0);
+  EXPECT_EQ(transport.deltas[1], static_cast<size_t>(kThreads * kRounds));
+  EXPECT_EQ(transport.deltas[2], static_cast<size_t>(kThreads * kRounds));
+  EXPECT_GT(streams.direct_batches(), 0);
+}
+
 }  // namespace
 }  // namespace ecps
