@@ -20,10 +20,6 @@ absl::StatusOr<uint64_t> DeltaTransport::SendPacked(int peer, const v1::ParityDe
   return Send(peer, whole);
 }
 
-void DeltaTransport::SendPackedEach(std::vector<PackedSend>* sends) {
-  for (PackedSend& send : *sends) send.result = SendPacked(send.peer, *send.batch, send.packed);
-}
-
 DeltaStreams::DeltaStreams(int self, int servers, DeltaTransport* transport,
                            DeltaStreamOptions options,
                            std::function<void(v1::ParityDeltaBatch*)> header)
@@ -145,104 +141,9 @@ int64_t DeltaStreams::unacked() const {
   return total;
 }
 
-size_t DeltaStreams::WireBytes(const v1::ParityDeltaBatch& batch, size_t records) {
-  size_t bytes = batch.ByteSizeLong();
-  if (records > 0) {
-    bytes += 1 + google::protobuf::io::CodedOutputStream::VarintSize64(records) + records;
-  }
-  return bytes;
-}
-
-void DeltaStreams::Acked(Stream& s, const Flight& flight, size_t wire_bytes) {
-  bytes_sent_.fetch_add(static_cast<int64_t>(wire_bytes), std::memory_order_relaxed);
-  batches_sent_.fetch_add(1, std::memory_order_relaxed);
-  {
-    absl::MutexLock lock(&s.mu);
-    s.acked = flight.last_ticket;
-    s.in_flight = false;
-  }
-  s.cv.SignalAll();
-}
-
-bool DeltaStreams::SendUntilAcked(int peer, Flight* flight) {
-  int backoff_ms = options_.initial_backoff_ms;
-  while (true) {
-    if (stopping_.load()) return false;
-    header_(flight->batch.get());
-    const std::string address = options_.on_unreachable ? transport_->AddressOf(peer) : "";
-    auto ack = transport_->SendPacked(peer, *flight->batch, flight->records);
-    if (ack.ok() && *ack >= flight->batch->seq()) return true;
-    if (!ack.ok() && options_.on_unreachable && !AnsweredByPeer(ack.status()) &&
-        (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
-      options_.on_unreachable(peer, address);
-    }
-    if (!ack.ok() && backoff_ms >= options_.max_backoff_ms) {
-      spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,
-                   ack.status().ToString());
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-    backoff_ms = std::min(options_.max_backoff_ms, backoff_ms * 2);
-  }
-}
-
-std::vector<uint64_t> DeltaStreams::SendNow(std::vector<Batch>* batches) {
-  std::vector<uint64_t> tickets(batches->size(), 0);
-  std::vector<Flight> flights;
-  std::vector<DeltaTransport::PackedSend> sends;
-  for (size_t peer = 0; peer < batches->size(); ++peer) {
-    Batch& b = (*batches)[peer];
-    if (b.count == 0) continue;
-    Stream& s = *streams_[peer];
-    {
-      absl::MutexLock lock(&s.mu);
-      if (!s.in_flight && s.pending.count == 0 && s.handed_back == nullptr) {
-        // Idle: everything enqueued is acknowledged, so this batch is the next in order.
-        s.in_flight = true;
-        s.enqueued += b.count;
-        tickets[peer] = s.enqueued;
-        Flight f;
-        f.batch = std::make_unique<v1::ParityDeltaBatch>();
-        f.batch->set_from_server(self_);
-        f.batch->set_sender_instance(options_.instance);
-        f.batch->set_seq(s.next_seq++);
-        f.batch->set_delta_bytes(static_cast<int32_t>(b.len));
-        f.last_ticket = s.enqueued;
-        f.records = std::make_shared<const std::string>(std::move(b.packed));
-        flights.push_back(std::move(f));
-        sends.emplace_back().peer = static_cast<int>(peer);
-        continue;
-      }
-    }
-    tickets[peer] = EnqueueBatch(static_cast<int>(peer), std::move(b));
-  }
-  if (flights.empty()) return tickets;
-  for (size_t i = 0; i < flights.size(); ++i) {
-    header_(flights[i].batch.get());
-    sends[i].batch = flights[i].batch.get();
-    sends[i].packed = flights[i].records;
-  }
-  transport_->SendPackedEach(&sends);
-  direct_batches_.fetch_add(static_cast<int64_t>(flights.size()), std::memory_order_relaxed);
-  for (size_t i = 0; i < flights.size(); ++i) {
-    Stream& s = *streams_[sends[i].peer];
-    const absl::StatusOr<uint64_t>& ack = sends[i].result;
-    if (ack.ok() && *ack >= flights[i].batch->seq()) {
-      Acked(s, flights[i], WireBytes(*flights[i].batch, flights[i].records->size()));
-      continue;
-    }
-    // The sender thread takes it from here, and reports a peer that looks down.
-    {
-      absl::MutexLock lock(&s.mu);
-      s.in_flight = false;
-      s.handed_back = std::make_unique<Flight>(std::move(flights[i]));
-    }
-    s.cv.SignalAll();
-  }
-  return tickets;
-}
-
 void DeltaStreams::SenderLoop(int peer) {
   Stream& s = *streams_[peer];
+  v1::ParityDeltaBatch batch;
   std::string taken;  // the records taken from the stream for the next batch
   absl::flat_hash_map<std::pair<uint64_t, int64_t>, size_t> index;  // record -> offset
   // With a linger, what is pending goes early once it fills most of the window.
@@ -250,31 +151,12 @@ void DeltaStreams::SenderLoop(int peer) {
       1, std::min(options_.max_batch_deltas,
                   options_.window > 0 ? options_.window * 3 / 4 : options_.max_batch_deltas)));
   while (true) {
-    Flight flight;
+    uint64_t last_ticket = 0;
     size_t len = 0, take = 0;
     bool coalesce = false;
     {
       absl::MutexLock lock(&s.mu);
-      // A direct send (SendNow) in flight goes first: one batch of a stream at a time.
-      while (!stopping_.load() &&
-             (s.in_flight || (s.pending.count == 0 && s.handed_back == nullptr))) {
-        s.cv.Wait(&s.mu);
-      }
-      if (stopping_.load()) return;
-      if (s.handed_back != nullptr) {
-        flight = std::move(*s.handed_back);
-        s.handed_back.reset();
-        s.in_flight = true;
-      }
-    }
-    if (flight.batch != nullptr) {  // a failed direct send: the same batch, the same number
-      if (!SendUntilAcked(peer, &flight)) return;
-      Acked(s, flight, WireBytes(*flight.batch, flight.records->size()));
-      continue;
-    }
-    flight.batch = std::make_unique<v1::ParityDeltaBatch>();
-    {
-      absl::MutexLock lock(&s.mu);
+      while (!stopping_.load() && s.pending.count == 0) s.cv.Wait(&s.mu);
       if (options_.linger_ms > 0) {
         const auto deadline = s.first_pending + std::chrono::milliseconds(options_.linger_ms);
         while (!stopping_.load() && s.flush_waiters == 0 && s.pending.count < flush_at) {
@@ -299,12 +181,12 @@ void DeltaStreams::SenderLoop(int peer) {
         s.pending.count -= take;
         s.pending_batches = 2;  // what is left may still repeat rows
       }
-      s.in_flight = true;
-      flight.last_ticket = s.acked + take;
-      flight.batch->set_from_server(self_);
-      flight.batch->set_sender_instance(options_.instance);
-      flight.batch->set_seq(s.next_seq++);
-      flight.batch->set_delta_bytes(static_cast<int32_t>(len));
+      last_ticket = s.acked + take;
+      batch.Clear();
+      batch.set_from_server(self_);
+      batch.set_sender_instance(options_.instance);
+      batch.set_seq(s.next_seq++);
+      batch.set_delta_bytes(static_cast<int32_t>(len));
     }
     // Deltas of one push name distinct rows and go as they are; deltas of several pushes are
     // coalesced, one XOR per repeated parity row.
@@ -349,9 +231,37 @@ void DeltaStreams::SenderLoop(int peer) {
         packed->append(p, record);
       }
     }
-    flight.records = std::move(records);
-    if (!SendUntilAcked(peer, &flight)) return;
-    Acked(s, flight, WireBytes(*flight.batch, flight.records->size()));
+    int backoff_ms = options_.initial_backoff_ms;
+    // What the whole message is on the wire: the batch, and the records as its field 6.
+    size_t bytes = batch.ByteSizeLong();
+    if (!packed->empty()) {
+      bytes += 1 + google::protobuf::io::CodedOutputStream::VarintSize64(packed->size()) +
+               packed->size();
+    }
+    while (true) {
+      if (stopping_.load()) return;
+      header_(&batch);
+      const std::string address = options_.on_unreachable ? transport_->AddressOf(peer) : "";
+      auto ack = transport_->SendPacked(peer, batch, records);
+      if (ack.ok() && *ack >= batch.seq()) break;
+      if (!ack.ok() && options_.on_unreachable && !AnsweredByPeer(ack.status()) &&
+          (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
+        options_.on_unreachable(peer, address);
+      }
+      if (!ack.ok() && backoff_ms >= options_.max_backoff_ms) {
+        spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,
+                     ack.status().ToString());
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      backoff_ms = std::min(options_.max_backoff_ms, backoff_ms * 2);
+    }
+    bytes_sent_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+    batches_sent_.fetch_add(1, std::memory_order_relaxed);
+    {
+      absl::MutexLock lock(&s.mu);
+      s.acked = last_ticket;
+    }
+    s.cv.SignalAll();
   }
 }
 

@@ -45,16 +45,6 @@ class DeltaTransport {
   // after it returns. By default they are copied into a batch for Send.
   virtual absl::StatusOr<uint64_t> SendPacked(int peer, const v1::ParityDeltaBatch& batch,
                                               std::shared_ptr<const std::string> packed);
-  // Several SendPacked at once, each batch to its peer, from the calling thread; each one's
-  // outcome goes to its `result`. By default one SendPacked after the other; a transport that
-  // can have them all on the wire together (PeerClient) overrides it.
-  struct PackedSend {
-    int peer = -1;
-    const v1::ParityDeltaBatch* batch = nullptr;
-    std::shared_ptr<const std::string> packed;
-    absl::StatusOr<uint64_t> result;
-  };
-  virtual void SendPackedEach(std::vector<PackedSend>* sends);
   // The address Send reaches `peer` at now; empty when the transport has none.
   virtual std::string AddressOf(int /*peer*/) { return ""; }
 };
@@ -132,15 +122,6 @@ class DeltaStreams {
   // nothing pending); returns the ticket of the last. Blocks for backpressure when
   // options.window is set and the stream is that far behind.
   uint64_t EnqueueBatch(int peer, Batch&& batch);
-  // Sends the batches (`batches`[peer] for each peer; empty ones are skipped) from the
-  // calling thread, all at once through the transport's SendPackedEach, to every peer whose
-  // stream is idle (nothing pending, nothing on its way); the others are queued as
-  // EnqueueBatch queues them. Returns each peer's ticket (0 where there was no batch). A
-  // direct send that fails is handed to the stream's sender thread, which resends it under
-  // the same sequence number until it is acknowledged. For pushes that wait for their acks
-  // (ack after_parity): no sender thread is woken, and none wakes the pusher. Never blocks for
-  // the window: a stream it sends on directly has nothing unacknowledged.
-  std::vector<uint64_t> SendNow(std::vector<Batch>* batches);
   // Waits until `peer` acknowledged every delta up to `ticket`; DEADLINE_EXCEEDED after
   // `timeout`, CANCELLED when stopping.
   absl::Status WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout);
@@ -156,17 +137,8 @@ class DeltaStreams {
   int64_t unacked() const;  // deltas queued or in flight, all streams
   int64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
   int64_t batches_sent() const { return batches_sent_.load(std::memory_order_relaxed); }
-  // Batches SendNow sent from the pushing thread (the rest went through the sender threads).
-  int64_t direct_batches() const { return direct_batches_.load(std::memory_order_relaxed); }
 
  private:
-  // A batch on its way: its message (header filled at each send), its records, and the
-  // stream's ticket once it is acknowledged.
-  struct Flight {
-    std::unique_ptr<v1::ParityDeltaBatch> batch;
-    std::shared_ptr<const std::string> records;
-    uint64_t last_ticket = 0;
-  };
   struct Stream {
     mutable absl::Mutex mu;
     absl::CondVar cv;
@@ -181,20 +153,9 @@ class DeltaStreams {
     uint64_t enqueued ABSL_GUARDED_BY(mu) = 0;
     uint64_t acked ABSL_GUARDED_BY(mu) = 0;
     uint64_t next_seq ABSL_GUARDED_BY(mu) = 1;
-    // A batch is on its way (the sender thread's, or SendNow's): one at a time, so that the
-    // receiver sees the sequence numbers in order.
-    bool in_flight ABSL_GUARDED_BY(mu) = false;
-    // A direct send that failed, for the sender thread to resend before anything else.
-    std::unique_ptr<Flight> handed_back ABSL_GUARDED_BY(mu);
     std::thread sender;  // set at construction, joined at destruction
   };
   void SenderLoop(int peer);
-  // The bytes `batch` with `records` as its field 6 is on the wire.
-  static size_t WireBytes(const v1::ParityDeltaBatch& batch, size_t records);
-  // Sends `flight` until it is acknowledged or the streams stop (false).
-  bool SendUntilAcked(int peer, Flight* flight);
-  // Marks `flight` acknowledged on `s`: acked moves to its ticket, the stream is free.
-  void Acked(Stream& s, const Flight& flight, size_t wire_bytes);
 
   const int self_;
   DeltaTransport* transport_;
@@ -204,7 +165,6 @@ class DeltaStreams {
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> bytes_sent_{0};
   std::atomic<int64_t> batches_sent_{0};
-  std::atomic<int64_t> direct_batches_{0};
 };
 
 }  // namespace ecps

@@ -1,6 +1,5 @@
 #include "ps/parameter_server.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -289,26 +288,17 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
     }
     if (!status.ok()) break;  // rows already applied still send their deltas below
   }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(parts_.ack_timeout_ms);
-  if (streams != nullptr && parts_.ack_after_parity) {
-    // This push waits for its acks anyway: it sends its batches itself, all at once.
-    tickets = streams->SendNow(&outgoing);
-  } else {
-    for (size_t peer = 0; peer < outgoing.size(); ++peer) {
-      if (outgoing[peer].count > 0) {
-        tickets[peer] = streams->EnqueueBatch(static_cast<int>(peer), std::move(outgoing[peer]));
-      }
+  for (size_t peer = 0; peer < outgoing.size(); ++peer) {
+    if (outgoing[peer].count > 0) {
+      tickets[peer] = streams->EnqueueBatch(static_cast<int>(peer), std::move(outgoing[peer]));
     }
   }
   if (!status.ok()) return status;
   if (streams != nullptr && parts_.ack_after_parity) {
     for (size_t peer = 0; peer < tickets.size(); ++peer) {
       if (tickets[peer] == 0) continue;
-      const auto left = std::max(std::chrono::milliseconds(0),
-                                 std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     deadline - std::chrono::steady_clock::now()));
-      absl::Status s = streams->WaitAcked(static_cast<int>(peer), tickets[peer], left);
+      absl::Status s = streams->WaitAcked(static_cast<int>(peer), tickets[peer],
+                                          std::chrono::milliseconds(parts_.ack_timeout_ms));
       if (!s.ok()) return s;
     }
   }

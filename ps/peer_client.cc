@@ -9,9 +9,6 @@
 #include "runtime/rpc.h"
 
 namespace ecps {
-namespace {
-constexpr char kApplyParityDeltas[] = "/ecps.v1.ParameterServer/ApplyParityDeltas";
-}  // namespace
 
 PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
     : rpc_timeout_ms_(rpc_timeout_ms), addresses_(std::move(addresses)) {
@@ -31,9 +28,8 @@ std::shared_ptr<const PeerClient::RawDeltas> PeerClient::MakeRawDeltas(
     std::shared_ptr<grpc::Channel> channel) {
   auto raw = std::make_shared<RawDeltas>();
   raw->method = std::make_unique<grpc::internal::RpcMethod>(
-      kApplyParityDeltas, grpc::internal::RpcMethod::NORMAL_RPC,
+      "/ecps.v1.ParameterServer/ApplyParityDeltas", grpc::internal::RpcMethod::NORMAL_RPC,
       channel);
-  raw->generic = std::make_unique<grpc::GenericStub>(channel);
   raw->channel = std::move(channel);
   return raw;
 }
@@ -89,87 +85,35 @@ std::string PeerClient::EncodeDeltaHead(const v1::ParityDeltaBatch& batch, size_
   return head;
 }
 
-grpc::ByteBuffer PeerClient::DeltaMessage(const v1::ParityDeltaBatch& batch,
-                                          std::shared_ptr<const std::string> packed) {
+absl::StatusOr<uint64_t> PeerClient::SendPacked(int peer, const v1::ParityDeltaBatch& batch,
+                                                std::shared_ptr<const std::string> packed) {
+  std::shared_ptr<const RawDeltas> raw = RawDeltasFor(peer);
+  if (raw == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
   // The batch's own fields (small), then field 6's tag and length: one copied slice.
   const std::string head = EncodeDeltaHead(batch, packed->size());
   grpc::Slice slices[2] = {grpc::Slice(head), grpc::Slice()};
   size_t count = 1;
   if (!packed->empty()) {
     // The records themselves, not copied: the slice holds a reference to them until gRPC is
-    // done with the bytes, which may be after the call returns (a cancelled call's write).
+    // done with the bytes, which may be after this call returns (a cancelled call's write).
     auto* owner = new std::shared_ptr<const std::string>(std::move(packed));
     slices[1] = grpc::Slice(
         const_cast<char*>((*owner)->data()), (*owner)->size(),
         [](void* p) { delete static_cast<std::shared_ptr<const std::string>*>(p); }, owner);
     count = 2;
   }
-  return grpc::ByteBuffer(slices, count);
-}
-
-absl::StatusOr<uint64_t> PeerClient::AppliedSeq(grpc::ByteBuffer* response) {
-  v1::ParityDeltaAck ack;
-  grpc::Status parsed = grpc::SerializationTraits<v1::ParityDeltaAck>::Deserialize(response, &ack);
-  if (!parsed.ok()) return FromGrpcStatus(parsed);
-  return ack.applied_seq();
-}
-
-absl::StatusOr<uint64_t> PeerClient::SendPacked(int peer, const v1::ParityDeltaBatch& batch,
-                                                std::shared_ptr<const std::string> packed) {
-  std::shared_ptr<const RawDeltas> raw = RawDeltasFor(peer);
-  if (raw == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
-  grpc::ByteBuffer request = DeltaMessage(batch, std::move(packed));
+  grpc::ByteBuffer request(slices, count);
   grpc::ByteBuffer response;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_));
   grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
       raw->channel.get(), *raw->method, &ctx, request, &response);
   if (!s.ok()) return FromGrpcStatus(s);
-  return AppliedSeq(&response);
-}
-
-void PeerClient::SendPackedEach(std::vector<PackedSend>* sends) {
-  struct Call {
-    std::shared_ptr<const RawDeltas> raw;  // keeps the channel while the call runs
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::GenericClientAsyncResponseReader> reader;
-    grpc::ByteBuffer response;
-    grpc::Status status;
-  };
-  grpc::CompletionQueue cq;
-  std::vector<Call> calls(sends->size());
-  size_t started = 0;
-  const auto deadline =
-      std::chrono::system_clock::now() + std::chrono::milliseconds(rpc_timeout_ms_);
-  for (size_t i = 0; i < sends->size(); ++i) {
-    PackedSend& send = (*sends)[i];
-    Call& call = calls[i];
-    call.raw = RawDeltasFor(send.peer);
-    if (call.raw == nullptr) {
-      send.result = absl::UnavailableError("no address for server " + std::to_string(send.peer));
-      continue;
-    }
-    call.ctx.set_deadline(deadline);
-    call.reader = call.raw->generic->PrepareUnaryCall(
-        &call.ctx, kApplyParityDeltas,
-        DeltaMessage(*send.batch, send.packed), &cq);
-    call.reader->StartCall();
-    call.reader->Finish(&call.response, &call.status, reinterpret_cast<void*>(i));
-    ++started;
-  }
-  for (size_t done = 0; done < started; ++done) {
-    void* tag = nullptr;
-    bool ok = false;
-    if (!cq.Next(&tag, &ok)) break;
-    const size_t i = reinterpret_cast<size_t>(tag);
-    Call& call = calls[i];
-    (*sends)[i].result = call.status.ok() ? AppliedSeq(&call.response) : FromGrpcStatus(call.status);
-  }
-  cq.Shutdown();
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq.Next(&tag, &ok)) {
-  }
+  v1::ParityDeltaAck ack;
+  grpc::Status parsed =
+      grpc::SerializationTraits<v1::ParityDeltaAck>::Deserialize(&response, &ack);
+  if (!parsed.ok()) return FromGrpcStatus(parsed);
+  return ack.applied_seq();
 }
 
 absl::Status PeerClient::ReplicateDense(int peer, const v1::ReplicateDenseRequest& request) {

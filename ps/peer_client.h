@@ -9,9 +9,6 @@
 #include <string>
 #include <vector>
 
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/support/byte_buffer.h>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/ecps.grpc.pb.h"
@@ -31,9 +28,6 @@ class PeerClient : public DeltaTransport, public StripeSource {
   // with field 6 after the others (any order parses the same).
   absl::StatusOr<uint64_t> SendPacked(int peer, const v1::ParityDeltaBatch& batch,
                                       std::shared_ptr<const std::string> packed) override;
-  // All the sends at once, on one completion queue that the calling thread polls: no other
-  // thread is woken to make them, and each waits for no other's answer.
-  void SendPackedEach(std::vector<PackedSend>* sends) override;
   // What SendPacked puts before the records: `batch` serialized, then (for records_bytes > 0)
   // field 6's tag and length.
   static std::string EncodeDeltaHead(const v1::ParityDeltaBatch& batch, size_t records_bytes);
@@ -65,12 +59,7 @@ class PeerClient : public DeltaTransport, public StripeSource {
   struct RawDeltas {
     std::shared_ptr<grpc::Channel> channel;
     std::unique_ptr<grpc::internal::RpcMethod> method;
-    std::unique_ptr<grpc::GenericStub> generic;  // the same method, called asynchronously
   };
-  // The message SendPacked sends: the batch's fields, then the records (not copied).
-  static grpc::ByteBuffer DeltaMessage(const v1::ParityDeltaBatch& batch,
-                                       std::shared_ptr<const std::string> packed);
-  static absl::StatusOr<uint64_t> AppliedSeq(grpc::ByteBuffer* response);
   std::shared_ptr<const RawDeltas> RawDeltasFor(int peer) ABSL_LOCKS_EXCLUDED(mu_);
   static std::shared_ptr<const RawDeltas> MakeRawDeltas(std::shared_ptr<grpc::Channel> channel);
 
