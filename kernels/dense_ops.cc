@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #ifdef ECPS_HAVE_DNNL
@@ -76,6 +77,45 @@ GemmLibrary CurrentGemmLibrary() { return gemm_library.load(); }
 
 const char* GemmLibraryName(GemmLibrary library) {
   return library == GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS";
+}
+
+namespace {
+
+// 3: AVX-512 (F, BW, DQ, VL), 2: AVX2 and FMA, 1: AVX, 0: none of those.
+int CpuVectorLevel() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl")) {
+    return 3;
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 2;
+  return __builtin_cpu_supports("avx") ? 1 : 0;
+}
+
+// The widest vectors an OpenBLAS x86-64 core's kernels use, on the same scale.
+int CoreVectorLevel(const std::string& core) {
+  for (const char* name : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
+    if (core == name) return 3;
+  }
+  for (const char* name : {"Haswell", "Zen"}) {
+    if (core == name) return 2;
+  }
+  for (const char* name : {"Sandybridge", "Bulldozer", "Piledriver", "Steamroller", "Excavator"}) {
+    if (core == name) return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string OpenBlasCoreAdvice(std::string* chosen) {
+  const char* name = openblas_get_corename();
+  *chosen = name != nullptr ? name : "";
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
+  const int cpu = CpuVectorLevel();
+  if (CoreVectorLevel(*chosen) >= cpu) return "";
+  static constexpr const char* kCoreFor[] = {"", "Sandybridge", "Haswell", "SkylakeX"};
+  return kCoreFor[cpu];
 }
 
 int SetBlasThreads(int threads) {

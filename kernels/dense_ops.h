@@ -8,6 +8,7 @@
 #define ECPS_KERNELS_DENSE_OPS_H_
 
 #include <cstdint>
+#include <string>
 
 namespace ecps {
 
@@ -36,6 +37,16 @@ enum class GemmLibrary { kOpenBlas, kOneDnn };
 bool SetGemmLibrary(GemmLibrary library);
 GemmLibrary CurrentGemmLibrary();
 const char* GemmLibraryName(GemmLibrary library);
+
+// OpenBLAS picks its kernels from the CPU's model number; on a CPU it does not know (a VM
+// that reports a generic model, as here) Debian's 0.3.21 falls back to Prescott's SSE3
+// kernels, 4-5x slower than its AVX-512 ones. Returns the OPENBLAS_CORETYPE that would give it
+// kernels for what the CPU supports ("SkylakeX" with AVX-512, "Haswell" with AVX2,
+// "Sandybridge" with AVX), with the core it chose in `chosen`; empty when its choice already
+// uses the widest of those or when OPENBLAS_CORETYPE is set (the choice was the user's). The
+// variable is read when OpenBLAS loads, so it must be in the environment before the process
+// starts.
+std::string OpenBlasCoreAdvice(std::string* chosen);
 
 // Sets the number of threads inside every later GEMM of this process (>= 1), for either
 // library. ecps defaults to 1 (call this once at worker start-up: the worker's cores are

@@ -7,6 +7,7 @@
 // or a missing term) misses by O(1) and fails.
 #include "kernels/dense_ops.h"
 
+#include <cstdlib>
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -245,6 +246,26 @@ TEST(DenseOps, BceMatchesFiniteDifferencesAndValues) {
 }
 
 TEST(DenseOps, SetBlasThreads) { EXPECT_EQ(SetBlasThreads(1), 1); }
+
+// The advice names a core for the CPU's widest vectors, or nothing; never anything once the
+// user chose a core.
+TEST(DenseOps, OpenBlasCoreAdvice) {
+  const char* before = std::getenv("OPENBLAS_CORETYPE");
+  std::string chosen;
+  const std::string advice = OpenBlasCoreAdvice(&chosen);
+  EXPECT_FALSE(chosen.empty()) << "OpenBLAS names the core it runs";
+  if (before == nullptr) {
+    EXPECT_TRUE(advice.empty() || advice == "SkylakeX" || advice == "Haswell" ||
+                advice == "Sandybridge")
+        << advice;
+    EXPECT_NE(advice, chosen) << "no advice to use the core already in use";
+    setenv("OPENBLAS_CORETYPE", "Prescott", 1);
+    EXPECT_EQ(OpenBlasCoreAdvice(&chosen), "") << "the user's choice stands";
+    unsetenv("OPENBLAS_CORETYPE");
+  } else {
+    EXPECT_EQ(advice, "");
+  }
+}
 
 TEST(DenseOps, ScopedFlushDenormalsFlushesThenRestores) {
 #if !defined(__x86_64__) && !defined(__i386__)
