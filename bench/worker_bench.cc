@@ -15,7 +15,10 @@
 //   BM_SyntheticBatch:                  generating one batch of synthetic data.
 //
 // Run: worker_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+#include <cstdio>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -208,4 +211,19 @@ BENCHMARK(BM_Dedupe)->Unit(benchmark::kMicrosecond);
 }  // namespace
 }  // namespace ecps
 
-BENCHMARK_MAIN();
+// --openblas_core_advice prints "CORE CHOSEN" when OpenBLAS chose a core narrower than the
+// CPU's vectors (OpenBlasCoreAdvice), nothing otherwise, and exits: bench/worker_vs_torch.sh
+// asks it before running either side.
+int main(int argc, char** argv) {
+  if (argc == 2 && std::string_view(argv[1]) == "--openblas_core_advice") {
+    std::string chosen;
+    const std::string core = ecps::OpenBlasCoreAdvice(&chosen);
+    if (!core.empty()) std::printf("%s %s\n", core.c_str(), chosen.c_str());
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -24,22 +24,10 @@ export OMP_WAIT_POLICY=PASSIVE  # PyTorch's OpenMP threads must not spin between
 # know (a VM reporting a generic model) it falls back to Prescott's SSE3 kernels, 4-5x slower,
 # and the ratio would flatter ecps (whose oneDNN GEMMs read the CPU's features). Then both
 # sides run with the core for the CPU's widest vectors, as the worker's own warning advises
-# (kernels/dense_ops.h, OpenBlasCoreAdvice).
+# (kernels/dense_ops.h, OpenBlasCoreAdvice; the benchmark binary, which loads the same
+# OpenBLAS, answers for it).
 if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  core="$("$python" - <<'PY'
-import ctypes
-lib = ctypes.CDLL("libopenblas.so.0")
-lib.openblas_get_corename.restype = ctypes.c_char_p
-chosen = lib.openblas_get_corename().decode()
-flags = set(next(l for l in open("/proc/cpuinfo") if l.startswith("flags")).split())
-cpu = (3 if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags else
-       2 if {"avx2", "fma"} <= flags else 1 if "avx" in flags else 0)
-levels = {"SkylakeX": 3, "Cooperlake": 3, "SapphireRapids": 3, "Haswell": 2, "Zen": 2,
-          "Sandybridge": 1, "Bulldozer": 1, "Piledriver": 1, "Steamroller": 1, "Excavator": 1}
-if levels.get(chosen, 0) < cpu:
-    print(["", "Sandybridge", "Haswell", "SkylakeX"][cpu], chosen)
-PY
-)"
+  core="$("$bench" --openblas_core_advice)"
   if [ -n "$core" ]; then
     echo "worker_vs_torch: OpenBLAS chose its ${core#* } kernels on this CPU; running with" \
       "OPENBLAS_CORETYPE=${core%% *}" >&2

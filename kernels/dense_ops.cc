@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #ifdef ECPS_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -79,9 +80,6 @@ const char* GemmLibraryName(GemmLibrary library) {
   return library == GemmLibrary::kOneDnn ? "oneDNN" : "OpenBLAS";
 }
 
-namespace {
-
-// 3: AVX-512 (F, BW, DQ, VL), 2: AVX2 and FMA, 1: AVX, 0: none of those.
 int CpuVectorLevel() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -92,30 +90,25 @@ int CpuVectorLevel() {
   return __builtin_cpu_supports("avx") ? 1 : 0;
 }
 
-// The widest vectors an OpenBLAS x86-64 core's kernels use, on the same scale.
-int CoreVectorLevel(const std::string& core) {
-  for (const char* name : {"SkylakeX", "Cooperlake", "SapphireRapids"}) {
-    if (core == name) return 3;
+std::string OpenBlasCoreFor(const std::string& chosen, int cpu_level) {
+  // The widest vectors each OpenBLAS x86-64 core's kernels use, on CpuVectorLevel's scale.
+  static constexpr std::pair<const char*, int> kCoreLevels[] = {
+      {"SkylakeX", 3},    {"Cooperlake", 3}, {"SapphireRapids", 3}, {"Haswell", 2},
+      {"Zen", 2},         {"Sandybridge", 1}, {"Bulldozer", 1},     {"Piledriver", 1},
+      {"Steamroller", 1}, {"Excavator", 1}};
+  int core_level = 0;
+  for (const auto& [name, level] : kCoreLevels) {
+    if (chosen == name) core_level = level;
   }
-  for (const char* name : {"Haswell", "Zen"}) {
-    if (core == name) return 2;
-  }
-  for (const char* name : {"Sandybridge", "Bulldozer", "Piledriver", "Steamroller", "Excavator"}) {
-    if (core == name) return 1;
-  }
-  return 0;
+  static constexpr const char* kCoreFor[] = {"", "Sandybridge", "Haswell", "SkylakeX"};
+  return core_level < cpu_level ? kCoreFor[std::clamp(cpu_level, 0, 3)] : "";
 }
-
-}  // namespace
 
 std::string OpenBlasCoreAdvice(std::string* chosen) {
   const char* name = openblas_get_corename();
   *chosen = name != nullptr ? name : "";
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
-  const int cpu = CpuVectorLevel();
-  if (CoreVectorLevel(*chosen) >= cpu) return "";
-  static constexpr const char* kCoreFor[] = {"", "Sandybridge", "Haswell", "SkylakeX"};
-  return kCoreFor[cpu];
+  return OpenBlasCoreFor(*chosen, CpuVectorLevel());
 }
 
 int SetBlasThreads(int threads) {

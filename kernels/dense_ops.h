@@ -47,6 +47,11 @@ const char* GemmLibraryName(GemmLibrary library);
 // variable is read when OpenBLAS loads, so it must be in the environment before the process
 // starts.
 std::string OpenBlasCoreAdvice(std::string* chosen);
+// Its parts. The CPU's widest vectors: 3 AVX-512 (F, BW, DQ, VL), 2 AVX2 and FMA, 1 AVX, 0
+// none of those. The core for `cpu_level` when OpenBLAS's `chosen` core uses narrower vectors
+// (an unknown name counts as none), else empty.
+int CpuVectorLevel();
+std::string OpenBlasCoreFor(const std::string& chosen, int cpu_level);
 
 // Sets the number of threads inside every later GEMM of this process (>= 1), for either
 // library. ecps defaults to 1 (call this once at worker start-up: the worker's cores are

@@ -247,6 +247,24 @@ TEST(DenseOps, BceMatchesFiniteDifferencesAndValues) {
 
 TEST(DenseOps, SetBlasThreads) { EXPECT_EQ(SetBlasThreads(1), 1); }
 
+// A core narrower than the CPU (or one OpenBLAS falls back to, unknown here) gets the core for
+// the CPU's widest vectors; one as wide or wider gets nothing.
+TEST(DenseOps, OpenBlasCoreForTheCpu) {
+  EXPECT_EQ(OpenBlasCoreFor("Prescott", 3), "SkylakeX");
+  EXPECT_EQ(OpenBlasCoreFor("Haswell", 3), "SkylakeX");
+  EXPECT_EQ(OpenBlasCoreFor("Prescott", 2), "Haswell");
+  EXPECT_EQ(OpenBlasCoreFor("Sandybridge", 2), "Haswell");
+  EXPECT_EQ(OpenBlasCoreFor("Core2", 1), "Sandybridge");
+  EXPECT_EQ(OpenBlasCoreFor("SkylakeX", 3), "");
+  EXPECT_EQ(OpenBlasCoreFor("Cooperlake", 3), "");
+  EXPECT_EQ(OpenBlasCoreFor("Zen", 2), "");
+  EXPECT_EQ(OpenBlasCoreFor("SkylakeX", 2), "");
+  EXPECT_EQ(OpenBlasCoreFor("Prescott", 0), "");
+  const int level = CpuVectorLevel();
+  EXPECT_GE(level, 0);
+  EXPECT_LE(level, 3);
+}
+
 // The advice names a core for the CPU's widest vectors, or nothing; never anything once the
 // user chose a core.
 TEST(DenseOps, OpenBlasCoreAdvice) {
