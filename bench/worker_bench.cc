@@ -211,13 +211,16 @@ BENCHMARK(BM_Dedupe)->Unit(benchmark::kMicrosecond);
 }  // namespace
 }  // namespace ecps
 
-// --openblas_core_advice prints "CORE CHOSEN" when OpenBLAS chose a core narrower than the
-// CPU's vectors (OpenBlasCoreAdvice), nothing otherwise, and exits: bench/worker_vs_torch.sh
-// asks it before running either side.
+// --openblas_core_advice prints "CORE CHOSEN" when the core OpenBLAS runs, CHOSEN, uses
+// narrower vectors than the CPU's widest, CORE being the one for those; nothing otherwise; and
+// exits. Unlike the worker's warning (OpenBlasCoreAdvice) it answers also when the core came
+// from OPENBLAS_CORETYPE: bench/worker_vs_torch.sh asks it before running either side, so that
+// PyTorch's peer is not measured below its best.
 int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--openblas_core_advice") {
     std::string chosen;
-    const std::string core = ecps::OpenBlasCoreAdvice(&chosen);
+    (void)ecps::OpenBlasCoreAdvice(&chosen);
+    const std::string core = ecps::OpenBlasCoreFor(chosen, ecps::CpuVectorLevel());
     if (!core.empty()) std::printf("%s %s\n", core.c_str(), chosen.c_str());
     return 0;
   }

@@ -6,6 +6,7 @@
 #
 #   bench/worker_vs_torch.sh [REPEATS]     (default 3)
 #   ECPS_BENCH=build/bench/worker_bench    the ecps benchmark binary
+#   ECPS_KEEP_OPENBLAS_CORETYPE=1          keep an OPENBLAS_CORETYPE narrower than the CPU
 # Needs Debian's python3-torch (run with /usr/bin/python3).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,15 +23,25 @@ trap 'rm -f "$results"' EXIT
 export OMP_WAIT_POLICY=PASSIVE  # PyTorch's OpenMP threads must not spin between ops
 # PyTorch's GEMMs go to OpenBLAS, which picks its kernels by CPU model: on a CPU it does not
 # know (a VM reporting a generic model) it falls back to Prescott's SSE3 kernels, 4-5x slower,
-# and the ratio would flatter ecps (whose oneDNN GEMMs read the CPU's features). Then both
+# and the ratio would flatter ecps (whose oneDNN GEMMs read the CPU's features). The same when
+# OPENBLAS_CORETYPE names a core narrower than the CPU (a machine's environment may set one:
+# Haswell's AVX2 kernels on an AVX-512 CPU ran PyTorch's heavy model 1.7x slower). Then both
 # sides run with the core for the CPU's widest vectors, as the worker's own warning advises
-# (kernels/dense_ops.h, OpenBlasCoreAdvice; the benchmark binary, which loads the same
-# OpenBLAS, answers for it).
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  core="$("$bench" --openblas_core_advice)"
-  if [ -n "$core" ]; then
+# (kernels/dense_ops.h, OpenBlasCoreFor; the benchmark binary, which loads the same OpenBLAS,
+# answers for it). ECPS_KEEP_OPENBLAS_CORETYPE=1 keeps a core set in the environment.
+core="$("$bench" --openblas_core_advice)"
+if [ -n "$core" ]; then
+  if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
     echo "worker_vs_torch: OpenBLAS chose its ${core#* } kernels on this CPU; running with" \
       "OPENBLAS_CORETYPE=${core%% *}" >&2
+    export OPENBLAS_CORETYPE="${core%% *}"
+  elif [ "${ECPS_KEEP_OPENBLAS_CORETYPE:-0}" = 1 ]; then
+    echo "worker_vs_torch: keeping OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, narrower than this" \
+      "CPU's vectors: PyTorch runs below its best and the ratios flatter ecps" >&2
+  else
+    echo "worker_vs_torch: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (from the environment) is" \
+      "narrower than this CPU's vectors, and PyTorch would run below its best; running with" \
+      "OPENBLAS_CORETYPE=${core%% *} (ECPS_KEEP_OPENBLAS_CORETYPE=1 keeps yours)" >&2
     export OPENBLAS_CORETYPE="${core%% *}"
   fi
 fi
