@@ -6,12 +6,15 @@
 #   bench/ft_modes.sh [SPEC] [SERVERS] [REPEATS]
 #     SPEC     default deploy/examples/bench-small.yaml (its fault_tolerance section is replaced)
 #     SERVERS  default 6 (enough for k + r = 6)
-#     REPEATS  default 1: runs per configuration, interleaved; the median is reported
+#     REPEATS  default 1: runs per configuration, interleaved; the median is reported, and
+#              the range of each run's ratio to none's run of the same round
 #   ECPS_MODES="none ec41-async ..." limits the run to those configurations (none always runs).
 #   ECPS_PIN="WORKER_CPUS SERVER_CPUS" (taskset lists, e.g. "0 1") runs the coordinator and the
 #     servers on SERVER_CPUS and moves the worker, every thread of it, onto WORKER_CPUS as soon
 #     as it starts: on one machine, the nearest thing to a cluster in which the worker has a
 #     host of its own and the parity work runs on the servers' cores, not the worker's.
+#     With SPEC deploy/examples/bench-heavy.yaml (ECRec's compute-heavy model) the servers'
+#     core has headroom, as on a cluster; with bench-small one core is saturated by them.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 spec="${1:-$root/deploy/examples/bench-small.yaml}"
@@ -60,10 +63,15 @@ for name in configs:
         assert r["ok"], name
         if name != "none":
             assert r["scrub"]["clean"], name
-    rows[name] = (statistics.median(rates), statistics.median(mem))
-base_rate, base_mem = rows["none"]
-print(f"{'mode':22} {'samples/s':>10} {'vs none':>8} {'MB/server':>10} {'vs none':>8}")
+    rows[name] = (statistics.median(rates), statistics.median(mem), rates)
+base_rate, base_mem, base_rates = rows["none"]
+# vs none: the medians' ratio, and the range of the runs' ratios to none's run of the same round
+# (the rounds are interleaved, so a pair shares the machine's state of the moment).
+print(f"{'mode':22} {'samples/s':>10} {'vs none':>8} {'(range)':>13} {'MB/server':>10} {'vs none':>8}")
 for name in configs:
-    rate, mem = rows[name]
-    print(f"{name:22} {rate:10.0f} {rate / base_rate:8.3f} {mem / 1e6:10.1f} {mem / base_mem:8.3f}")
+    rate, mem, rates = rows[name]
+    pairs = [r / b for r, b in zip(rates, base_rates)]
+    spread = f"({min(pairs):.3f}-{max(pairs):.3f})"
+    print(f"{name:22} {rate:10.0f} {rate / base_rate:8.3f} {spread:>13} {mem / 1e6:10.1f} "
+          f"{mem / base_mem:8.3f}")
 PY

@@ -934,6 +934,14 @@ TEST(SpecTest, ExamplesHaveTheAgreedShape) {
   ASSERT_TRUE(bench.ok()) << bench.status();
   EXPECT_EQ(bench->data.batch_size, 2048);
   EXPECT_EQ(bench->model.table_rows, std::vector<int64_t>(26, 50000));
+  // bench/worker_bench's heavy model (HeavyJob), which docs/scaling.md compares modes on.
+  auto heavy = LoadSpecFile(std::string(ECPS_EXAMPLES_DIR) + "/bench-heavy.yaml");
+  ASSERT_TRUE(heavy.ok()) << heavy.status();
+  EXPECT_EQ(heavy->data.batch_size, 2048);
+  EXPECT_EQ(heavy->model.embedding_dim, 128);
+  EXPECT_EQ(heavy->model.bottom_mlp, (std::vector<int>{512, 256, 128}));
+  EXPECT_EQ(heavy->model.top_mlp, (std::vector<int>{1024, 1024, 512, 256}));
+  EXPECT_EQ(heavy->model.table_rows, std::vector<int64_t>(26, 20000));
 }
 
 // docs/spec.md: its annotated example parses, and its error example prints what it shows.
