@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -42,8 +43,13 @@ std::vector<float> Random(size_t n, uint32_t seed, float scale = 1.0f) {
 // The bodies take z in one array (batch x vectors x dim); the CPU kernel takes its first
 // vector and the rest apart: split z for it, and join its gradients back.
 TEST(GpuBodies, InteractionIsTheCpuKernelsBits) {
-  for (int dim : {4, 16, 37, 128}) {
-    const int batch = 5, vectors = 9, pairs = InteractionPairs(vectors), stride = pairs + 3;
+  // 9 vectors fit one block of the kernels' 16 lanes; 27 (DLRM's 26 tables and the bottom
+  // MLP's output) take a second, partly filled one.
+  for (const std::pair<int, int>& shape :
+       {std::pair{4, 9}, {16, 9}, {37, 9}, {128, 9}, {16, 27}, {37, 27}}) {
+    // Not a structured binding: the lambdas below capture these (Clang 14 cannot).
+    const int dim = shape.first, vectors = shape.second;
+    const int batch = 5, pairs = InteractionPairs(vectors), stride = pairs + 3;
     const size_t sample = static_cast<size_t>(vectors) * dim;
     const std::vector<float> z = Random(batch * sample, dim);
     std::vector<float> first, rest;
@@ -58,7 +64,7 @@ TEST(GpuBodies, InteractionIsTheCpuKernelsBits) {
     ForEachIndex(static_cast<int64_t>(batch) * pairs, [&](int64_t i) {
       gpu::InteractionForwardAt(i, vectors, dim, z.data(), body.data(), stride);
     });
-    EXPECT_EQ(body, cpu) << "forward, dim " << dim;
+    EXPECT_EQ(body, cpu) << "forward, dim " << dim << ", " << vectors << " vectors";
 
     const std::vector<float> d_out = Random(cpu.size(), dim + 1);
     std::vector<float> d_first(first.size()), d_rest(rest.size()), dz_body(z.size(), -1.0f);
@@ -73,7 +79,7 @@ TEST(GpuBodies, InteractionIsTheCpuKernelsBits) {
     ForEachIndex(static_cast<int64_t>(z.size()), [&](int64_t i) {
       gpu::InteractionBackwardAt(i, vectors, dim, z.data(), d_out.data(), stride, dz_body.data());
     });
-    EXPECT_EQ(dz_body, dz_cpu) << "backward, dim " << dim;
+    EXPECT_EQ(dz_body, dz_cpu) << "backward, dim " << dim << ", " << vectors << " vectors";
   }
 }
 
