@@ -218,8 +218,7 @@ BENCHMARK(BM_Dedupe)->Unit(benchmark::kMicrosecond);
 // PyTorch's peer is not measured below its best.
 int main(int argc, char** argv) {
   if (argc == 2 && std::string_view(argv[1]) == "--openblas_core_advice") {
-    std::string chosen;
-    (void)ecps::OpenBlasCoreAdvice(&chosen);
+    const std::string chosen = ecps::OpenBlasCoreName();
     const std::string core = ecps::OpenBlasCoreFor(chosen, ecps::CpuVectorLevel());
     if (!core.empty()) std::printf("%s %s\n", core.c_str(), chosen.c_str());
     return 0;

@@ -30,20 +30,19 @@ export OMP_WAIT_POLICY=PASSIVE  # PyTorch's OpenMP threads must not spin between
 # (kernels/dense_ops.h, OpenBlasCoreFor; the benchmark binary, which loads the same OpenBLAS,
 # answers for it). ECPS_KEEP_OPENBLAS_CORETYPE=1 keeps a core set in the environment.
 core="$("$bench" --openblas_core_advice)"
-if [ -n "$core" ]; then
+if [ -n "$core" ] && [ -n "${OPENBLAS_CORETYPE:-}" ] && [ "${ECPS_KEEP_OPENBLAS_CORETYPE:-0}" = 1 ]; then
+  echo "worker_vs_torch: keeping OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, narrower than this" \
+    "CPU's vectors: PyTorch runs below its best and the ratios flatter ecps" >&2
+elif [ -n "$core" ]; then
   if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
     echo "worker_vs_torch: OpenBLAS chose its ${core#* } kernels on this CPU; running with" \
       "OPENBLAS_CORETYPE=${core%% *}" >&2
-    export OPENBLAS_CORETYPE="${core%% *}"
-  elif [ "${ECPS_KEEP_OPENBLAS_CORETYPE:-0}" = 1 ]; then
-    echo "worker_vs_torch: keeping OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE, narrower than this" \
-      "CPU's vectors: PyTorch runs below its best and the ratios flatter ecps" >&2
   else
     echo "worker_vs_torch: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (from the environment) is" \
       "narrower than this CPU's vectors, and PyTorch would run below its best; running with" \
       "OPENBLAS_CORETYPE=${core%% *} (ECPS_KEEP_OPENBLAS_CORETYPE=1 keeps yours)" >&2
-    export OPENBLAS_CORETYPE="${core%% *}"
   fi
+  export OPENBLAS_CORETYPE="${core%% *}"
 fi
 
 for ((rep = 1; rep <= repeats; rep++)); do

@@ -104,9 +104,13 @@ std::string OpenBlasCoreFor(const std::string& chosen, int cpu_level) {
   return core_level < cpu_level ? kCoreFor[std::clamp(cpu_level, 0, 3)] : "";
 }
 
-std::string OpenBlasCoreAdvice(std::string* chosen) {
+std::string OpenBlasCoreName() {
   const char* name = openblas_get_corename();
-  *chosen = name != nullptr ? name : "";
+  return name != nullptr ? name : "";
+}
+
+std::string OpenBlasCoreAdvice(std::string* chosen) {
+  *chosen = OpenBlasCoreName();
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
   return OpenBlasCoreFor(*chosen, CpuVectorLevel());
 }

@@ -47,6 +47,8 @@ const char* GemmLibraryName(GemmLibrary library);
 // variable is read when OpenBLAS loads, so it must be in the environment before the process
 // starts.
 std::string OpenBlasCoreAdvice(std::string* chosen);
+// The core OpenBLAS runs (its own choice, or OPENBLAS_CORETYPE's); empty if it names none.
+std::string OpenBlasCoreName();
 // Its parts. The CPU's widest vectors: 3 AVX-512 (F, BW, DQ, VL), 2 AVX2 and FMA, 1 AVX, 0
 // none of those. The core for `cpu_level` when OpenBLAS's `chosen` core uses narrower vectors
 // (an unknown name counts as none), else empty.
