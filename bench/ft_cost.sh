@@ -15,8 +15,10 @@
 #   ECPS_PIN="WORKER_CPUS SERVER_CPUS": as bench/ft_modes.sh (the servers on cores of their own).
 #
 # Prints one table: per configuration the median (min-max) of server CPU-s per million row
-# updates, the extra over none's median, that extra as a share of none's, and parity bytes per
-# row update.
+# updates, the extra over none's median, that extra as a share of none's, the user and system
+# parts of the CPU (medians of their own), context switches per thousand row updates (summed over
+# the threads alive at each sample), parity messages (ServerStats.delta_batches_sent) per
+# thousand row updates, and parity bytes per row update.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 spec="${1:-$root/deploy/examples/bench-small.yaml}"
@@ -49,7 +51,7 @@ run_one() {
   until [ -s "$dir/out/coordinator.address" ] || ! kill -0 "$job" 2>/dev/null; do sleep 0.05; done
   while kill -0 "$job" 2>/dev/null; do
     "$ecps" status --job "$dir/out" --json 2>/dev/null | "$python" -c '
-import json, sys
+import json, os, sys
 try:
     s = json.load(sys.stdin)
 except ValueError:
@@ -62,10 +64,20 @@ for n in s.get("nodes", []):
         f = open("/proc/%d/stat" % int(n["pid"])).read().rsplit(")", 1)[1].split()
     except OSError:
         continue
-    cpu = (int(f[11]) + int(f[12])) / 100.0  # utime + stime, clock ticks
+    # utime and stime, in clock ticks; context switches summed over the live threads.
+    switches = 0
+    try:
+        for task in os.listdir("/proc/%d/task" % int(n["pid"])):
+            for line in open("/proc/%d/task/%s/status" % (int(n["pid"]), task)):
+                if "ctxt_switches:" in line:  # voluntary and nonvoluntary
+                    switches += int(line.split()[-1])
+    except OSError:
+        pass
     st = n.get("server", {})
-    out["servers"][str(n["pid"])] = {"cpu_s": cpu, "pushes": int(st.get("pushes", 0)),
-                                     "delta_bytes": int(st.get("delta_bytes_sent", 0))}
+    out["servers"][str(n["pid"])] = {"user_s": int(f[11]) / 100.0, "sys_s": int(f[12]) / 100.0,
+                                     "switches": switches, "pushes": int(st.get("pushes", 0)),
+                                     "delta_bytes": int(st.get("delta_bytes_sent", 0)),
+                                     "batches": int(st.get("delta_batches_sent", 0))}
 print(json.dumps(out))
 ' >>"$dir/samples.jsonl" || true
     sleep 0.2
@@ -81,10 +93,13 @@ b = next((r for r in reversed(rows) if r["step"] <= 3 * steps // 4 and r["server
 if a is None or b is None or b["step"] <= a["step"]:
     sys.exit("%s: no steady-state window in %d samples" % (name, len(rows)))
 pids = set(a["servers"]) & set(b["servers"])
-cpu = sum(b["servers"][p]["cpu_s"] - a["servers"][p]["cpu_s"] for p in pids)
-pushes = sum(b["servers"][p]["pushes"] - a["servers"][p]["pushes"] for p in pids)
-delta = sum(b["servers"][p]["delta_bytes"] - a["servers"][p]["delta_bytes"] for p in pids)
-print(name, cpu / pushes * 1e6, delta / pushes, pushes, b["step"] - a["step"])
+def grown(key):
+    return sum(b["servers"][p][key] - a["servers"][p][key] for p in pids)
+pushes = grown("pushes")
+user, system = grown("user_s"), grown("sys_s")
+print(name, (user + system) / pushes * 1e6, grown("delta_bytes") / pushes, pushes,
+      b["step"] - a["step"], user / pushes * 1e6, system / pushes * 1e6,
+      grown("switches") / pushes * 1e3, grown("batches") / pushes * 1e3)
 PY
 }
 
@@ -101,16 +116,18 @@ done
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
-    name, cpu, b, pushes, steps = line.split()
-    runs.setdefault(name, []).append((float(cpu), float(b), int(pushes)))
-none = statistics.median(c for c, _, _ in runs["none"])
-print("| configuration | server CPU-s per 1M row updates, median (range) | extra over none | extra / none | parity bytes per row update | row updates in window |")
-print("| --- | --- | --- | --- | --- | --- |")
+    name, cpu, b, pushes, steps, user, system, switches, batches = line.split()
+    runs.setdefault(name, []).append((float(cpu), float(b), int(pushes), float(user),
+                                      float(system), float(switches), float(batches)))
+none = statistics.median(r[0] for r in runs["none"])
+print("| configuration | server CPU-s per 1M row updates, median (range) | extra over none | extra / none | of it user | of it system | context switches per 1k row updates | parity messages per 1k row updates | parity bytes per row update | row updates in window |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for name, rs in runs.items():
-    cpus = [c for c, _, _ in rs]
+    cpus = [r[0] for r in rs]
     med = statistics.median(cpus)
     extra = med - none
-    print("| %s | %.2f (%.2f-%.2f) | %+.2f | %.2fx | %.0f | %d |" % (
-        name, med, min(cpus), max(cpus), extra, extra / none,
-        statistics.median(b for _, b, _ in rs), statistics.median(p for _, _, p in rs)))
+    col = lambda i: statistics.median(r[i] for r in rs)
+    print("| %s | %.2f (%.2f-%.2f) | %+.2f | %.2fx | %.2f | %.2f | %.1f | %.2f | %.0f | %d |" % (
+        name, med, min(cpus), max(cpus), extra, extra / none, col(3), col(4), col(5), col(6),
+        col(1), col(2)))
 PY

@@ -503,6 +503,7 @@ void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
     auto now = std::chrono::steady_clock::now();
     int64_t sent = parts_.streams->bytes_sent();
     stats->set_delta_bytes_sent(sent);
+    stats->set_delta_batches_sent(parts_.streams->batches_sent());
     double dt = std::chrono::duration<double>(now - rate_time_).count();
     if (dt > 0.2) {
       rate_ = (sent - rate_bytes_) / dt;

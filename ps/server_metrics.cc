@@ -30,6 +30,8 @@ void AddServerMetrics(int id, const v1::ServerStats& stats, MetricsBuilder* out)
         stats.unacked_deltas());
   counter("ecps_server_delta_sent_bytes_total", "Bytes of parity deltas sent to peers",
           stats.delta_bytes_sent());
+  counter("ecps_server_delta_sent_batches_total",
+          "Messages of parity deltas sent to peers (one per batch)", stats.delta_batches_sent());
   gauge("ecps_server_delta_bytes_per_second", "Rate of parity delta bytes sent",
         stats.delta_bytes_per_s());
   // Rebuild of a replacement (zero on a server that never rebuilt; kept once ACTIVE).
