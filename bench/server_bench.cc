@@ -1,6 +1,6 @@
 // server_bench: one parameter server's stores on their own, with no network and no threads:
 // what a row update costs inside the process, on each side of the parity path (docs/scaling.md,
-// "Where the parity path's time goes"). bench/ft_cost.sh measures the whole servers (gRPC,
+// "Per delta, per message, and what the stores themselves cost"). bench/ft_cost.sh measures the whole servers (gRPC,
 // TCP on loopback, wake-ups); the difference between the two is what the transport costs.
 //
 //   BM_Push            a push's rows applied by the embedding store (mode none)
@@ -25,6 +25,7 @@
 #include "benchmark/benchmark.h"
 #include "ps/delta_stream.h"
 #include "ps/embedding_store.h"
+#include "ps/parity_receiver.h"
 #include "ps/parity_store.h"
 #include "ps/row_code.h"
 #include "runtime/placement.h"
@@ -50,7 +51,7 @@ const Placement& Layout() {
   return *placement;
 }
 
-// kBatches pushes of server 0's rows: per table, kRowsPerTable distinct rows it holds.
+// kBatches pushes of `server`'s rows: per table, kRowsPerTable distinct rows it holds.
 std::vector<std::vector<std::vector<int64_t>>> Pushes(int server) {
   const Placement& placement = Layout();
   std::vector<std::vector<int64_t>> mine(kTables);
@@ -105,12 +106,7 @@ void PushIntoRecords(EmbeddingStore* store, const std::vector<std::vector<int64_
   for (int t = 0; t < kTables; ++t) {
     absl::Status s = store->PushWithDeltas(
         t, push[t], grads, [&](int64_t row, uint32_t from, uint32_t to) {
-          DeltaStreams::Batch::Header h;
-          h.table = t;
-          h.stripe = row / kK;
-          h.j = static_cast<int>(row % kK);
-          h.from = from;
-          h.to = to;
+          const auto h = DeltaStreams::Batch::Header::ForRow(t, row, kK, from, to);
           return (*outgoing)[placement.ServerOf(t, h.stripe, kK)].AddRecord(h, delta_bytes);
         });
     if (!s.ok()) state.SkipWithError("push failed");
@@ -155,19 +151,11 @@ void BM_ApplyDeltas(benchmark::State& state) {
       batches.push_back(std::move(outgoing[0].packed));
     }
   }
-  const size_t record = DeltaStreams::Batch::kHeader + parity->payload_bytes();
   std::vector<ParityStore::DeltaRef> refs;
   size_t b = 0, applied = 0;
   for (auto _ : state) {
-    const std::string& packed = batches[b++ % batches.size()];
     refs.clear();
-    for (size_t off = 0; off < packed.size(); off += record) {
-      const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(packed.data() + off);
-      refs.push_back(ParityStore::DeltaRef{
-          h.table, h.j, h.stripe,
-          reinterpret_cast<const uint8_t*>(packed.data() + off + DeltaStreams::Batch::kHeader),
-          h.from, h.to});
-    }
+    AppendPackedDeltas(batches[b++ % batches.size()], parity->payload_bytes(), &refs);
     if (!parity->ApplyBatch(refs).ok()) state.SkipWithError("apply failed");
     applied += refs.size();
   }

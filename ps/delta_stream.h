@@ -88,6 +88,10 @@ class DeltaStreams {
       int64_t stripe = 0;
       uint32_t from = 0;  // the data row's version before and after the delta
       uint32_t to = 0;
+      // The header of data row `row`'s delta, in stripes of k rows.
+      static Header ForRow(int table, int64_t row, int k, uint32_t from, uint32_t to) {
+        return Header{table, static_cast<int>(row % k), row / k, from, to};
+      }
     };
     std::string packed;
     size_t count = 0;

@@ -266,12 +266,7 @@ absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
     copies.clear();
     status = parts_.embeddings->PushWithDeltas(
         table, RowsOf(t), grads.data(), [&](int64_t row, uint32_t from, uint32_t to) {
-          DeltaStreams::Batch::Header h;
-          h.table = table;
-          h.stripe = row / k;
-          h.j = static_cast<int>(row % k);
-          h.from = from;
-          h.to = to;
+          const auto h = DeltaStreams::Batch::Header::ForRow(table, row, k, from, to);
           const int first = placement.ServerOf(table, h.stripe, k);
           uint8_t* delta = outgoing[first].AddRecord(h, delta_bytes);
           for (int q = 1; q < r; ++q) {

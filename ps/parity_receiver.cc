@@ -26,6 +26,19 @@ uint64_t ParityReceiver::applied(int sender) const {
   return s.applied;
 }
 
+void AppendPackedDeltas(const std::string& packed, size_t delta_bytes,
+                        std::vector<ParityStore::DeltaRef>* deltas) {
+  const size_t record = DeltaStreams::Batch::kHeader + delta_bytes;
+  const char* p = packed.data();
+  for (size_t off = 0; off + record <= packed.size(); off += record) {
+    const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(p + off);
+    const char* delta = p + off + DeltaStreams::Batch::kHeader;
+    deltas->push_back(ParityStore::DeltaRef{h.table, h.j, h.stripe,
+                                            reinterpret_cast<const uint8_t*>(delta), h.from,
+                                            h.to});
+  }
+}
+
 absl::Status ParityReceiver::ApplyDeltas(const v1::ParityDeltaBatch& batch,
                                          v1::ParityDeltaAck* ack) {
   if (parity_ == nullptr) {
@@ -73,13 +86,7 @@ absl::Status ParityReceiver::ApplyDeltas(const v1::ParityDeltaBatch& batch,
           absl::StrCat("packed parity deltas of ", batch.delta_bytes(), " bytes in ",
                        batch.packed().size(), " bytes; expected ", bytes, "-byte deltas")));
     }
-    const char* p = batch.packed().data();
-    for (size_t off = 0; off < batch.packed().size(); off += record) {
-      const DeltaStreams::Batch::Header h = DeltaStreams::Batch::ReadHeader(p + off);
-      const char* delta = p + off + DeltaStreams::Batch::kHeader;
-      deltas.push_back(Delta{h.table, h.j, h.stripe, reinterpret_cast<const uint8_t*>(delta),
-                             h.from, h.to});
-    }
+    AppendPackedDeltas(batch.packed(), bytes, &deltas);
   }
   // Only the server holding a data row sends its deltas.
   for (const Delta& d : deltas) {

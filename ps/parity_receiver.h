@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -34,6 +35,12 @@ class ParityDeltaBatch;
 class ReplicateDenseRequest;
 class RequestHeader;
 }  // namespace v1
+
+// Appends a DeltaRef for each record of `packed` (DeltaStreams::Batch's layout: a header and
+// `delta_bytes` delta bytes each; the caller checked that it holds whole records). The refs
+// point into `packed`.
+void AppendPackedDeltas(const std::string& packed, size_t delta_bytes,
+                        std::vector<ParityStore::DeltaRef>* deltas);
 
 class ParityReceiver {
  public:

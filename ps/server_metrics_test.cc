@@ -14,7 +14,7 @@ TEST(ServerMetricsTest, StatsBecomeSeriesLabelledWithTheServer) {
   stats.set_pulls(1000);
   stats.set_unacked_deltas(7);
   stats.set_delta_bytes_sent(1 << 20);
-  stats.set_delta_batches_sent(7);
+  stats.set_delta_batches_sent(9);
   stats.set_rebuild_rows_done(300);
   stats.set_rebuild_rows_total(1200);
   stats.set_on_demand_rebuilds(25);
@@ -25,7 +25,7 @@ TEST(ServerMetricsTest, StatsBecomeSeriesLabelledWithTheServer) {
                               "ecps_server_pulled_rows_total{server=\"3\"} 1000\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_unacked_deltas{server=\"3\"} 7\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_delta_sent_bytes_total{server=\"3\"} 1048576\n"));
-  EXPECT_THAT(text, HasSubstr("ecps_server_delta_sent_batches_total{server=\"3\"} 7\n"));
+  EXPECT_THAT(text, HasSubstr("ecps_server_delta_sent_batches_total{server=\"3\"} 9\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_rebuild_rows{server=\"3\"} 300\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_rebuild_rows_target{server=\"3\"} 1200\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_on_demand_rebuilds_total{server=\"3\"} 25\n"));
