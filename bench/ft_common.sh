@@ -60,10 +60,11 @@ ft_start_job() {
   ft_job=$!
   local pids="" pid
   if [[ -n "$worker_cpus" ]]; then
-    # The workers are the processes started with this run's resolved spec and role "worker".
+    # The workers are the processes started with this run's resolved spec and role "worker"
+    # (whatever the binary is called: ECPS_BIN may name a copy).
     while (($(wc -w <<<"$pids") < workers)) && kill -0 "$ft_job" 2>/dev/null; do
       sleep 0.05
-      pids="$(pgrep -f -- "ecps worker --spec $2/" || true)"
+      pids="$(pgrep -f -- " worker --spec $2/" || true)"
     done
     for pid in $pids; do
       taskset -a -p -c "$worker_cpus" "$pid" >/dev/null || echo "could not pin worker $pid" >&2
