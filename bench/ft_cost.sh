@@ -13,6 +13,10 @@
 #   ECPS_MODES="ec41-async ..." the configurations besides none (default: ec41-after_parity
 #            ec41-async ec42-after_parity rep1-after_parity; bench/ft_common.sh lists all).
 #   ECPS_PIN="WORKER_CPUS SERVER_CPUS": as bench/ft_modes.sh (the servers on cores of their own).
+#   ECPS_BIN=PATH      the ecps binary (default build/cli/ecps).
+#   ECPS_BINS="A B …"  compare builds instead: each repeat runs every configuration under each
+#            binary in turn, and each row is labelled CONFIG@N (N: the binary's place in the
+#            list) with its extra taken over none of the same binary.
 #
 # Prints one table: per configuration the median (min-max) of server CPU-s per million row
 # updates, the extra over none's median, that extra as a share of none's, the user and system
@@ -103,12 +107,22 @@ print(name, (user + system) / pushes * 1e6, grown("delta_bytes") / pushes, pushe
 PY
 }
 
+read -r -a bins <<<"${ECPS_BINS:-$ecps}"
+for ((b = 0; b < ${#bins[@]}; b++)); do
+  [[ -x "${bins[b]}" ]] || { echo "not an executable: ${bins[b]}" >&2; exit 2; }
+  ((${#bins[@]} == 1)) || echo "binary $((b + 1)): ${bins[b]}" >&2
+done
 for ((rep = 0; rep < repeats; rep++)); do
-  for entry in "${configs[@]}"; do
-    name="${entry%%|*}"
-    body="${entry#*|}"
-    echo "run $((rep + 1))/$repeats: $name" >&2
-    run_one "$name" "$body" "$rep"
+  for ((b = 0; b < ${#bins[@]}; b++)); do
+    ecps="${bins[b]}"
+    suffix=""
+    ((${#bins[@]} == 1)) || suffix="@$((b + 1))"
+    for entry in "${configs[@]}"; do
+      name="${entry%%|*}$suffix"
+      body="${entry#*|}"
+      echo "run $((rep + 1))/$repeats: $name" >&2
+      run_one "$name" "$body" "$rep"
+    done
   done
 done
 
@@ -119,12 +133,15 @@ for line in open(sys.argv[1]):
     name, cpu, b, pushes, steps, user, system, switches, batches = line.split()
     runs.setdefault(name, []).append((float(cpu), float(b), int(pushes), float(user),
                                       float(system), float(switches), float(batches)))
-none = statistics.median(r[0] for r in runs["none"])
+def none_of(name):  # none's median under the same binary (CONFIG@N: binary N)
+    at = name.find("@")
+    return statistics.median(r[0] for r in runs["none" + (name[at:] if at >= 0 else "")])
 print("| configuration | server CPU-s per 1M row updates, median (range) | extra over none | extra / none | of it user | of it system | context switches per 1k row updates | parity messages per 1k row updates | parity bytes per row update | row updates in window |")
 print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for name, rs in runs.items():
     cpus = [r[0] for r in rs]
     med = statistics.median(cpus)
+    none = none_of(name)
     extra = med - none
     col = lambda i: statistics.median(r[i] for r in rs)
     print("| %s | %.2f (%.2f-%.2f) | %+.2f | %.2fx | %.2f | %.2f | %.1f | %.2f | %.0f | %d |" % (
