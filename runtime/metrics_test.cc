@@ -12,6 +12,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "proto/ecps.grpc.pb.h"
 #include "runtime/health.h"
 #include "runtime/rpc.h"
 
@@ -82,6 +83,31 @@ TEST(MetricsTest, EndpointServesCallbacksAndRpcFigures) {
                                "grpc_service=\"grpc.health.v1.Health\",le=\"+Inf\"}"));
   // Computed at each scrape, not cached.
   EXPECT_THAT(Scrape((*endpoint)->port()), HasSubstr("ecps_test_scrapes 2\n"));
+}
+
+// Each call adds to its method's series, whatever code it ends with; the series are made once
+// and kept, so the second call counts on the first's.
+TEST(MetricsTest, EveryCallCountsOnItsMethodsSeries) {
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  // A server with no services answers every method Unimplemented.
+  auto server = StartGrpcServer("127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto stub = v1::ParameterServer::NewStub(MakeChannel(server->address, Role::kServer));
+  for (int call = 0; call < 2; ++call) {
+    grpc::ClientContext ctx;
+    v1::HotRowsRequest request;
+    v1::HotRowsResponse response;
+    EXPECT_EQ(stub->HotRows(&ctx, request, &response).error_code(),
+              grpc::StatusCode::UNIMPLEMENTED);
+  }
+  server->server->Shutdown();
+  const std::string text = Scrape((*endpoint)->port());
+  EXPECT_THAT(text, HasSubstr("ecps_grpc_server_handled_total{grpc_code=\"Unimplemented\","
+                              "grpc_method=\"HotRows\",grpc_service=\"ecps.v1.ParameterServer\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("ecps_grpc_server_handling_seconds_count{grpc_method=\"HotRows\","
+                              "grpc_service=\"ecps.v1.ParameterServer\"} 2\n"));
+  EXPECT_THAT(text, Not(HasSubstr("grpc_code=\"OK\",grpc_method=\"HotRows\"")));
 }
 
 // A callback may need a deep stack (a coordinator's status does): the endpoint's thread has
