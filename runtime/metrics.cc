@@ -129,7 +129,9 @@ class MethodSeries {
   }
 
   // The series of "/ecps.v1.ParameterServer/Pull": service "ecps.v1.ParameterServer", method
-  // "Pull". Thread-safe; the series live as long as the process.
+  // "Pull". Thread-safe; the series live as long as the process. The method is the caller's
+  // to name (a server answers any name, if only with Unimplemented), so the names are capped:
+  // past kMaxMethods, calls to a name not seen yet count under service and method "other".
   static MethodSeries& Of(absl::string_view full) {
     static absl::Mutex mu(absl::kConstInit);
     static auto* const known =
@@ -137,6 +139,14 @@ class MethodSeries {
     absl::MutexLock lock(&mu);
     auto it = known->find(full);
     if (it != known->end()) return *it->second;
+    if (known->size() >= kMaxMethods) {
+      static MethodSeries* const other = [] {
+        spdlog::warn("RPC metrics: more than {} method names called; further new ones are "
+                     "counted as grpc_method=\"other\"", kMaxMethods);
+        return new MethodSeries("other", "other");
+      }();
+      return *other;
+    }
     absl::string_view name = full;
     if (!name.empty() && name[0] == '/') name.remove_prefix(1);
     const size_t slash = name.find('/');
@@ -148,6 +158,8 @@ class MethodSeries {
 
  private:
   static constexpr size_t kCodes = 17;  // grpc::StatusCode's OK .. UNAUTHENTICATED
+  // Far above the methods of every ecps service together (about 40).
+  static constexpr size_t kMaxMethods = 256;
   const std::string service_;
   const std::string method_;
   prometheus::Histogram* const handling_;

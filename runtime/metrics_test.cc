@@ -7,10 +7,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <set>
+#include <sstream>
 #include <string>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <grpcpp/impl/codegen/client_unary_call.h>
+#include <grpcpp/support/byte_buffer.h>
 
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/health.h"
@@ -108,6 +113,43 @@ TEST(MetricsTest, EveryCallCountsOnItsMethodsSeries) {
   EXPECT_THAT(text, HasSubstr("ecps_grpc_server_handling_seconds_count{grpc_method=\"HotRows\","
                               "grpc_service=\"ecps.v1.ParameterServer\"} 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("grpc_code=\"OK\",grpc_method=\"HotRows\"")));
+}
+
+// Whoever can reach a port names the methods it calls: past the cap, new names share one
+// series, so calls to made-up methods cannot grow a process's metrics without bound.
+TEST(MetricsTest, MadeUpMethodNamesAreCapped) {
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  auto server = StartGrpcServer("127.0.0.1", 0, {});
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(server->address, Role::kServer);
+  constexpr int kNames = 300;  // more than the cap (256) with every other test's names
+  for (int i = 0; i < kNames; ++i) {
+    grpc::internal::RpcMethod method(("/made.up.Service/Call" + std::to_string(i)).c_str(),
+                                     grpc::internal::RpcMethod::NORMAL_RPC, channel);
+    grpc::ClientContext ctx;
+    grpc::Slice empty("");  // an empty message
+    grpc::ByteBuffer request(&empty, 1), response;
+    grpc::Status s = grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        channel.get(), method, &ctx, request, &response);
+    ASSERT_EQ(s.error_code(), grpc::StatusCode::UNIMPLEMENTED) << i;
+  }
+  server->server->Shutdown();
+  const std::string text = Scrape((*endpoint)->port());
+  // The distinct methods named on the counter's lines: at most the cap and "other".
+  std::set<std::string> methods;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ecps_grpc_server_handled_total{", 0) != 0) continue;
+    const size_t at = line.find("grpc_method=\"");
+    if (at != std::string::npos) methods.insert(line.substr(at, line.find('"', at + 13) - at));
+  }
+  EXPECT_LE(methods.size(), 257u);
+  EXPECT_GE(methods.size(), 200u);  // the made-up names did get series, up to the cap
+  EXPECT_THAT(text, HasSubstr("grpc_method=\"Call0\",grpc_service=\"made.up.Service\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("grpc_method=\"Call299\"")));
+  EXPECT_THAT(text, HasSubstr("ecps_grpc_server_handled_total{grpc_code=\"Unimplemented\","
+                              "grpc_method=\"other\",grpc_service=\"other\"}"));
 }
 
 // A callback may need a deep stack (a coordinator's status does): the endpoint's thread has
