@@ -1,7 +1,8 @@
 // server_bench: one parameter server's stores on their own, with no network and no threads:
-// what a row update costs inside the process, on each side of the parity path (docs/scaling.md,
-// "Per delta, per message, and what the stores themselves cost"). bench/ft_cost.sh measures the whole servers (gRPC,
-// TCP on loopback, wake-ups); the difference between the two is what the transport costs.
+// what a row update costs inside the process, on each side of the parity path
+// (docs/scaling.md, "Per delta, per message, and what the stores themselves cost").
+// bench/ft_cost.sh measures the whole servers (gRPC, TCP on loopback, wake-ups); the
+// difference between the two is what the transport costs.
 //
 //   BM_Push            a push's rows applied by the embedding store (mode none)
 //   BM_PushWithDeltas  the same, each row's delta (old XOR new) written into the outgoing

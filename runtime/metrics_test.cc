@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -109,7 +110,8 @@ TEST(MetricsTest, EveryCallCountsOnItsMethodsSeries) {
   server->server->Shutdown();
   const std::string text = Scrape((*endpoint)->port());
   EXPECT_THAT(text, HasSubstr("ecps_grpc_server_handled_total{grpc_code=\"Unimplemented\","
-                              "grpc_method=\"HotRows\",grpc_service=\"ecps.v1.ParameterServer\"} 2\n"));
+                              "grpc_method=\"HotRows\","
+                              "grpc_service=\"ecps.v1.ParameterServer\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("ecps_grpc_server_handling_seconds_count{grpc_method=\"HotRows\","
                               "grpc_service=\"ecps.v1.ParameterServer\"} 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("grpc_code=\"OK\",grpc_method=\"HotRows\"")));
@@ -141,8 +143,10 @@ TEST(MetricsTest, MadeUpMethodNamesAreCapped) {
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("ecps_grpc_server_handled_total{", 0) != 0) continue;
-    const size_t at = line.find("grpc_method=\"");
-    if (at != std::string::npos) methods.insert(line.substr(at, line.find('"', at + 13) - at));
+    constexpr std::string_view kLabel = "grpc_method=\"";
+    const size_t at = line.find(kLabel);
+    if (at == std::string::npos) continue;
+    methods.insert(line.substr(at, line.find('"', at + kLabel.size()) - at));
   }
   EXPECT_LE(methods.size(), 257u);
   EXPECT_GE(methods.size(), 200u);  // the made-up names did get series, up to the cap
