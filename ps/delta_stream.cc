@@ -77,21 +77,35 @@ uint64_t DeltaStreams::EnqueueBatch(int peer, Batch&& batch) {
     }
     --s.flush_waiters;
   }
-  if (s.pending.count == 0) {
-    s.first_pending = std::chrono::steady_clock::now();
-    std::swap(s.pending.packed, batch.packed);
-  } else {
-    s.pending.packed.append(batch.packed);
+  if (batch.count > 0) {
+    if (s.pending_count == 0) s.first_pending = std::chrono::steady_clock::now();
+    s.pending.push_back(std::move(batch.packed));
+    s.pending_count += batch.count;
+    s.pending_len = batch.len;
+    s.enqueued += batch.count;
   }
-  s.pending.count += batch.count;
-  s.pending.len = batch.len;
-  ++s.pending_batches;
-  s.enqueued += batch.count;
   const uint64_t ticket = s.enqueued;
   lock.Release();
   s.cv.SignalAll();
   return ticket;
 }
+
+namespace {
+
+// acc ^= in, `bytes` of them, a word at a time.
+void XorBytes(char* acc, const char* in, size_t bytes) {
+  size_t b = 0;
+  for (; b + 8 <= bytes; b += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, acc + b, 8);
+    std::memcpy(&y, in + b, 8);
+    x ^= y;
+    std::memcpy(acc + b, &x, 8);
+  }
+  for (; b < bytes; ++b) acc[b] ^= in[b];
+}
+
+}  // namespace
 
 absl::Status DeltaStreams::WaitAcked(int peer, uint64_t ticket, std::chrono::milliseconds timeout) {
   Stream& s = *streams_[peer];
@@ -144,43 +158,50 @@ int64_t DeltaStreams::unacked() const {
 void DeltaStreams::SenderLoop(int peer) {
   Stream& s = *streams_[peer];
   v1::ParityDeltaBatch batch;
-  std::string taken;  // the records taken from the stream for the next batch
+  std::vector<std::string> taken;  // the pushes' buffers taken for the next batch
   absl::flat_hash_map<std::pair<uint64_t, int64_t>, size_t> index;  // record -> offset
   // With a linger, what is pending goes early once it fills most of the window.
   const size_t flush_at = static_cast<size_t>(std::max(
       1, std::min(options_.max_batch_deltas,
                   options_.window > 0 ? options_.window * 3 / 4 : options_.max_batch_deltas)));
+  const size_t max_take = static_cast<size_t>(std::max(1, options_.max_batch_deltas));
   while (true) {
     uint64_t last_ticket = 0;
     size_t len = 0, take = 0;
     bool coalesce = false;
+    taken.clear();
     {
       absl::MutexLock lock(&s.mu);
-      while (!stopping_.load() && s.pending.count == 0) s.cv.Wait(&s.mu);
+      while (!stopping_.load() && s.pending_count == 0) s.cv.Wait(&s.mu);
       if (options_.linger_ms > 0) {
         const auto deadline = s.first_pending + std::chrono::milliseconds(options_.linger_ms);
-        while (!stopping_.load() && s.flush_waiters == 0 && s.pending.count < flush_at) {
+        while (!stopping_.load() && s.flush_waiters == 0 && s.pending_count < flush_at) {
           if (!WaitBefore(&s.cv, &s.mu, deadline)) break;
         }
       }
       if (stopping_.load()) return;
-      // Take what is pending (up to a batch) out of the stream, so that pushes can queue more
-      // while this batch is prepared and sent.
-      len = s.pending.len;
-      take = std::min(s.pending.count, static_cast<size_t>(options_.max_batch_deltas));
-      coalesce = s.pending_batches > 1 && !s.exact;
-      if (take == s.pending.count) {
-        std::swap(taken, s.pending.packed);
-        s.pending.packed.clear();
-        s.pending.count = 0;
-        s.pending_batches = 0;
-      } else {
-        const size_t bytes = take * (Batch::kHeader + len);
-        taken.assign(s.pending.packed, 0, bytes);
-        s.pending.packed.erase(0, bytes);
-        s.pending.count -= take;
-        s.pending_batches = 2;  // what is left may still repeat rows
+      // Take whole buffers (up to a batch) out of the stream, so that pushes can queue more
+      // while this batch is prepared and sent; only a buffer larger than a batch is split.
+      len = s.pending_len;
+      const size_t record = Batch::kHeader + len;
+      size_t used = 0;  // buffers taken whole
+      while (used < s.pending.size() && take < max_take) {
+        std::string& chunk = s.pending[used];
+        const size_t n = chunk.size() / record;
+        if (take + n <= max_take) {
+          taken.push_back(std::move(chunk));
+          take += n;
+          ++used;
+          continue;
+        }
+        const size_t part = (max_take - take) * record;
+        taken.emplace_back(chunk, 0, part);
+        chunk.erase(0, part);
+        take = max_take;
       }
+      s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<ptrdiff_t>(used));
+      s.pending_count -= take;
+      coalesce = taken.size() > 1 && !s.exact;
       last_ticket = s.acked + take;
       batch.Clear();
       batch.set_from_server(self_);
@@ -189,46 +210,51 @@ void DeltaStreams::SenderLoop(int peer) {
       batch.set_delta_bytes(static_cast<int32_t>(len));
     }
     // Deltas of one push name distinct rows and go as they are; deltas of several pushes are
-    // coalesced, one XOR per repeated parity row.
+    // coalesced, one XOR per repeated parity row, in the one pass that copies them into the
+    // message.
     // The records go to the transport apart from the batch, shared, so that it can send them
     // without a copy (grpc slices that keep them alive while the bytes are on their way).
     auto records = std::make_shared<std::string>();
     std::string* packed = records.get();
-    if (!coalesce) {
-      std::swap(*packed, taken);
+    const size_t record = Batch::kHeader + len;
+    if (taken.size() == 1) {
+      std::swap(*packed, taken[0]);
+    } else if (!coalesce) {
+      packed->reserve(take * record);
+      for (const std::string& chunk : taken) packed->append(chunk);
     } else {
-      const size_t record = Batch::kHeader + len;
-      packed->clear();
       packed->reserve(take * record);
       index.clear();
       index.reserve(take);
-      const char* p = taken.data();
-      for (size_t i = 0; i < take; ++i, p += record) {
-        uint64_t table_j;  // the header's table and j, as one word
-        int64_t stripe;
-        std::memcpy(&table_j, p, 8);
-        std::memcpy(&stripe, p + 8, 8);
-        auto [it, inserted] = index.try_emplace(std::make_pair(table_j, stripe), packed->size());
-        if (!inserted) {
-          // Merge only versions that join up: the merged delta must hold exactly the updates
-          // from its `from` to its `to`. The deltas of two pushes of a row can be queued in
-          // either order, and an update between them may have gone in an earlier batch.
-          char* acc = packed->data() + it->second;
-          uint32_t acc_from, acc_to, from, to;
-          std::memcpy(&acc_from, acc + 16, 4);
-          std::memcpy(&acc_to, acc + 20, 4);
-          std::memcpy(&from, p + 16, 4);
-          std::memcpy(&to, p + 20, 4);
-          if (acc_to == from || to == acc_from) {
-            acc_to == from ? std::memcpy(acc + 20, &to, 4) : std::memcpy(acc + 16, &from, 4);
-            acc += Batch::kHeader;
-            const char* delta = p + Batch::kHeader;
-            for (size_t b = 0; b < len; ++b) acc[b] ^= delta[b];
-            continue;
+      for (const std::string& chunk : taken) {
+        const char* end = chunk.data() + chunk.size();
+        for (const char* p = chunk.data(); p + record <= end; p += record) {
+          uint64_t table_j;  // the header's table and j, as one word
+          int64_t stripe;
+          std::memcpy(&table_j, p, 8);
+          std::memcpy(&stripe, p + 8, 8);
+          auto [it, inserted] =
+              index.try_emplace(std::make_pair(table_j, stripe), packed->size());
+          if (!inserted) {
+            // Merge only versions that join up: the merged delta must hold exactly the
+            // updates from its `from` to its `to`. The deltas of two pushes of a row can be
+            // queued in either order, and an update between them may have gone in an earlier
+            // batch.
+            char* acc = packed->data() + it->second;
+            uint32_t acc_from, acc_to, from, to;
+            std::memcpy(&acc_from, acc + 16, 4);
+            std::memcpy(&acc_to, acc + 20, 4);
+            std::memcpy(&from, p + 16, 4);
+            std::memcpy(&to, p + 20, 4);
+            if (acc_to == from || to == acc_from) {
+              acc_to == from ? std::memcpy(acc + 20, &to, 4) : std::memcpy(acc + 16, &from, 4);
+              XorBytes(acc + Batch::kHeader, p + Batch::kHeader, len);
+              continue;
+            }
+            it->second = packed->size();  // a record of its own, which later ones may join
           }
-          it->second = packed->size();  // a record of its own, which later ones may join
+          packed->append(p, record);
         }
-        packed->append(p, record);
       }
     }
     int backoff_ms = options_.initial_backoff_ms;

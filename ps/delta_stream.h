@@ -146,9 +146,12 @@ class DeltaStreams {
   struct Stream {
     mutable absl::Mutex mu;
     absl::CondVar cv;
-    Batch pending ABSL_GUARDED_BY(mu);  // records not yet sent
-    // EnqueueBatch calls in `pending`: with one, no row repeats.
-    int pending_batches ABSL_GUARDED_BY(mu) = 0;
+    // Records not yet sent: each EnqueueBatch call's buffer as it came (moved in, never
+    // copied), so that only the sender's one pass over them copies the bytes. Within one
+    // buffer no row repeats.
+    std::vector<std::string> pending ABSL_GUARDED_BY(mu);
+    size_t pending_count ABSL_GUARDED_BY(mu) = 0;  // records in `pending`
+    size_t pending_len ABSL_GUARDED_BY(mu) = 0;    // their delta bytes
     // When `pending` became non-empty.
     std::chrono::steady_clock::time_point first_pending ABSL_GUARDED_BY(mu);
     // Threads waiting for acks: the sender must not linger.

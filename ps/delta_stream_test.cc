@@ -225,6 +225,47 @@ TEST(DeltaStreams, LingerEndsWhenMostOfTheWindowIsPending) {
   EXPECT_EQ(transport.WaitFor(1, std::chrono::seconds(30)), 1u);
 }
 
+// A push's records are queued as the push made them; a batch takes whole pushes up to its
+// limit and splits only a push larger than what is left of it. Every record goes once, in
+// order.
+TEST(DeltaStreams, BatchesTakeWholePushesAndSplitOnlyAtTheLimit) {
+  RecordingTransport transport;
+  DeltaStreamOptions options = HeldBack();
+  options.max_batch_deltas = 3;
+  DeltaStreams streams(0, 2, &transport, options, [](v1::ParityDeltaBatch*) {});
+  // A push of n rows' deltas, stripes first, first + 1, ...; each delta's bytes are its stripe.
+  auto push = [](int64_t first, int n) {
+    DeltaStreams::Batch batch;
+    for (int64_t stripe = first; stripe < first + n; ++stripe) {
+      DeltaStreams::Batch::Header h;
+      h.stripe = stripe;
+      h.j = 1;
+      h.to = 1;
+      const std::vector<uint8_t> delta(8, static_cast<uint8_t>(stripe));
+      batch.Add(h, delta.data(), delta.size());
+    }
+    return batch;
+  };
+  streams.EnqueueBatch(1, push(10, 5));  // larger than a batch
+  const uint64_t ticket = streams.EnqueueBatch(1, push(20, 2));
+  ASSERT_EQ(ticket, 7u);
+  ASSERT_TRUE(streams.WaitAcked(1, ticket, std::chrono::seconds(30)).ok());
+  std::lock_guard<std::mutex> lock(transport.mu);
+  std::vector<int64_t> stripes;
+  const size_t record = DeltaStreams::Batch::kHeader + 8;
+  for (const v1::ParityDeltaBatch& b : transport.batches) {
+    EXPECT_LE(b.packed().size(), 3 * record) << "a batch over the limit";
+    for (size_t at = 0; at + record <= b.packed().size(); at += record) {
+      const auto h = DeltaStreams::Batch::ReadHeader(b.packed().data() + at);
+      stripes.push_back(h.stripe);
+      EXPECT_EQ(static_cast<uint8_t>(b.packed()[at + DeltaStreams::Batch::kHeader]),
+                static_cast<uint8_t>(h.stripe));
+    }
+  }
+  EXPECT_EQ(stripes, (std::vector<int64_t>{10, 11, 12, 13, 14, 20, 21}));
+  EXPECT_EQ(transport.batches.size(), 3u);  // 3 records, 2 + 1, 1
+}
+
 }  // namespace
 }  // namespace ecps
 
