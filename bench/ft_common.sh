@@ -6,10 +6,14 @@
 configs=("none|mode: none"
   "ec41-after_parity|mode: erasure_code, k: 4, r: 1, ack: after_parity"
   "ec41-async|mode: erasure_code, k: 4, r: 1, ack: async"
+  "ec41-tcp|mode: erasure_code, k: 4, r: 1, ack: after_parity, parity_transport: tcp"
+  "ec41-async-tcp|mode: erasure_code, k: 4, r: 1, ack: async, parity_transport: tcp"
   "ec42-after_parity|mode: erasure_code, k: 4, r: 2, ack: after_parity"
   "ec42-async|mode: erasure_code, k: 4, r: 2, ack: async"
+  "ec42-tcp|mode: erasure_code, k: 4, r: 2, ack: after_parity, parity_transport: tcp"
   "rep1-after_parity|mode: replication, r: 1, ack: after_parity"
   "rep1-async|mode: replication, r: 1, ack: async"
+  "rep1-tcp|mode: replication, r: 1, ack: after_parity, parity_transport: tcp"
   "rep2-after_parity|mode: replication, r: 2, ack: after_parity"
   "rep2-async|mode: replication, r: 2, ack: async")
 

@@ -26,7 +26,7 @@
 #
 #   bench/parity_callgrind.sh [CONFIGS] [STEPS_A] [STEPS_B]
 #     CONFIGS   default "none ec41 rep1": any of none, ec41, ec42, rep1 (after_parity acks),
-#               ec41-async, rep1-async
+#               ec41-async, rep1-async, ec41-tcp (parity batches over plain TCP)
 #     STEPS_A   default 10;  STEPS_B default 40
 #   ECPS_CALLGRIND_OUT=DIR  keep the callgrind files and logs there (default: a temporary dir)
 #   ECPS_CALLGRIND_TOP=N    inclusive functions listed per configuration (default 25; 0: none)
@@ -60,6 +60,7 @@ ft_body() {
     ec42) echo "mode: erasure_code, k: 4, r: 2, ack: after_parity" ;;
     rep1) echo "mode: replication, r: 1, ack: after_parity" ;;
     ec41-async) echo "mode: erasure_code, k: 4, r: 1, ack: async" ;;
+    ec41-tcp) echo "mode: erasure_code, k: 4, r: 1, ack: after_parity, parity_transport: tcp" ;;
     rep1-async) echo "mode: replication, r: 1, ack: async" ;;
     *) echo "unknown configuration $1" >&2; exit 2 ;;
   esac

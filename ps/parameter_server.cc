@@ -499,6 +499,7 @@ void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
     int64_t sent = parts_.streams->bytes_sent();
     stats->set_delta_bytes_sent(sent);
     stats->set_delta_batches_sent(parts_.streams->batches_sent());
+    if (parts_.peers != nullptr) stats->set_delta_batches_sent_tcp(parts_.peers->tcp_batches());
     double dt = std::chrono::duration<double>(now - rate_time_).count();
     if (dt > 0.2) {
       rate_ = (sent - rate_bytes_) / dt;

@@ -149,6 +149,9 @@ class ParameterServerCore {
   // resend of an applied batch is acknowledged again, nothing applied); a gap in the
   // sequence is FAILED_PRECONDITION. The whole batch is validated before any delta applies.
   absl::Status ApplyParityDeltas(const v1::ParityDeltaBatch& batch, v1::ParityDeltaAck* ack);
+  // The port this server takes parity batches on over TCP (ps/tcp_deltas.h), told to every
+  // sender in its acks; 0 (the default): none.
+  void set_tcp_delta_port(int port) { tcp_delta_port_.store(port); }
   absl::Status ReplicateDense(const v1::ReplicateDenseRequest& request);
   // freeze=true: new pushes wait, in-flight pushes finish, every delta stream drains; then
   // returns (a consistent point for scrubbing). freeze=false resumes.
@@ -237,6 +240,7 @@ class ParameterServerCore {
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> ready_{false};
   std::atomic<bool> fenced_{false};
+  std::atomic<int> tcp_delta_port_{0};
   ServerParts parts_;
   // Parity deltas and dense replica updates from peers (set by Install; it uses parts_).
   std::unique_ptr<ParityReceiver> receiver_;

@@ -84,7 +84,9 @@ absl::Status ParameterServerCore::CheckPeer(int server, const std::string& insta
 absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& batch,
                                                     v1::ParityDeltaAck* ack) {
   if (absl::Status s = CheckRequest(batch.header()); !s.ok()) return s;
-  return receiver_->ApplyDeltas(batch, ack);
+  absl::Status applied = receiver_->ApplyDeltas(batch, ack);
+  if (applied.ok()) ack->set_tcp_port(tcp_delta_port_.load());
+  return applied;
 }
 
 absl::Status ParameterServerCore::ReadParityRow(int table, int64_t stripe,

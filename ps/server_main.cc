@@ -13,6 +13,7 @@
 #include "ps/parameter_server.h"
 #include "ps/server_lifecycle.h"
 #include "ps/server_metrics.h"
+#include "ps/server_parts.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/health.h"
 #include "runtime/metrics.h"
@@ -56,6 +57,13 @@ int RunServer(const ServerOptions& options) {
                                 spec.cluster.server_threads);
   if (!server.ok()) {
     spdlog::error("cannot start the server: {}", server.status().ToString());
+    return 1;
+  }
+  // Parity batches over plain TCP (fault_tolerance.parity_transport: tcp; the spec refuses
+  // it with TLS). Declared after `core`, whose handler it calls: destroyed first.
+  auto tcp_deltas = ServeParityOverTcp(spec, &core, options.listen_host);
+  if (!tcp_deltas.ok()) {
+    spdlog::error("cannot start the server: {}", tcp_deltas.status().ToString());
     return 1;
   }
   // Peers and workers dial what the map says: never a wildcard, loopback only when asked.
@@ -130,7 +138,14 @@ int RunServer(const ServerOptions& options) {
   life.SetExitCodeIfUnset(0);
   heartbeats.join();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  spdlog::info("server {}: stopped", life.id());
+  v1::ServerStats stats;
+  core.FillStats(&stats);
+  if (stats.delta_batches_sent() > 0) {
+    spdlog::info("server {}: stopped; {} parity batches sent, {} of them over TCP", life.id(),
+                 stats.delta_batches_sent(), stats.delta_batches_sent_tcp());
+  } else {
+    spdlog::info("server {}: stopped", life.id());
+  }
   return life.exit_code();
 }
 

@@ -32,6 +32,9 @@ void AddServerMetrics(int id, const v1::ServerStats& stats, MetricsBuilder* out)
           stats.delta_bytes_sent());
   counter("ecps_server_delta_sent_batches_total",
           "Messages of parity deltas sent to peers (one per batch)", stats.delta_batches_sent());
+  counter("ecps_server_delta_sent_tcp_batches_total",
+          "Of those messages, the ones sent over plain TCP (fault_tolerance.parity_transport)",
+          stats.delta_batches_sent_tcp());
   gauge("ecps_server_delta_bytes_per_second", "Rate of parity delta bytes sent",
         stats.delta_bytes_per_s());
   // Rebuild of a replacement (zero on a server that never rebuilt; kept once ACTIVE).

@@ -15,6 +15,7 @@ TEST(ServerMetricsTest, StatsBecomeSeriesLabelledWithTheServer) {
   stats.set_unacked_deltas(7);
   stats.set_delta_bytes_sent(1 << 20);
   stats.set_delta_batches_sent(9);
+  stats.set_delta_batches_sent_tcp(7);
   stats.set_rebuild_rows_done(300);
   stats.set_rebuild_rows_total(1200);
   stats.set_on_demand_rebuilds(25);
@@ -26,6 +27,7 @@ TEST(ServerMetricsTest, StatsBecomeSeriesLabelledWithTheServer) {
   EXPECT_THAT(text, HasSubstr("ecps_server_unacked_deltas{server=\"3\"} 7\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_delta_sent_bytes_total{server=\"3\"} 1048576\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_delta_sent_batches_total{server=\"3\"} 9\n"));
+  EXPECT_THAT(text, HasSubstr("ecps_server_delta_sent_tcp_batches_total{server=\"3\"} 7\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_rebuild_rows{server=\"3\"} 300\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_rebuild_rows_target{server=\"3\"} 1200\n"));
   EXPECT_THAT(text, HasSubstr("ecps_server_on_demand_rebuilds_total{server=\"3\"} 25\n"));

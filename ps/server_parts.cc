@@ -13,6 +13,7 @@
 #include "kernels/optimizers.h"
 #include "kernels/spec_config.h"
 #include "proto/ecps.pb.h"
+#include "runtime/access_policy.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -126,7 +127,8 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
                                     parts.code.get(), lost, resume ? &stripe_source : nullptr);
   if (!parity.ok()) return parity.status();
   parts.parity = std::move(*parity);
-  parts.peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms);
+  parts.peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms,
+                                             ft.parity_transport == "tcp");
   DeltaStreamOptions options;
   if (ft.ack == AckPolicy::kAsync) {
     options.window = ft.async_window;
@@ -229,6 +231,29 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
   } catch (const std::bad_alloc&) {
     return too_big("the allocation failed");
   }
+}
+
+absl::StatusOr<std::unique_ptr<TcpDeltaListener>> ServeParityOverTcp(
+    const JobSpec& spec, ParameterServerCore* core, const std::string& host) {
+  if (spec.fault_tolerance.parity_transport != "tcp" ||
+      !KeepsRedundancy(spec.fault_tolerance.mode)) {
+    return nullptr;
+  }
+  if (ProcessTls() != nullptr) {
+    // The spec refuses this; a caller that built its own spec must not get a plaintext port.
+    return absl::FailedPreconditionError(
+        "fault_tolerance.parity_transport: tcp is not encrypted; this process uses TLS");
+  }
+  auto listener = std::make_unique<TcpDeltaListener>(
+      [core](const v1::ParityDeltaBatch& batch, v1::ParityDeltaAck* ack) {
+        absl::Status admitted = core->Admit(
+            nullptr, batch.header(), AccessOf(kParameterServerAccess, "ApplyParityDeltas"),
+            "ApplyParityDeltas");
+        return admitted.ok() ? core->ApplyParityDeltas(batch, ack) : admitted;
+      });
+  if (absl::Status s = listener->Start(host); !s.ok()) return s;
+  core->set_tcp_delta_port(listener->port());
+  return listener;
 }
 
 }  // namespace ecps

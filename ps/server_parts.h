@@ -5,12 +5,14 @@
 #define ECPS_PS_SERVER_PARTS_H_
 
 #include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "ps/parameter_server.h"
+#include "ps/tcp_deltas.h"
 #include "runtime/spec.h"
 
 namespace ecps {
@@ -43,6 +45,13 @@ absl::StatusOr<ServerParts> BuildServerParts(
     const ParameterServerCore* core, const std::string& instance,
     DeltaTransport* transport = nullptr, const RecoveryHooks* recovery = nullptr,
     UnreachableFn report_unreachable = nullptr);
+
+// With fault_tolerance.parity_transport tcp: listens for parity batches over TCP on `host`
+// (ps/tcp_deltas.h), admits each as the gRPC method ApplyParityDeltas is admitted and applies
+// it to `core`, and has `core` offer the port in its acks. Null without tcp. Destroy it
+// before `core`.
+absl::StatusOr<std::unique_ptr<TcpDeltaListener>> ServeParityOverTcp(
+    const JobSpec& spec, ParameterServerCore* core, const std::string& host);
 
 // Bytes of the data and parity row arrays `server` allocates for `spec`.
 int64_t ServerTableBytes(const JobSpec& spec, int server);

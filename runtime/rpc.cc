@@ -35,6 +35,12 @@ bool AnsweredByPeer(const grpc::Status& status) {
   return !status.ok() && status.error_details() == kAnsweredDetails;
 }
 
+absl::Status AnsweredByPeerStatus(absl::StatusCode code, std::string_view message) {
+  absl::Status status(code, absl::string_view(message.data(), message.size()));
+  if (!status.ok()) status.SetPayload(kAnsweredPayload, absl::Cord("1"));
+  return status;
+}
+
 bool AnsweredByPeer(const absl::Status& status) {
   return !status.ok() && status.GetPayload(kAnsweredPayload).has_value();
 }

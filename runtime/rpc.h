@@ -42,6 +42,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status);
 // is not rebuilt yet; only the former is a reason to report the peer failed.
 bool AnsweredByPeer(const grpc::Status& status);
 bool AnsweredByPeer(const absl::Status& status);
+// An error a live peer answered with over another transport (ps/tcp_deltas.h), marked as
+// FromGrpcStatus marks it.
+absl::Status AnsweredByPeerStatus(absl::StatusCode code, std::string_view message);
 
 // A channel to `address` (host:port) with ecps' message-size limits and keepalive. With TLS
 // (`tls`, by default this process's: runtime/security.h) it presents this process's

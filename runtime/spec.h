@@ -148,6 +148,7 @@ struct FaultToleranceSection {
   AckPolicy ack = AckPolicy::kAfterParity;
   int async_window = 4096;           // unacknowledged deltas per server pair (async)
   int async_linger_ms = 0;           // async: how long deltas may wait to share a batch
+  std::string parity_transport = "grpc";  // grpc | tcp: how parity batches travel
   int dense_replicas = -1;           // -1: r
   std::string codec_backend = "auto";
   double rebuild_rate_mb_s = 0;      // background rebuild rate limit; 0: unlimited

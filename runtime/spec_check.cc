@@ -409,6 +409,12 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                            "): each backup lives on another server, got ", ft.dense_replicas));
     }
   }
+  if (ft.parity_transport == "tcp" && spec->security.tls.enabled() &&
+      !Bad({"fault_tolerance.parity_transport"})) {
+    ErrorAt("fault_tolerance.parity_transport", {"fault_tolerance.parity_transport"},
+            "tcp sends parity batches unencrypted, and security.tls asks for TLS on every "
+            "connection: leave it at grpc (the default) in a job with TLS");
+  }
   if (ft.checkpoint.dir.empty()) ft.checkpoint.dir = job.output_dir + "/checkpoints";
   if (ft.mode == FaultToleranceMode::kCheckpoint && ft.checkpoint.interval_steps == 0 &&
       ft.checkpoint.interval_seconds == 0 &&

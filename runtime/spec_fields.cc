@@ -64,6 +64,10 @@ const std::vector<std::string>& CodecBackends() {
       "isal", "cuda"};  // codec::ErasureCode::Create's names
   return *values;
 }
+const std::vector<std::string>& ParityTransports() {
+  static const auto* values = new std::vector<std::string>{"grpc", "tcp"};
+  return *values;
+}
 const std::vector<std::string>& FaultActions() {
   static const auto* values =
       new std::vector<std::string>{"kill_server", "stop_server", "kill_worker"};
@@ -384,6 +388,7 @@ const Table<FaultToleranceSection>& FaultToleranceTable() {
       EnumField("ack", &S::ack),
       IntField("async_window", &S::async_window, 1, 1'000'000),
       IntField("async_linger_ms", &S::async_linger_ms, 0, 10'000),
+      ChoiceField("parity_transport", &S::parity_transport, ParityTransports),
       IntField("dense_replicas", &S::dense_replicas, -1, 1023),
       ChoiceField("codec_backend", &S::codec_backend, CodecBackends),
       RealField("rebuild_rate_mb_s", &S::rebuild_rate_mb_s, 0, false, kInf, false),

@@ -120,6 +120,7 @@ void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(fa.ack, fb.ack);
   EXPECT_EQ(fa.async_window, fb.async_window);
   EXPECT_EQ(fa.async_linger_ms, fb.async_linger_ms);
+  EXPECT_EQ(fa.parity_transport, fb.parity_transport);
   EXPECT_EQ(fa.dense_replicas, fb.dense_replicas);
   EXPECT_EQ(fa.codec_backend, fb.codec_backend);
   EXPECT_EQ(Bits(fa.rebuild_rate_mb_s), Bits(fb.rebuild_rate_mb_s));
@@ -207,6 +208,7 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->fault_tolerance.ack, AckPolicy::kAfterParity);
   EXPECT_EQ(spec->fault_tolerance.async_window, 4096);
   EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 0);
+  EXPECT_EQ(spec->fault_tolerance.parity_transport, "grpc");
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 0);  // mode none: no backups
   EXPECT_EQ(spec->fault_tolerance.codec_backend, "auto");
   EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 0);
@@ -317,6 +319,7 @@ fault_tolerance:
   ack: async
   async_window: 128
   async_linger_ms: 7
+  parity_transport: tcp
   dense_replicas: -1
   codec_backend: isal
   rebuild_rate_mb_s: 250.5
@@ -407,6 +410,7 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   EXPECT_EQ(spec->fault_tolerance.ack, AckPolicy::kAsync);
   EXPECT_EQ(spec->fault_tolerance.async_window, 128);
   EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 7);
+  EXPECT_EQ(spec->fault_tolerance.parity_transport, "tcp");
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 2);  // -1 resolved to r
   EXPECT_EQ(spec->fault_tolerance.codec_backend, "isal");
   EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 250.5);
@@ -505,6 +509,7 @@ TEST(SpecTest, SpecToYamlWritesEveryKey) {
                           "ack:",
                           "async_window:",
                           "async_linger_ms:",
+                          "parity_transport:",
                           "dense_replicas:",
                           "codec_backend:",
                           "rebuild_rate_mb_s:",
@@ -682,6 +687,11 @@ const BadSpec kBadSpecs[] = {
     {"ack", "fault_tolerance:\n  ack: sync\n",
      "bad.yaml:2: fault_tolerance.ack: must be one of after_parity, async; got \"sync\" (did you "
      "mean \"async\"?)"},
+    {"parity_transport", "fault_tolerance:\n  parity_transport: udp\n",
+     "bad.yaml:2: fault_tolerance.parity_transport: must be one of grpc, tcp"},
+    {"parity_transport_tls",
+     "security:\n  tls:\n    ca: ca.pem\nfault_tolerance:\n  parity_transport: tcp\n",
+     "bad.yaml:5: fault_tolerance.parity_transport: tcp sends parity batches unencrypted"},
     {"dense_replicas_too_many", "fault_tolerance:\n  dense_replicas: 2\n",
      "bad.yaml:2: fault_tolerance.dense_replicas: must be between -1 and cluster.servers - 1 (1)"},
     {"source", "data:\n  source: criteo\n",

@@ -144,6 +144,39 @@ TEST(EndToEndRecovery, KilledServerIsReplacedBySpareAndRebuiltOnline) {
   fs::remove_all(dir);
 }
 
+// The same drill with the parity batches over plain TCP: the replacement offers a port of
+// its own, the others move to it, and the rebuilt rows still scrub clean.
+TEST(EndToEndRecovery, KilledServerIsRebuiltWithParityOverTcp) {
+  fs::path dir = TempDir("kill-tcp");
+  std::string log;
+  const std::string report = RunToEnd(
+      dir,
+      Spec("kill-server-tcp", 400, 3, 1, 1,
+           "  mode: erasure_code\n  k: 2\n  r: 1\n  parity_transport: tcp\n",
+           "  - {at_step: 150, action: kill_server, target: 2}\n"),
+      &log);
+  ASSERT_NE(report.find("\"ok\": true"), std::string::npos) << report << log;
+  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("\"state\": \"recovered\""), std::string::npos) << report;
+  // Every server that ran to the end says how its batches went; the replacement too.
+  int64_t batches = 0, over_tcp = 0;
+  int servers_reporting = 0;
+  const std::regex stopped("([0-9]+) parity batches sent, ([0-9]+) of them over TCP");
+  for (const auto& entry : fs::directory_iterator(dir / "out" / "logs")) {
+    const std::string text = ReadFile(entry.path());
+    for (std::sregex_iterator m(text.begin(), text.end(), stopped), end; m != end; ++m) {
+      batches += std::stoll((*m)[1]);
+      over_tcp += std::stoll((*m)[2]);
+      ++servers_reporting;
+    }
+  }
+  EXPECT_EQ(servers_reporting, 3) << "servers 0, 1 and the replacement";
+  ASSERT_GT(batches, 100);
+  EXPECT_GT(over_tcp, batches * 9 / 10) << over_tcp << " of " << batches;
+  fs::remove_all(dir);
+}
+
 TEST(EndToEndRecovery, KilledServerWithoutSpareGetsANewProcess) {
   fs::path dir = TempDir("restart");
   std::string log;

@@ -103,6 +103,113 @@ INSTANTIATE_TEST_SUITE_P(Codes, ParityAfterTraining,
                                   std::to_string(info.param.r);
                          });
 
+// fault_tolerance.parity_transport tcp: parity as exact as over gRPC, and the batches went
+// over TCP (each stream's first goes over gRPC, whose ack offers the port).
+TEST(ParityOverTcp, ScrubIsCleanAndTheBatchesWentOverTcp) {
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 4, 1, /*extra_servers=*/1);
+  spec.fault_tolerance.parity_transport = "tcp";
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  Train(spec, cluster.get(), 2);
+  ExpectClean(*cluster);
+  const int servers = spec.cluster.servers;
+  int64_t batches = 0, over_tcp = 0;
+  for (int s = 0; s < servers; ++s) {
+    EXPECT_GT(cluster->tcp_port(s), 0);
+    v1::ServerStats stats;
+    cluster->core(s)->FillStats(&stats);
+    batches += stats.delta_batches_sent();
+    over_tcp += stats.delta_batches_sent_tcp();
+  }
+  ASSERT_GT(batches, 10 * servers * (servers - 1));
+  EXPECT_GE(over_tcp, batches - servers * (servers - 1)) << over_tcp << " of " << batches;
+}
+
+// Totals over every server: parity batches sent, and of them over TCP.
+std::pair<int64_t, int64_t> BatchesSent(TestCluster* cluster, int servers) {
+  int64_t batches = 0, over_tcp = 0;
+  for (int s = 0; s < servers; ++s) {
+    v1::ServerStats stats;
+    cluster->core(s)->FillStats(&stats);
+    batches += stats.delta_batches_sent();
+    over_tcp += stats.delta_batches_sent_tcp();
+  }
+  return {batches, over_tcp};
+}
+
+// A parity port that closes mid-job costs its senders a failed attempt each: their batches go
+// over gRPC instead, and none is lost.
+TEST(ParityOverTcp, AClosedPortSendsTheBatchesOverGrpcAndLosesNone) {
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
+  spec.fault_tolerance.parity_transport = "tcp";
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  Train(spec, cluster.get(), 1);
+  const auto [batches, over_tcp] = BatchesSent(cluster.get(), 3);
+  ASSERT_GT(over_tcp, 0);
+  cluster->StopTcp(0);
+  Train(spec, cluster.get(), 1);  // 30 more steps
+  const auto [batches_after, over_tcp_after] = BatchesSent(cluster.get(), 3);
+  // Servers 1 and 2 send server 0 its parity over gRPC now.
+  EXPECT_GT(batches_after - batches, over_tcp_after - over_tcp + 20)
+      << batches << " " << over_tcp << " " << batches_after << " " << over_tcp_after;
+  ExpectClean(*cluster);
+}
+
+// Anyone who reaches the port can send a frame: without the job's token it changes nothing.
+TEST(ParityOverTcp, ABatchWithoutTheTokenIsRefusedAndChangesNothing) {
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
+  spec.fault_tolerance.parity_transport = "tcp";
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
+  ASSERT_TRUE(placement.ok());
+  // A stripe of table 0 with its parity on server 0 and its member j on server 1.
+  const int table = 0, holder = 0, sender = 1;
+  int64_t stripe = -1;
+  int j = -1;
+  for (int64_t s = 0; s < placement->stripes(table) && stripe < 0; ++s) {
+    if (placement->ParityLocation(table, s, 0).server != holder) continue;
+    for (int m = 0; m < 2; ++m) {
+      if (placement->DataLocation(table, s * 2 + m).server == sender) {
+        stripe = s;
+        j = m;
+      }
+    }
+  }
+  ASSERT_GE(stripe, 0);
+  std::vector<uint8_t> before;
+  ASSERT_TRUE(cluster->core(holder)->ReadParityRow(table, stripe, &before).ok());
+
+  DeltaStreams::Batch records;
+  const std::vector<uint8_t> delta(before.size(), 0x5a);
+  records.Add(DeltaStreams::Batch::Header{table, j, stripe, 0, 1}, delta.data(), delta.size());
+  auto send = [&](const std::string& token) {
+    v1::ParityDeltaBatch batch;
+    FillHeader(batch.mutable_header(), token, 1, "server-1");
+    batch.set_from_server(sender);
+    batch.set_sender_instance("test-server-1");
+    batch.set_seq(1);
+    batch.set_delta_bytes(static_cast<int32_t>(delta.size()));
+    batch.set_packed(records.packed);
+    TcpDeltaConnection connection;
+    return connection.Send("127.0.0.1", cluster->tcp_port(holder), batch.SerializeAsString(),
+                           "", 5000);
+  };
+  auto refused = send("not-the-token");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnauthenticated) << refused.status();
+  EXPECT_TRUE(AnsweredByPeer(refused.status()));
+  std::vector<uint8_t> after;
+  ASSERT_TRUE(cluster->core(holder)->ReadParityRow(table, stripe, &after).ok());
+  EXPECT_EQ(after, before);
+  // The same frame with the token is applied: the refusal was the token's.
+  auto applied = send(kToken);
+  ASSERT_TRUE(applied.ok()) << applied.status();
+  ASSERT_TRUE(cluster->core(holder)->ReadParityRow(table, stripe, &after).ok());
+  EXPECT_NE(after, before);
+}
+
 // A rebuild reads a survivor's data and parity members in one ReadRows: its parity part
 // answers as ReadParity does, and a stripe the server holds no parity of fails the whole read.
 TEST(ReadRows, ReadsParityInTheSameRequest) {

@@ -59,11 +59,15 @@ class TestCluster {
                                     "test-server-" + std::to_string(s), transport);
       if (!parts.ok()) return nullptr;
       cluster->cores_[s]->Install(std::move(*parts));
+      auto tcp = ServeParityOverTcp(spec, cluster->cores_[s].get(), "127.0.0.1");
+      if (!tcp.ok()) return nullptr;
+      cluster->tcp_.push_back(std::move(*tcp));
     }
     return cluster;
   }
 
   ~TestCluster() {
+    tcp_.clear();  // their handlers use the cores
     for (auto& s : servers_) s.server->Shutdown();
     cores_.clear();  // stops delta streams before the gRPC servers go
     retired_.clear();
@@ -75,7 +79,7 @@ class TestCluster {
   // treating every server that is still rebuilding as unusable. Returns the new cores.
   std::vector<ParameterServerCore*> ReplaceMany(const JobSpec& spec, const std::string& token,
                                                 const std::vector<int>& victims) {
-    for (int s : victims) servers_[s].server->Shutdown();
+    for (int s : victims) Stop(s);
     std::vector<std::unique_ptr<ParameterServerCore>> cores;
     std::vector<std::unique_ptr<GrpcParameterServer>> services;
     std::vector<GrpcServer> servers;
@@ -145,6 +149,9 @@ class TestCluster {
                                     nullptr, &hooks);
       if (!parts.ok()) return {};
       core->Install(std::move(*parts));
+      auto tcp = ServeParityOverTcp(spec, core, "127.0.0.1");
+      if (!tcp.ok()) return {};
+      tcp_[s] = std::move(*tcp);
       out.push_back(core);
     }
     for (ParameterServerCore* core : out) core->StartRebuild();
@@ -167,8 +174,15 @@ class TestCluster {
   }
 
   const v1::ClusterMap& map() const { return map_; }
-  // Server `s` stops answering: its port closes, as a killed process's would.
-  void Stop(int s) { servers_[s].server->Shutdown(); }
+  // Server `s` stops answering: its ports close, as a killed process's would.
+  void Stop(int s) {
+    servers_[s].server->Shutdown();
+    tcp_[s].reset();
+  }
+  // Only server `s`'s parity port closes (a firewall, a listener gone): its gRPC still answers.
+  void StopTcp(int s) { tcp_[s].reset(); }
+  // The port server `s` takes parity batches on over TCP (0: none).
+  int tcp_port(int s) const { return tcp_[s] != nullptr ? tcp_[s]->port() : 0; }
 
   ParameterServerCore* core(int s) {
     std::lock_guard<std::mutex> lock(map_mu_);
@@ -186,6 +200,9 @@ class TestCluster {
   std::vector<std::unique_ptr<ParameterServerCore>> cores_;
   std::vector<std::unique_ptr<GrpcParameterServer>> services_;
   std::vector<GrpcServer> servers_;
+  // Parity over TCP, by server (null entries without it); declared after the cores whose
+  // handlers they call, and cleared first.
+  std::vector<std::unique_ptr<TcpDeltaListener>> tcp_;
 };
 
 // A small synthetic job for tests.

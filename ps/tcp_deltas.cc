@@ -1,0 +1,379 @@
+#include "ps/tcp_deltas.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <iterator>
+#include <limits>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
+#include "spdlog/spdlog.h"
+
+namespace ecps {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Io { kOk, kClosed, kTimeout, kError };
+
+// Waits until `fd` is ready for `events` or `deadline` passes.
+Io WaitFd(int fd, short events, Clock::time_point deadline) {
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return Io::kTimeout;
+    pollfd p{fd, events, 0};
+    const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
+    if (n > 0) return Io::kOk;  // readable, writable, or an error the next call reports
+    if (n == 0) return Io::kTimeout;
+    if (errno != EINTR) return Io::kError;
+  }
+}
+
+// Reads exactly `n` bytes from the non-blocking `fd` by `deadline`. kClosed: the peer closed
+// the connection (before or within the bytes).
+Io ReadFull(int fd, void* out, size_t n, Clock::time_point deadline) {
+  char* p = static_cast<char*>(out);
+  while (n > 0) {
+    const ssize_t got = ::recv(fd, p, n, 0);
+    if (got > 0) {
+      p += got;
+      n -= static_cast<size_t>(got);
+      continue;
+    }
+    if (got == 0) return Io::kClosed;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return Io::kError;
+    if (Io w = WaitFd(fd, POLLIN, deadline); w != Io::kOk) return w;
+  }
+  return Io::kOk;
+}
+
+// Writes every byte of `iov` to the non-blocking `fd` by `deadline`.
+Io WriteFull(int fd, iovec* iov, int count, Clock::time_point deadline) {
+  while (count > 0 && iov->iov_len == 0) {
+    ++iov;
+    --count;
+  }
+  while (count > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(count);
+    const ssize_t put = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return Io::kError;
+      if (Io w = WaitFd(fd, POLLOUT, deadline); w != Io::kOk) return w;
+      continue;
+    }
+    size_t left = static_cast<size_t>(put);
+    while (count > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+  }
+  return Io::kOk;
+}
+
+void SetNoDelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+// An answer frame: the status's code and (bounded) message, and the applied sequence number.
+Io Answer(int fd, const absl::Status& status, uint64_t seq, Clock::time_point deadline) {
+  const uint32_t code = static_cast<uint32_t>(status.code());
+  const absl::string_view message =
+      status.message().substr(0, std::min<size_t>(status.message().size(), kMaxAnswerMessage));
+  const uint32_t length = static_cast<uint32_t>(message.size());
+  iovec iov[4] = {{const_cast<uint32_t*>(&code), 4},
+                  {const_cast<uint32_t*>(&length), 4},
+                  {const_cast<char*>(message.data()), message.size()},
+                  {&seq, 8}};
+  return WriteFull(fd, iov, 4, deadline);
+}
+
+std::string Unbracketed(const std::string& host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    return host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+}  // namespace
+
+TcpDeltaListener::TcpDeltaListener(Handler handler, TcpDeltaLimits limits)
+    : handler_(std::move(handler)), limits_(limits) {}
+
+TcpDeltaListener::~TcpDeltaListener() {
+  stopping_.store(true);
+  if (acceptor_.joinable()) acceptor_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  std::list<Connection> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    // Each connection's thread sees its socket shut and ends, closing it.
+    for (int fd : open_) ::shutdown(fd, SHUT_RDWR);
+    threads.swap(threads_);
+  }
+  for (Connection& c : threads) c.thread.join();
+}
+
+void TcpDeltaListener::JoinFinished() {
+  std::list<Connection> finished;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      auto next = std::next(it);
+      if (it->done) finished.splice(finished.end(), threads_, it);
+      it = next;
+    }
+  }
+  for (Connection& c : finished) c.thread.join();
+}
+
+absl::Status TcpDeltaListener::Start(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string name = Unbracketed(host);
+  if (int e = ::getaddrinfo(name.c_str(), "0", &hints, &found); e != 0) {
+    return absl::UnavailableError(absl::StrCat("parity TCP listener: cannot resolve ", host,
+                                               ": ", ::gai_strerror(e)));
+  }
+  std::string error = "no address";
+  for (addrinfo* a = found; a != nullptr && listen_fd_ < 0; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      error = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
+      error = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    sockaddr_storage bound{};
+    socklen_t size = sizeof(bound);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &size);
+    port_ = ntohs(bound.ss_family == AF_INET6
+                      ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                      : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    listen_fd_ = fd;
+  }
+  ::freeaddrinfo(found);
+  if (listen_fd_ < 0) {
+    return absl::UnavailableError(
+        absl::StrCat("parity TCP listener: cannot listen on ", host, ": ", error));
+  }
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+  return absl::OkStatus();
+}
+
+int TcpDeltaListener::connections() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(open_.size());
+}
+
+void TcpDeltaListener::AcceptLoop() {
+  while (!stopping_.load()) {
+    JoinFinished();  // a connection that ended leaves no thread behind
+    // Polled with a short timeout so that the destructor's flag is seen.
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
+        // Out of descriptors: the pending connection stays queued; do not spin on it.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      continue;
+    }
+    SetNoDelay(fd);
+    absl::MutexLock lock(&mu_);
+    if (static_cast<int>(open_.size()) >= limits_.max_connections) {
+      refused_.fetch_add(1);
+      ::close(fd);
+      continue;
+    }
+    open_.insert(fd);
+    threads_.emplace_back();
+    Connection* c = &threads_.back();  // a list's elements stay where they are
+    try {
+      // The thread marks itself done under mu_, which is held until it is stored.
+      c->thread = std::thread([this, fd, c] {
+        Serve(fd);
+        absl::MutexLock done(&mu_);
+        c->done = true;
+      });
+    } catch (const std::system_error& e) {
+      spdlog::warn("parity TCP listener: no thread for a connection: {}", e.what());
+      threads_.pop_back();
+      open_.erase(fd);
+      ::close(fd);
+    }
+  }
+}
+
+void TcpDeltaListener::Serve(int fd) {
+  std::string body;
+  v1::ParityDeltaBatch batch;
+  v1::ParityDeltaAck ack;
+  while (!stopping_.load()) {
+    // Between frames a connection may idle (a stream with nothing to send); within one, the
+    // whole frame and its answer get frame_timeout_ms.
+    if (WaitFd(fd, POLLIN, Clock::now() + std::chrono::milliseconds(limits_.idle_timeout_ms)) !=
+        Io::kOk) {
+      break;
+    }
+    const auto deadline = Clock::now() + std::chrono::milliseconds(limits_.frame_timeout_ms);
+    uint32_t length = 0;
+    if (ReadFull(fd, &length, 4, deadline) != Io::kOk) break;
+    if (length > limits_.max_frame_bytes) {
+      Answer(fd,
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "a parity frame of ", length, " bytes is over the limit of ",
+                 limits_.max_frame_bytes)),
+             0, deadline);
+      break;
+    }
+    body.resize(length);
+    if (ReadFull(fd, body.data(), length, deadline) != Io::kOk) break;
+    if (!batch.ParseFromString(body)) {
+      // Not a batch: the stream cannot be trusted to be in step any more.
+      Answer(fd,
+             absl::InvalidArgumentError(absl::StrCat(
+                 "a parity frame of ", length, " bytes is not a ParityDeltaBatch")),
+             0, deadline);
+      break;
+    }
+    ack.Clear();
+    const absl::Status status = handler_(batch, &ack);
+    if (Answer(fd, status, status.ok() ? ack.applied_seq() : 0, deadline) != Io::kOk) break;
+  }
+  absl::MutexLock lock(&mu_);
+  ::close(fd);
+  open_.erase(fd);
+}
+
+void TcpDeltaConnection::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+absl::Status TcpDeltaConnection::Connect(const std::string& host, int port, int timeout_ms) {
+  const std::string where = absl::StrCat(host, ":", port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const std::string name = Unbracketed(host);
+  if (int e = ::getaddrinfo(name.c_str(), std::to_string(port).c_str(), &hints, &found);
+      e != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("parity over TCP: cannot resolve ", host, ": ", ::gai_strerror(e)));
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  absl::Status status = absl::UnavailableError("parity over TCP: no address for " + where);
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd =
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) continue;
+    int err = 0;
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        const Io w = WaitFd(fd, POLLOUT, deadline);
+        socklen_t size = sizeof(err);
+        if (w == Io::kTimeout) {
+          err = ETIMEDOUT;
+        } else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &size) != 0) {
+          err = errno;
+        }
+      }
+    }
+    if (err == 0) {
+      SetNoDelay(fd);
+      fd_ = fd;
+      host_ = host;
+      port_ = port;
+      ::freeaddrinfo(found);
+      return absl::OkStatus();
+    }
+    ::close(fd);
+    status = err == ETIMEDOUT
+                 ? absl::DeadlineExceededError("parity over TCP: connecting to " + where +
+                                               " timed out")
+                 : absl::UnavailableError(absl::StrCat("parity over TCP: cannot connect to ",
+                                                       where, ": ", std::strerror(err)));
+  }
+  ::freeaddrinfo(found);
+  return status;
+}
+
+absl::StatusOr<uint64_t> TcpDeltaConnection::Send(const std::string& host, int port,
+                                                  const std::string& head,
+                                                  const std::string& records, int timeout_ms) {
+  if (fd_ >= 0 && (host != host_ || port != port_)) Close();
+  if (fd_ < 0) {
+    if (absl::Status s = Connect(host, port, timeout_ms); !s.ok()) return s;
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto broken = [&](Io io, const char* what) -> absl::Status {
+    Close();
+    const std::string text = absl::StrCat("parity over TCP to ", host, ":", port, ": ", what);
+    if (io == Io::kTimeout) return absl::DeadlineExceededError(text + " timed out");
+    if (io == Io::kClosed) return absl::UnavailableError(text + ": connection closed");
+    return absl::UnavailableError(text);
+  };
+  const size_t total = head.size() + records.size();
+  if (total > std::numeric_limits<uint32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("a parity batch of ", total,
+                                                   " bytes does not fit a TCP frame"));
+  }
+  const uint32_t length = static_cast<uint32_t>(total);
+  iovec iov[3] = {{const_cast<uint32_t*>(&length), 4},
+                  {const_cast<char*>(head.data()), head.size()},
+                  {const_cast<char*>(records.data()), records.size()}};
+  if (Io io = WriteFull(fd_, iov, 3, deadline); io != Io::kOk) return broken(io, "sending");
+  uint32_t answer[2];  // code, message length
+  if (Io io = ReadFull(fd_, answer, sizeof(answer), deadline); io != Io::kOk) {
+    return broken(io, "waiting for the answer");
+  }
+  if (answer[1] > kMaxAnswerMessage || answer[0] > static_cast<uint32_t>(absl::StatusCode::kUnauthenticated)) {
+    return broken(Io::kError, "the answer is not a parity server's");
+  }
+  std::string message(answer[1], '\0');
+  uint64_t applied = 0;
+  if (Io io = ReadFull(fd_, message.data(), message.size(), deadline); io != Io::kOk) {
+    return broken(io, "reading the answer");
+  }
+  if (Io io = ReadFull(fd_, &applied, 8, deadline); io != Io::kOk) {
+    return broken(io, "reading the answer");
+  }
+  if (answer[0] == 0) return applied;
+  return AnsweredByPeerStatus(static_cast<absl::StatusCode>(answer[0]), message);
+}
+
+}  // namespace ecps
