@@ -4,9 +4,14 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
 #include <set>
 #include <sstream>
 #include <string>
@@ -28,27 +33,102 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// GET http://127.0.0.1:port/metrics; the whole reply (headers and body), empty on error.
-std::string Scrape(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string reply;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request =
-        "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = read(fd, buf, sizeof(buf))) > 0) reply.append(buf, static_cast<size_t>(n));
+using Clock = std::chrono::steady_clock;
+
+// Milliseconds from now to `deadline`, 0 once it has passed: poll()'s timeout.
+int MillisLeft(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
+// Whether `fd` reports one of `events` before `deadline`.
+bool WaitFor(int fd, short events, Clock::time_point deadline) {
+  pollfd polled{fd, events, 0};
+  int n;
+  while ((n = poll(&polled, 1, MillisLeft(deadline))) < 0 && errno == EINTR) {
+  }
+  return n > 0;
+}
+
+// A test's connection to 127.0.0.1:port, non-blocking, so that no step of a test can wait
+// past its deadline. Closed when it goes out of scope, also when an assertion returns early.
+class Client {
+ public:
+  explicit Client(int port) : fd_(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ >= 0) connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  }
+  ~Client() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  int fd() const { return fd_; }
+
+  // Whether the handshake completed by `deadline` (the endpoint need not have accepted yet).
+  bool Connected(Clock::time_point deadline) const {
+    int error = 0;
+    socklen_t length = sizeof(error);
+    return fd_ >= 0 && WaitFor(fd_, POLLOUT, deadline) &&
+           getsockopt(fd_, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+  }
+
+  // Whether all of `data` went out by `deadline`.
+  bool Send(std::string_view data, Clock::time_point deadline) const {
+    while (!data.empty()) {
+      const ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
+      if (n > 0) {
+        data.remove_prefix(static_cast<size_t>(n));
+      } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        return false;
+      } else if (!WaitFor(fd_, POLLOUT, deadline)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Reads into `received` until the endpoint closes the connection (true) or `deadline`
+  // passes (false).
+  bool ReadUntilClosed(Clock::time_point deadline, std::string* received) const {
+    char buf[4096];
+    while (true) {
+      const ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n > 0) {
+        received->append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+        return true;  // closed, or reset
+      } else if (!WaitFor(fd_, POLLIN, deadline)) {
+        return false;
+      }
     }
   }
-  close(fd);
+
+ private:
+  const int fd_;
+};
+
+// GET /metrics from 127.0.0.1:port within `timeout`: the whole reply (headers and body);
+// empty when the endpoint did not answer and close in time.
+std::string Get(int port, std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  Client client(port);
+  std::string reply;
+  if (!client.Connected(deadline) ||
+      !client.Send("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+                   deadline) ||
+      !client.ReadUntilClosed(deadline, &reply)) {
+    return "";
+  }
   return reply;
 }
+
+// A scrape with time to spare: a test that fails does not hang.
+std::string Scrape(int port) { return Get(port, std::chrono::seconds(10)); }
 
 TEST(MetricsTest, BuilderFamiliesInTextFormat) {
   MetricsBuilder b;
