@@ -6,14 +6,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
@@ -87,6 +91,35 @@ const RpcFamilies& Rpc() {
   };
   return *families;
 }
+
+// Connections an endpoint closed without answering, by why: with the RPC families in the
+// process's registry, so every endpoint of the process serves them. Made with the first
+// endpoint, so that a scrape shows each reason from 0.
+struct DroppedConnections {
+  prometheus::Counter* deadline;   // the whole request and reply took longer than allowed
+  prometheus::Counter* evicted;    // the oldest open one when a new one came past the cap
+  prometheus::Counter* oversized;  // its request's headers ran past kMaxRequestBytes
+};
+
+const DroppedConnections& Dropped() {
+  static const DroppedConnections* const dropped = [] {
+    auto& family = prometheus::BuildCounter()
+                       .Name("ecps_metrics_connections_dropped_total")
+                       .Help(
+                           "Connections to /metrics closed unanswered: past their deadline, "
+                           "evicted by a newer one past the cap, or with an oversized request")
+                       .Register(ProcessRegistry());
+    return new DroppedConnections{&family.Add({{"reason", "deadline"}}),
+                                  &family.Add({{"reason", "evicted"}}),
+                                  &family.Add({{"reason", "oversized"}})};
+  }();
+  return *dropped;
+}
+
+// A request's headers at most; Prometheus' GET takes a few hundred bytes.
+constexpr size_t kMaxRequestBytes = 16 << 10;
+// How often the loop wakes, at the least, to see whether the endpoint is being destroyed.
+constexpr std::chrono::milliseconds kStopCheck{100};
 
 // Buckets from 100 us (a pull from memory on loopback) to 30 s (a rebuild read under load).
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
@@ -263,9 +296,32 @@ std::string MetricsText(const std::vector<prometheus::MetricFamily>& families) {
   return out.str();
 }
 
-absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& host,
-                                                                       int port) {
-  Rpc();  // the families exist from the start: a scrape before the first RPC shows them
+struct MetricsEndpoint::Connection {
+  Connection(int fd, std::chrono::steady_clock::time_point deadline) : fd(fd), deadline(deadline) {}
+
+  int fd;
+  std::chrono::steady_clock::time_point deadline;
+  std::string request;  // as received, until its blank line
+  std::string reply;    // once the request is whole
+  size_t sent = 0;      // of the reply
+
+  bool closed() const { return fd < 0; }
+  void Close() {
+    close(fd);
+    fd = -1;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
+    const std::string& host, int port, const MetricsEndpointOptions& options) {
+  if (options.deadline <= std::chrono::milliseconds::zero() || options.max_connections < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("/metrics needs a positive deadline and connection cap, not ",
+                     options.deadline.count(), " ms and ", options.max_connections));
+  }
+  // The families exist from the start: a scrape before the first RPC or drop shows them.
+  Rpc();
+  Dropped();
   const std::string where = absl::StrCat(
       host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":", port);
   addrinfo hints{};
@@ -277,14 +333,17 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const st
     return absl::UnavailableError(
         absl::StrCat("cannot serve /metrics on ", where, ": ", gai_strerror(rc)));
   }
-  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint());
+  std::unique_ptr<MetricsEndpoint> endpoint(new MetricsEndpoint(options));
   std::string error = "no address";
   for (addrinfo* a = found; a != nullptr && endpoint->listen_fd_ < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    const int fd =
+        socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
     if (fd < 0) continue;
     const int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 16) == 0) {
+    // The kernel completes handshakes while the loop is busy with a scrape; a short backlog
+    // full of a flood's connections would make a scraper's connect wait for a SYN retry.
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, SOMAXCONN) == 0) {
       endpoint->listen_fd_ = fd;
     } else {
       error = std::strerror(errno);
@@ -318,40 +377,113 @@ void MetricsEndpoint::AddCallback(MetricsCallback callback) {
 }
 
 void MetricsEndpoint::Serve() {
+  // In the order accepted, which is also the order of their deadlines.
+  std::deque<Connection> open;
+  std::vector<pollfd> polled;
+  bool accept_failed = false;
   while (!stop_.load()) {
-    pollfd listening{listen_fd_, POLLIN, 0};
-    if (poll(&listening, 1, 100) <= 0) continue;  // wakes 10 times a second to see stop_
-    const int connection = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (connection < 0) continue;
-    Answer(connection);
-    close(connection);
+    polled.clear();
+    // After a failed accept (out of file descriptors, say) the listener stays readable; it
+    // sits out one round, or the loop would spin until a descriptor is freed.
+    polled.push_back({listen_fd_, static_cast<short>(accept_failed ? 0 : POLLIN), 0});
+    for (const Connection& c : open) {
+      polled.push_back({c.fd, static_cast<short>(c.reply.empty() ? POLLIN : POLLOUT), 0});
+    }
+    // Wakes at the oldest connection's deadline, and at least every kStopCheck to see stop_.
+    std::chrono::milliseconds wait = kStopCheck;
+    if (!open.empty()) {
+      wait = std::clamp(std::chrono::ceil<std::chrono::milliseconds>(
+                            open.front().deadline - std::chrono::steady_clock::now()),
+                        std::chrono::milliseconds::zero(), kStopCheck);
+    }
+    if (poll(polled.data(), polled.size(), static_cast<int>(wait.count())) < 0) continue;  // EINTR
+    for (size_t i = 0; i < open.size(); ++i) {
+      if (polled[i + 1].revents == 0) continue;
+      if (open[i].reply.empty()) {
+        Read(&open[i]);
+      } else {
+        Write(&open[i]);
+      }
+    }
+    CloseExpired(&open);
+    std::erase_if(open, [](const Connection& c) { return c.closed(); });
+    accept_failed = polled[0].revents != 0 && !Accept(&open);
+  }
+  for (Connection& c : open) c.Close();
+}
+
+void MetricsEndpoint::CloseExpired(std::deque<Connection>* open) {
+  const auto now = std::chrono::steady_clock::now();
+  for (Connection& c : *open) {
+    if (c.deadline > now) break;  // and so are all after it
+    if (c.closed()) continue;
+    Dropped().deadline->Increment();
+    c.Close();
   }
 }
 
-void MetricsEndpoint::Answer(int connection) {
-  // The request line is all that matters; a client that sends nothing for 5 s is dropped.
-  timeval timeout{5, 0};
-  setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(connection, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  std::string request;
-  char buf[2048];
-  while (request.find("\r\n\r\n") == std::string::npos && request.size() < 16384) {
-    const ssize_t n = recv(connection, buf, sizeof(buf), 0);
-    if (n <= 0) return;
-    request.append(buf, static_cast<size_t>(n));
+bool MetricsEndpoint::Accept(std::deque<Connection>* open) {
+  while (true) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;  // the next one may be fine
+      return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+    if (open->size() >= static_cast<size_t>(options_.max_connections)) {
+      Dropped().evicted->Increment();
+      open->front().Close();
+      open->pop_front();
+    }
+    open->emplace_back(fd, std::chrono::steady_clock::now() + options_.deadline);
   }
+}
+
+void MetricsEndpoint::Read(Connection* connection) {
+  char buf[2048];
+  while (true) {
+    const ssize_t n = recv(connection->fd, buf, sizeof(buf), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // the rest is to come
+    if (n <= 0) {  // the client left (or reset) before its request was whole
+      connection->Close();
+      return;
+    }
+    connection->request.append(buf, static_cast<size_t>(n));
+    if (connection->request.find("\r\n\r\n") != std::string::npos) {
+      connection->reply = Reply(connection->request);
+      connection->request = std::string();
+      Write(connection);
+      return;
+    }
+    if (connection->request.size() >= kMaxRequestBytes) {
+      Dropped().oversized->Increment();
+      connection->Close();
+      return;
+    }
+  }
+}
+
+void MetricsEndpoint::Write(Connection* connection) {
+  const std::string& reply = connection->reply;
+  while (connection->sent < reply.size()) {
+    const ssize_t n = send(connection->fd, reply.data() + connection->sent,
+                           reply.size() - connection->sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // POLLOUT says when
+    if (n <= 0) break;                                               // the client left
+    connection->sent += static_cast<size_t>(n);
+  }
+  connection->Close();
+}
+
+std::string MetricsEndpoint::Reply(const std::string& request) {
+  // The request line is all that matters.
   const bool metrics = absl::StartsWith(request, "GET /metrics ") ||
                        absl::StartsWith(request, "GET /metrics?");
   const std::string body = metrics ? Exposition() : "only /metrics is served here\n";
-  const std::string reply = absl::StrCat(
-      metrics ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.1 404 Not Found\r\n",
-      "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: ",
-      body.size(), "\r\nConnection: close\r\n\r\n", body);
-  for (size_t sent = 0; sent < reply.size();) {
-    const ssize_t n = send(connection, reply.data() + sent, reply.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
+  return absl::StrCat(metrics ? "HTTP/1.1 200 OK\r\n" : "HTTP/1.1 404 Not Found\r\n",
+                      "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: ",
+                      body.size(), "\r\nConnection: close\r\n\r\n", body);
 }
 
 std::string MetricsEndpoint::Exposition() {

@@ -9,10 +9,12 @@
 #define ECPS_RUNTIME_METRICS_H_
 
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <functional>
-#include <thread>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -58,16 +60,38 @@ using MetricsCallback = std::function<void(MetricsBuilder*)>;
 // Prometheus' text format of `families` (tests; what /metrics serves).
 std::string MetricsText(const std::vector<prometheus::MetricFamily>& families);
 
+// How long a client may take and how many may be open; the defaults are production's, tests
+// shorten them.
+struct MetricsEndpointOptions {
+  // From accept to the last byte of the reply. A scrape takes milliseconds, so 5 s leaves a
+  // loaded host room; a client that trickles its request or never reads its reply is closed
+  // then (unanswered) instead of holding a slot.
+  std::chrono::milliseconds deadline{5000};
+  // Open connections at most (a file descriptor and a request or reply buffer each). Past it,
+  // a new connection closes the oldest open one rather than being refused: a flood of idle
+  // connections then costs its own oldest, and the next scrape still gets in.
+  int max_connections = 64;
+};
+
 // /metrics over HTTP on host:port. Serves the process's gRPC server metrics and whatever
-// the callbacks add. One thread of its own answers one scrape at a time (Prometheus scrapes
-// every few seconds). It is not prometheus-cpp's Exposer: civetweb's threads there have
-// 100 KiB stacks, 60 KiB of which OpenBLAS's thread-local storage takes in the ecps
-// binary, and a scrape overflowed the rest.
+// the callbacks add. One thread of its own runs an event loop: poll() over the listening
+// socket and every open connection, all non-blocking, so that no client (one that sends
+// nothing, trickles a byte at a time, or never reads its reply) can hold the thread; each has
+// until its deadline for the whole request and reply, and the open ones are capped (see
+// MetricsEndpointOptions). Requests are read in turn as their bytes come; the exposition is
+// built on the same thread, one scrape at a time (it takes milliseconds). Connections it
+// closes unanswered are counted in ecps_metrics_connections_dropped_total{reason}.
+//
+// It is not prometheus-cpp's Exposer: civetweb's threads there have 100 KiB stacks, 60 KiB of
+// which OpenBLAS's thread-local storage takes in the ecps binary, and a scrape overflowed the
+// rest. The loop runs on a std::thread, with the default stack (8 MiB), and the callbacks run
+// on it; serving connections concurrently takes no thread per connection, so no small stack.
 class MetricsEndpoint {
  public:
-  // Listens on host:port (0: a free port). UNAVAILABLE when it cannot listen.
-  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(const std::string& host,
-                                                               int port);
+  // Listens on host:port (0: a free port). UNAVAILABLE when it cannot listen;
+  // INVALID_ARGUMENT for a deadline or a cap that is not positive.
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      const std::string& host, int port, const MetricsEndpointOptions& options = {});
   ~MetricsEndpoint();
 
   int port() const { return port_; }
@@ -77,11 +101,24 @@ class MetricsEndpoint {
   void AddCallback(MetricsCallback callback);
 
  private:
-  MetricsEndpoint() = default;
+  struct Connection;  // one client, from accept to close
+
+  explicit MetricsEndpoint(const MetricsEndpointOptions& options) : options_(options) {}
+  // The event loop, until stop_.
   void Serve();
-  void Answer(int connection);
+  // Takes every pending connection, closing the oldest open ones past the cap. False when
+  // accept failed for another reason than an empty queue (out of file descriptors, say).
+  bool Accept(std::deque<Connection>* open);
+  // Closes the connections past their deadline, unanswered.
+  void CloseExpired(std::deque<Connection>* open);
+  // Reads what a client sent; once its request is whole, answers it.
+  void Read(Connection* connection);
+  // Sends what the socket takes of the reply; closes the connection once all is sent.
+  void Write(Connection* connection);
+  std::string Reply(const std::string& request);
   std::string Exposition();
 
+  const MetricsEndpointOptions options_;
   int listen_fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};

@@ -1,5 +1,6 @@
 // /metrics: the builder's families in Prometheus' text format, a real endpoint scraped over
-// HTTP, and the RPC figures every gRPC server of the process records.
+// HTTP, the RPC figures every gRPC server of the process records, and scrapes answered while
+// hostile clients hold connections (idle, trickling, never reading, oversized).
 #include "runtime/metrics.h"
 
 #include <arpa/inet.h>
@@ -9,13 +10,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,6 +28,10 @@
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <grpcpp/support/byte_buffer.h>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/health.h"
 #include "runtime/rpc.h"
@@ -32,6 +41,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::testing::StartsWith;
 
 using Clock = std::chrono::steady_clock;
 
@@ -129,6 +139,69 @@ std::string Get(int port, std::chrono::milliseconds timeout) {
 
 // A scrape with time to spare: a test that fails does not hang.
 std::string Scrape(int port) { return Get(port, std::chrono::seconds(10)); }
+
+// Whether `reply` is a 200 with the whole body its Content-Length announces.
+testing::AssertionResult WholeOkReply(const std::string& reply) {
+  constexpr std::string_view kLength = "Content-Length: ";
+  const size_t end = reply.find("\r\n\r\n");
+  const size_t length = reply.find(kLength);
+  if (reply.rfind("HTTP/1.1 200 OK\r\n", 0) != 0 || end == std::string::npos ||
+      length == std::string::npos || length > end) {
+    return testing::AssertionFailure() << "not a 200 reply: \"" << reply.substr(0, 200) << "\"";
+  }
+  const size_t body = std::stoul(reply.substr(length + kLength.size()));
+  if (reply.size() - end - 4 != body) {
+    return testing::AssertionFailure()
+           << "a body of " << reply.size() - end - 4 << " bytes of " << body;
+  }
+  return testing::AssertionSuccess();
+}
+
+// Connections that send one byte of a request header every 150 ms and never end it, from a
+// thread of their own. The thread stops, and the connections close, when this goes out of
+// scope.
+class TricklingClients {
+ public:
+  TricklingClients(int port, int count) {
+    for (int i = 0; i < count; ++i) clients_.push_back(std::make_unique<Client>(port));
+  }
+  ~TricklingClients() {
+    stop_.Notify();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  const std::vector<std::unique_ptr<Client>>& clients() const { return clients_; }
+
+  // Starts sending (once the clients are connected).
+  void Start() {
+    thread_ = std::thread([this] { Trickle(); });
+  }
+
+  // Whether `rounds` bytes went to each client (or failed: the endpoint closed it) within
+  // `timeout`.
+  bool AwaitRounds(int rounds, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return rounds_ >= rounds; };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
+
+ private:
+  void Trickle() {
+    constexpr std::string_view kHeader = "GET /metrics HTTP/1.1\r\nX-Slow: ";
+    for (size_t i = 0; !stop_.WaitForNotificationWithTimeout(absl::Milliseconds(150)); ++i) {
+      const char byte = i < kHeader.size() ? kHeader[i] : 'a';
+      for (const auto& client : clients_) send(client->fd(), &byte, 1, MSG_NOSIGNAL);
+      absl::MutexLock lock(&mu_);
+      ++rounds_;
+    }
+  }
+
+  std::vector<std::unique_ptr<Client>> clients_;
+  absl::Notification stop_;
+  absl::Mutex mu_;
+  int rounds_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
 
 TEST(MetricsTest, BuilderFamiliesInTextFormat) {
   MetricsBuilder b;
@@ -247,6 +320,158 @@ TEST(MetricsTest, ACallbackMayUseMoreStackThanTheHttpThreadsHave) {
     out->Gauge("ecps_test_deep", "A callback with a deep stack", deep[4096] + 1);
   });
   EXPECT_THAT(Scrape((*endpoint)->port()), HasSubstr("ecps_test_deep 1\n"));
+}
+
+// Clients that hold connections cannot keep Prometheus out: while 200 connections sit idle
+// and 10 send their header a byte at a time, 5 scrapes in a row are each answered in full
+// within 1 s (the production deadline and cap). An endpoint that served one connection at a
+// time, each read waiting up to 5 s, answered none of them.
+TEST(MetricsTest, ScrapesAreAnsweredWhileHostileClientsHoldConnections) {
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int port = (*endpoint)->port();
+
+  constexpr int kIdle = 200;
+  constexpr int kTrickling = 10;
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < kIdle; ++i) idle.push_back(std::make_unique<Client>(port));
+  TricklingClients trickling(port, kTrickling);
+  const Clock::time_point connect_by = Clock::now() + std::chrono::seconds(10);
+  int connected = 0;
+  for (const auto& client : idle) connected += client->Connected(connect_by);
+  for (const auto& client : trickling.clients()) connected += client->Connected(connect_by);
+  EXPECT_EQ(connected, kIdle + kTrickling);
+  trickling.Start();
+  // The trickle is under way: each slow client has sent a few bytes of its header.
+  ASSERT_TRUE(trickling.AwaitRounds(3, absl::Seconds(5)));
+
+  for (int scrape = 0; scrape < 5; ++scrape) {
+    const Clock::time_point start = Clock::now();
+    EXPECT_TRUE(WholeOkReply(Get(port, std::chrono::seconds(1))))
+        << "scrape " << scrape << " after "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()
+        << " ms";
+  }
+}
+
+// The value of ecps_metrics_connections_dropped_total{reason} in a scrape of `port`; -1 when
+// the scrape has no such line.
+double Dropped(int port, const std::string& reason) {
+  const std::string prefix = "ecps_metrics_connections_dropped_total{reason=\"" + reason + "\"} ";
+  std::istringstream lines(Scrape(port));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
+  }
+  return -1;
+}
+
+// A client that starts a request and goes quiet is closed at its deadline, counted as such.
+TEST(MetricsTest, APartialRequestIsClosedAtTheDeadline) {
+  MetricsEndpointOptions options;
+  options.deadline = std::chrono::milliseconds(300);
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0, options);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int port = (*endpoint)->port();
+  const double before = Dropped(port, "deadline");
+  ASSERT_GE(before, 0);
+
+  Client client(port);
+  const Clock::time_point start = Clock::now();
+  ASSERT_TRUE(client.Connected(start + std::chrono::seconds(5)));
+  ASSERT_TRUE(client.Send("GET /metrics HTTP/1.1\r\nHost: 127", start + std::chrono::seconds(5)));
+  std::string reply;
+  // Closed unanswered, long before the 5 s it is given here (the production deadline)...
+  EXPECT_TRUE(client.ReadUntilClosed(start + std::chrono::seconds(5), &reply));
+  EXPECT_EQ(reply, "");
+  // ... and not before its own deadline (counted from accept, a little before `start`).
+  EXPECT_GE(Clock::now() - start, std::chrono::milliseconds(200));
+  EXPECT_EQ(Dropped(port, "deadline"), before + 1);
+}
+
+// A client that asks and never reads its reply cannot hold the thread either: a scrape is
+// answered while it stalls, and it is closed at its deadline with its reply cut short.
+TEST(MetricsTest, AClientThatNeverReadsItsReplyIsClosedAtTheDeadline) {
+  // Far more than the socket buffers between the endpoint and the client hold (4 MiB at most
+  // on the sending side by default), so the endpoint cannot send it all.
+  constexpr size_t kHelp = 16 << 20;
+  std::atomic<bool> big{false};  // the next scrape's body is over kHelp
+  absl::Notification built;
+  MetricsEndpointOptions options;
+  options.deadline = std::chrono::seconds(1);  // ample for the other scrape to be answered in
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0, options);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int port = (*endpoint)->port();
+  (*endpoint)->AddCallback([&big, &built](MetricsBuilder* out) {
+    if (!big.exchange(false)) return;
+    out->Gauge("ecps_test_big", std::string(kHelp, 'h'), 1);
+    built.Notify();
+  });
+  const double before = Dropped(port, "deadline");
+  ASSERT_GE(before, 0);
+
+  big = true;
+  Client stalled(port);
+  const Clock::time_point give_up = Clock::now() + std::chrono::seconds(10);
+  ASSERT_TRUE(stalled.Connected(give_up));
+  ASSERT_TRUE(stalled.Send("GET /metrics HTTP/1.1\r\n\r\n", give_up));
+  ASSERT_TRUE(built.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(WholeOkReply(Get(port, std::chrono::seconds(1))));
+  EXPECT_EQ(Dropped(port, "deadline"), before) << "answered only once the stalled one was closed";
+
+  // Read only once the endpoint has given up on it: reading earlier would let it finish.
+  while (Dropped(port, "deadline") < before + 1 && Clock::now() < give_up) {
+  }
+  EXPECT_EQ(Dropped(port, "deadline"), before + 1);
+  std::string received;
+  EXPECT_TRUE(stalled.ReadUntilClosed(give_up, &received));
+  EXPECT_THAT(received, StartsWith("HTTP/1.1 200 OK\r\n"));
+  EXPECT_LT(received.size(), kHelp);
+}
+
+// Past the cap, a new connection closes the oldest open one, not itself: idle connections
+// cannot lock a scraper out, whoever opened them first.
+TEST(MetricsTest, ANewConnectionPastTheCapEvictsTheOldest) {
+  MetricsEndpointOptions options;
+  options.max_connections = 3;
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0, options);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int port = (*endpoint)->port();
+  const double before = Dropped(port, "evicted");
+  ASSERT_GE(before, 0);
+
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 4; ++i) {  // one past the cap; each connected before the next
+    idle.push_back(std::make_unique<Client>(port));
+    ASSERT_TRUE(idle.back()->Connected(deadline)) << i;
+  }
+  std::string received;
+  EXPECT_TRUE(idle[0]->ReadUntilClosed(deadline, &received)) << "the oldest was not closed";
+  EXPECT_EQ(received, "");
+  // The others stay: the endpoint closed the oldest when it accepted the fourth, before
+  // idle[0] saw the close.
+  for (int i = 1; i < 4; ++i) EXPECT_FALSE(WaitFor(idle[i]->fd(), POLLIN, Clock::now())) << i;
+  // This scrape is one past the cap again: it closes idle[1] and is answered.
+  EXPECT_EQ(Dropped(port, "evicted"), before + 2);
+}
+
+// Headers that run past 16 KiB without their blank line are not buffered further.
+TEST(MetricsTest, AnOversizedRequestIsClosed) {
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1", 0);
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  const int port = (*endpoint)->port();
+  const double before = Dropped(port, "oversized");
+  ASSERT_GE(before, 0);
+
+  Client client(port);
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(5);
+  ASSERT_TRUE(client.Connected(deadline));
+  // The send may fail part way: the endpoint closes as soon as it has read 16 KiB.
+  client.Send("GET /metrics HTTP/1.1\r\nX-Long: " + std::string(20 << 10, 'a'), deadline);
+  std::string reply;
+  EXPECT_TRUE(client.ReadUntilClosed(deadline, &reply));
+  EXPECT_EQ(reply, "");
+  EXPECT_EQ(Dropped(port, "oversized"), before + 1);
 }
 
 TEST(MetricsTest, APortInUseIsAnErrorThatNamesIt) {
