@@ -66,9 +66,10 @@ label_args=()
 ctest --test-dir "$build" --output-on-failure -j "${ECPS_TEST_JOBS:-2}" "${label_args[@]}" "$@"
 
 # Inputs per target in the deterministic mode: about 8 s each under ASan on these cores.
-declare -A runs=([spec]=2000 [criteo_line]=200000 [manifest]=30000 [ps_requests]=30000)
+declare -A runs=([spec]=2000 [criteo_line]=200000 [manifest]=30000 [ps_requests]=30000
+  [parity_frame]=200000)
 if [ "$fuzz_seconds" -ne 0 ]; then
-  for target in spec criteo_line manifest ps_requests; do
+  for target in spec criteo_line manifest ps_requests parity_frame; do
     corpus="$(mktemp -d)"
     cp -r "$root/fuzz/corpus/$target/." "$corpus/"
     if [ "$fuzz_seconds" -gt 0 ]; then

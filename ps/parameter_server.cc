@@ -113,6 +113,13 @@ absl::Status ParameterServerCore::Refuse(absl::Status status, const v1::RequestH
   return status;
 }
 
+void ParameterServerCore::CountRefusal(const absl::Status& why, const char* what,
+                                       const std::string& from) const {
+  v1::RequestHeader header;
+  header.set_sender(from);
+  Refuse(why, header, what).IgnoreError();  // counted and logged: that is all
+}
+
 absl::Status ParameterServerCore::Admit(const grpc::ServerContext* context,
                                         const v1::RequestHeader& header, RoleSet allowed,
                                         std::string_view method) const {

@@ -128,6 +128,15 @@ class ParameterServerCore {
   absl::Status Admit(const grpc::ServerContext* context, const v1::RequestHeader& header,
                      RoleSet allowed, std::string_view method) const;
 
+  // Whether `mac` signs `message` with a key of the job's servers (the server token or the
+  // job secret): the parity listener's check of a frame head (ps/tcp_deltas.h).
+  bool CheckPeerMac(std::string_view message, std::string_view mac) const {
+    return gatekeeper_.CheckMac(Role::kServer, message, mac);
+  }
+  // Counts and logs (rate limited) a refusal made outside the request handlers: `what` names
+  // the request, `from` who sent it.
+  void CountRefusal(const absl::Status& why, const char* what, const std::string& from) const;
+
   // This process was declared dead: every request is refused from now on (fencing).
   void Fence() { fenced_.store(true, std::memory_order_release); }
   bool fenced() const { return fenced_.load(std::memory_order_acquire); }

@@ -67,7 +67,8 @@ int64_t PeerClient::tcp_batches() {
   return total;
 }
 
-bool PeerClient::SendOverTcp(int peer, const std::string& head, const std::string& records,
+bool PeerClient::SendOverTcp(int peer, const v1::ParityDeltaBatch& batch,
+                             const std::string& head, const std::string& records,
                              absl::StatusOr<uint64_t>* result) {
   if (peer < 0 || peer >= static_cast<int>(tcp_.size())) return false;
   TcpPeer& t = *tcp_[peer];
@@ -80,7 +81,10 @@ bool PeerClient::SendOverTcp(int peer, const std::string& head, const std::strin
     host = t.host;
     port = t.port;
   }
-  *result = t.connection.Send(host, port, head, records, rpc_timeout_ms_);
+  // The frame's head is signed with the token the batch carries: the receiver checks it
+  // before it reads (or makes room for) the batch.
+  *result = t.connection.Send(host, port, batch.header().token(), batch.from_server(),
+                              batch.seq(), head, records, rpc_timeout_ms_);
   absl::MutexLock lock(&t.mu);
   if (result->ok() || AnsweredByPeer(result->status())) {
     ++t.sent;
@@ -159,7 +163,7 @@ absl::StatusOr<uint64_t> PeerClient::SendPacked(int peer, const v1::ParityDeltaB
                                                 std::shared_ptr<const std::string> packed) {
   // The batch's own fields (small), then field 6's tag and length: one copied slice.
   const std::string head = EncodeDeltaHead(batch, packed->size());
-  if (absl::StatusOr<uint64_t> sent; SendOverTcp(peer, head, *packed, &sent)) return sent;
+  if (absl::StatusOr<uint64_t> sent; SendOverTcp(peer, batch, head, *packed, &sent)) return sent;
   const std::string address = tcp_.empty() ? std::string() : AddressOf(peer);
   std::shared_ptr<const RawDeltas> raw = RawDeltasFor(peer);
   if (raw == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));

@@ -86,8 +86,8 @@ class PeerClient : public DeltaTransport, public StripeSource {
   };
   // The TCP send of SendPacked: true when it was tried and `*result` is its outcome (an
   // answer of the peer's, good or bad); false to send over gRPC.
-  bool SendOverTcp(int peer, const std::string& head, const std::string& records,
-                   absl::StatusOr<uint64_t>* result);
+  bool SendOverTcp(int peer, const v1::ParityDeltaBatch& batch, const std::string& head,
+                   const std::string& records, absl::StatusOr<uint64_t>* result);
   // After a gRPC ack from `peer`, reached at `address`, that offered `port`.
   void LearnTcpPort(int peer, const std::string& address, int port);
 

@@ -66,6 +66,9 @@ int RunServer(const ServerOptions& options) {
     spdlog::error("cannot start the server: {}", tcp_deltas.status().ToString());
     return 1;
   }
+  if (*tcp_deltas != nullptr) {
+    spdlog::info("parity batches over TCP on port {}", (*tcp_deltas)->port());
+  }
   // Peers and workers dial what the map says: never a wildcard, loopback only when asked.
   auto advertise = AdvertiseHost(options.listen_host, options.advertise);
   if (!advertise.ok()) {

@@ -250,6 +250,12 @@ absl::StatusOr<std::unique_ptr<TcpDeltaListener>> ServeParityOverTcp(
             nullptr, batch.header(), AccessOf(kParameterServerAccess, "ApplyParityDeltas"),
             "ApplyParityDeltas");
         return admitted.ok() ? core->ApplyParityDeltas(batch, ack) : admitted;
+      },
+      [core](std::string_view message, std::string_view mac) {
+        return core->CheckPeerMac(message, mac);
+      },
+      [core](const absl::Status& why, const std::string& from) {
+        core->CountRefusal(why, "a parity connection or frame over TCP", from);
       });
   if (absl::Status s = listener->Start(host); !s.ok()) return s;
   core->set_tcp_delta_port(listener->port());

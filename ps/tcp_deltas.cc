@@ -1,5 +1,6 @@
 #include "ps/tcp_deltas.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -9,6 +10,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -17,8 +19,10 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "proto/ecps.pb.h"
 #include "runtime/rpc.h"
+#include "runtime/security.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -117,10 +121,93 @@ std::string Unbracketed(const std::string& host) {
   return host;
 }
 
+// "address:port" of a connection's far end, for the log.
+std::string RemoteName(const sockaddr_storage& addr) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    port = ntohs(in->sin_port);
+    return absl::StrCat(text, ":", port);
+  }
+  if (addr.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    port = ntohs(in6->sin6_port);
+  }
+  return absl::StrCat("[", text, "]:", port);
+}
+
+constexpr char kFrameMagic[4] = {'E', 'C', 'P', '1'};
+constexpr size_t kFrameSignedBytes = kFrameHeadBytes - kFrameMacBytes;
+static_assert(kFrameSignedBytes == 4 + 4 + 4 + 8, "magic, length, from_server, seq");
+// A body buffer up to this size is kept for a connection's next frame; a larger one is freed.
+constexpr size_t kKeptBodyBytes = 1 << 20;
+
 }  // namespace
 
-TcpDeltaListener::TcpDeltaListener(Handler handler, TcpDeltaLimits limits)
-    : handler_(std::move(handler)), limits_(limits) {}
+std::string EncodeFrameHead(const FrameHead& head, std::string_view key) {
+  std::string out(kFrameSignedBytes, '\0');
+  std::memcpy(out.data(), kFrameMagic, 4);
+  std::memcpy(out.data() + 4, &head.length, 4);
+  std::memcpy(out.data() + 8, &head.from_server, 4);
+  std::memcpy(out.data() + 12, &head.seq, 8);
+  out += MessageMac(key, out);
+  return out;
+}
+
+std::string_view FrameHeadSigned(std::string_view bytes) {
+  return bytes.substr(0, kFrameSignedBytes);
+}
+
+std::string_view FrameHeadMac(std::string_view bytes) {
+  return bytes.size() < kFrameSignedBytes ? std::string_view() : bytes.substr(kFrameSignedBytes);
+}
+
+absl::StatusOr<FrameHead> DecodeFrameHead(std::string_view bytes, int64_t max_frame_bytes) {
+  if (bytes.size() != kFrameHeadBytes || std::memcmp(bytes.data(), kFrameMagic, 4) != 0) {
+    return absl::InvalidArgumentError(
+        "not a parity frame (no ECP1 head): is something other than an ecps server sending "
+        "to this port?");
+  }
+  FrameHead head;
+  std::memcpy(&head.length, bytes.data() + 4, 4);
+  std::memcpy(&head.from_server, bytes.data() + 8, 4);
+  std::memcpy(&head.seq, bytes.data() + 12, 8);
+  if (head.length > max_frame_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat("a parity frame of ", head.length,
+                                                     " bytes is over the limit of ",
+                                                     max_frame_bytes));
+  }
+  return head;
+}
+
+absl::Status DecodeFrameBody(const FrameHead& head, std::string_view body,
+                             v1::ParityDeltaBatch* batch) {
+  if (body.size() != head.length || !batch->ParseFromArray(body.data(), body.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a parity frame of ", body.size(), " bytes is not a ParityDeltaBatch"));
+  }
+  if (batch->from_server() != head.from_server || batch->seq() != head.seq) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a parity frame's head (server ", head.from_server, ", seq ", head.seq,
+        ") does not match its batch (server ", batch->from_server(), ", seq ", batch->seq(),
+        ")"));
+  }
+  return absl::OkStatus();
+}
+
+TcpDeltaListener::TcpDeltaListener(Handler handler, MacCheck check, RefusalSink refused,
+                                   TcpDeltaLimits limits)
+    : handler_(std::move(handler)),
+      check_(std::move(check)),
+      sink_(std::move(refused)),
+      limits_([&limits] {
+        TcpDeltaLimits l = limits;
+        l.frame_budget_bytes = std::max(l.frame_budget_bytes, 2 * l.max_frame_bytes);
+        return l;
+      }()) {}
 
 TcpDeltaListener::~TcpDeltaListener() {
   stopping_.store(true);
@@ -134,6 +221,39 @@ TcpDeltaListener::~TcpDeltaListener() {
     threads.swap(threads_);
   }
   for (Connection& c : threads) c.thread.join();
+}
+
+void TcpDeltaListener::Refused(const absl::Status& why, const std::string& from) {
+  refused_.fetch_add(1);
+  if (sink_) sink_(why, from);
+}
+
+bool TcpDeltaListener::Reserve(int64_t bytes, Clock::time_point deadline) {
+  absl::MutexLock lock(&budget_mu_);
+  auto room = [this, bytes]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(budget_mu_) {
+    return budget_used_ + bytes <= limits_.frame_budget_bytes || stopping_.load();
+  };
+  // Waited on with a timeout, not signalled on stop: the stop is seen within 100 ms.
+  while (!room()) {
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    budget_mu_.AwaitWithTimeout(
+        absl::Condition(&room),
+        absl::FromChrono(std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100))));
+  }
+  if (stopping_.load()) return false;
+  budget_used_ += bytes;
+  return true;
+}
+
+void TcpDeltaListener::Release(int64_t bytes) {
+  absl::MutexLock lock(&budget_mu_);
+  budget_used_ -= bytes;
+}
+
+int64_t TcpDeltaListener::budget_in_use() const {
+  absl::MutexLock lock(&budget_mu_);
+  return budget_used_;
 }
 
 void TcpDeltaListener::JoinFinished() {
@@ -202,7 +322,10 @@ void TcpDeltaListener::AcceptLoop() {
     // Polled with a short timeout so that the destructor's flag is seen.
     pollfd p{listen_fd_, POLLIN, 0};
     if (::poll(&p, 1, 200) <= 0) continue;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    sockaddr_storage remote{};
+    socklen_t remote_size = sizeof(remote);
+    const int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&remote), &remote_size,
+                             SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS) {
         // Out of descriptors: the pending connection stays queued; do not spin on it.
@@ -211,68 +334,161 @@ void TcpDeltaListener::AcceptLoop() {
       continue;
     }
     SetNoDelay(fd);
-    absl::MutexLock lock(&mu_);
-    if (static_cast<int>(open_.size()) >= limits_.max_connections) {
-      refused_.fetch_add(1);
-      ::close(fd);
-      continue;
+    std::string from = RemoteName(remote);
+    absl::Status over;
+    bool evicted = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (static_cast<int>(open_.size()) >= limits_.max_connections) {
+        over = absl::ResourceExhaustedError(absl::StrCat(
+            "a parity connection over the limit of ", limits_.max_connections, " closed"));
+      } else {
+        if (static_cast<int>(waiting_.size()) >= limits_.max_unauthenticated) {
+          // Its thread sees the socket shut, and closes it (under mu_, so not before this).
+          ::shutdown(waiting_.front(), SHUT_RDWR);
+          waiting_.pop_front();
+          evicted = true;
+        }
+        open_.insert(fd);
+        waiting_.push_back(fd);
+        threads_.emplace_back();
+        Connection* c = &threads_.back();  // a list's elements stay where they are
+        try {
+          // The thread marks itself done under mu_, which is held until it is stored.
+          c->thread = std::thread([this, fd, c, from] {
+            Serve(fd, from);
+            absl::MutexLock done(&mu_);
+            c->done = true;
+          });
+        } catch (const std::system_error& e) {
+          spdlog::warn("parity TCP listener: no thread for a connection: {}", e.what());
+          threads_.pop_back();
+          open_.erase(fd);
+          waiting_.pop_back();
+          ::close(fd);
+        }
+      }
     }
-    open_.insert(fd);
-    threads_.emplace_back();
-    Connection* c = &threads_.back();  // a list's elements stay where they are
-    try {
-      // The thread marks itself done under mu_, which is held until it is stored.
-      c->thread = std::thread([this, fd, c] {
-        Serve(fd);
-        absl::MutexLock done(&mu_);
-        c->done = true;
-      });
-    } catch (const std::system_error& e) {
-      spdlog::warn("parity TCP listener: no thread for a connection: {}", e.what());
-      threads_.pop_back();
-      open_.erase(fd);
+    if (evicted) {
+      Refused(absl::ResourceExhaustedError(absl::StrCat(
+                  "a parity connection closed: the oldest of ", limits_.max_unauthenticated,
+                  " that had not sent a frame head that checks out")),
+              "an earlier connection");
+    }
+    if (!over.ok()) {
       ::close(fd);
+      Refused(over, from);
     }
   }
 }
 
-void TcpDeltaListener::Serve(int fd) {
+void TcpDeltaListener::Serve(int fd, std::string from) {
+  const auto accepted = Clock::now();
+  const auto head_deadline = accepted + std::chrono::milliseconds(limits_.head_timeout_ms);
+  bool authenticated = false;
   std::string body;
   v1::ParityDeltaBatch batch;
   v1::ParityDeltaAck ack;
+  // Refuses the frame: the answer says why (best effort), the refusal is counted, and the
+  // connection is closed, since its stream cannot be trusted to be in step any more.
+  auto refuse = [&](const absl::Status& why, Clock::time_point deadline) {
+    Answer(fd, why, 0, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
+    Refused(why, from);
+  };
   while (!stopping_.load()) {
-    // Between frames a connection may idle (a stream with nothing to send); within one, the
-    // whole frame and its answer get frame_timeout_ms.
-    if (WaitFd(fd, POLLIN, Clock::now() + std::chrono::milliseconds(limits_.idle_timeout_ms)) !=
-        Io::kOk) {
+    // Between frames a peer's connection may idle (a stream with nothing to send); a new
+    // connection must show a good head by head_deadline. Within a frame, the whole frame and
+    // its answer get frame_timeout_ms.
+    const Clock::time_point wait_until =
+        authenticated ? Clock::now() + std::chrono::milliseconds(limits_.idle_timeout_ms)
+                      : head_deadline;
+    const Io waited = WaitFd(fd, POLLIN, wait_until);
+    if (waited != Io::kOk) {
+      if (!authenticated && waited == Io::kTimeout) {
+        Refused(absl::DeadlineExceededError(absl::StrCat(
+                    "a parity connection sent no frame head within ", limits_.head_timeout_ms,
+                    " ms of connecting")),
+                from);
+      }
       break;
     }
-    const auto deadline = Clock::now() + std::chrono::milliseconds(limits_.frame_timeout_ms);
-    uint32_t length = 0;
-    if (ReadFull(fd, &length, 4, deadline) != Io::kOk) break;
-    if (length > limits_.max_frame_bytes) {
-      Answer(fd,
-             absl::ResourceExhaustedError(absl::StrCat(
-                 "a parity frame of ", length, " bytes is over the limit of ",
-                 limits_.max_frame_bytes)),
-             0, deadline);
+    const Clock::time_point deadline =
+        authenticated ? Clock::now() + std::chrono::milliseconds(limits_.frame_timeout_ms)
+                      : head_deadline;  // for the head
+    char head_bytes[kFrameHeadBytes];
+    if (Io io = ReadFull(fd, head_bytes, sizeof(head_bytes), deadline); io != Io::kOk) {
+      if (io == Io::kTimeout) {
+        Refused(absl::DeadlineExceededError("a parity frame head left unfinished"), from);
+      }
       break;
     }
-    body.resize(length);
-    if (ReadFull(fd, body.data(), length, deadline) != Io::kOk) break;
-    if (!batch.ParseFromString(body)) {
-      // Not a batch: the stream cannot be trusted to be in step any more.
-      Answer(fd,
-             absl::InvalidArgumentError(absl::StrCat(
-                 "a parity frame of ", length, " bytes is not a ParityDeltaBatch")),
-             0, deadline);
+    const std::string_view head_view(head_bytes, sizeof(head_bytes));
+    absl::StatusOr<FrameHead> head = DecodeFrameHead(head_view, limits_.max_frame_bytes);
+    // The MAC before anything else the head says is believed, the length above all: nothing
+    // is allocated for a frame whose sender is not one of the job's servers.
+    if (head.ok() || absl::IsResourceExhausted(head.status())) {
+      if (!check_(FrameHeadSigned(head_view), FrameHeadMac(head_view))) {
+        head = absl::UnauthenticatedError(
+            "the parity frame's head is not signed with a token of this job's servers");
+      }
+    }
+    if (!head.ok()) {
+      refuse(head.status(), deadline);
       break;
     }
-    ack.Clear();
-    const absl::Status status = handler_(batch, &ack);
-    if (Answer(fd, status, status.ok() ? ack.applied_seq() : 0, deadline) != Io::kOk) break;
+    if (!authenticated) {
+      absl::MutexLock lock(&mu_);
+      auto it = std::find(waiting_.begin(), waiting_.end(), fd);
+      if (it == waiting_.end()) break;  // evicted (and counted) meanwhile
+      waiting_.erase(it);
+      authenticated = true;
+    }
+    // From a head that checked out, the frame and its answer get frame_timeout_ms.
+    const Clock::time_point frame_deadline =
+        Clock::now() + std::chrono::milliseconds(limits_.frame_timeout_ms);
+    // The body and its parsed copy are held together while the batch is applied.
+    const int64_t held = 2 * static_cast<int64_t>(head->length);
+    if (!Reserve(held, frame_deadline)) {
+      refuse(absl::ResourceExhaustedError(absl::StrCat(
+                 "no room for a parity frame of ", head->length, " bytes: the frames in "
+                 "flight already hold the budget of ", limits_.frame_budget_bytes, " bytes")),
+             frame_deadline);
+      break;
+    }
+    body.resize(head->length);
+    Io io = ReadFull(fd, body.data(), body.size(), frame_deadline);
+    absl::Status status;
+    if (io != Io::kOk) {
+      if (io == Io::kTimeout) {
+        Refused(absl::DeadlineExceededError(absl::StrCat("a parity frame of ", head->length,
+                                                         " bytes left unfinished")),
+                from);
+      }
+    } else {
+      status = DecodeFrameBody(*head, body, &batch);
+    }
+    bool keep = io == Io::kOk && status.ok();
+    if (!status.ok()) refuse(status, frame_deadline);
+    if (keep) {
+      ack.Clear();
+      status = handler_(batch, &ack);
+      keep = Answer(fd, status, status.ok() ? ack.applied_seq() : 0, frame_deadline) == Io::kOk;
+    }
+    batch.Clear();
+    body.clear();
+    if (body.capacity() > kKeptBodyBytes) std::string().swap(body);
+    if (batch.SpaceUsedLong() > static_cast<int64_t>(kKeptBodyBytes)) {
+      v1::ParityDeltaBatch().Swap(&batch);
+    }
+    Release(held);
+    if (!keep) break;
   }
   absl::MutexLock lock(&mu_);
+  if (!authenticated) {
+    if (auto it = std::find(waiting_.begin(), waiting_.end(), fd); it != waiting_.end()) {
+      waiting_.erase(it);
+    }
+  }
   ::close(fd);
   open_.erase(fd);
 }
@@ -333,7 +549,8 @@ absl::Status TcpDeltaConnection::Connect(const std::string& host, int port, int 
 }
 
 absl::StatusOr<uint64_t> TcpDeltaConnection::Send(const std::string& host, int port,
-                                                  const std::string& head,
+                                                  std::string_view key, int32_t from_server,
+                                                  uint64_t seq, const std::string& head,
                                                   const std::string& records, int timeout_ms) {
   if (fd_ >= 0 && (host != host_ || port != port_)) Close();
   if (fd_ < 0) {
@@ -352,8 +569,9 @@ absl::StatusOr<uint64_t> TcpDeltaConnection::Send(const std::string& host, int p
     return absl::InvalidArgumentError(absl::StrCat("a parity batch of ", total,
                                                    " bytes does not fit a TCP frame"));
   }
-  const uint32_t length = static_cast<uint32_t>(total);
-  iovec iov[3] = {{const_cast<uint32_t*>(&length), 4},
+  const std::string frame_head =
+      EncodeFrameHead(FrameHead{static_cast<uint32_t>(total), from_server, seq}, key);
+  iovec iov[3] = {{const_cast<char*>(frame_head.data()), frame_head.size()},
                   {const_cast<char*>(head.data()), head.size()},
                   {const_cast<char*>(records.data()), records.size()}};
   if (Io io = WriteFull(fd_, iov, 3, deadline); io != Io::kOk) return broken(io, "sending");

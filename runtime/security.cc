@@ -88,17 +88,23 @@ std::string RoleSet::ToString() const {
   return names.empty() ? "nobody" : absl::StrJoin(names, ", ");
 }
 
-std::string RoleToken(std::string_view secret, Role role) {
-  const std::string message = absl::StrCat("ecps role token v1: ", RoleName(role));
+std::string MessageMac(std::string_view key, std::string_view message) {
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_len = 0;
-  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &mac_len);
+  return std::string(reinterpret_cast<const char*>(mac), mac_len);
+}
+
+std::string RoleToken(std::string_view secret, Role role) {
+  const std::string mac =
+      MessageMac(secret, absl::StrCat("ecps role token v1: ", RoleName(role)));
   static constexpr char kHex[] = "0123456789abcdef";
   std::string token = absl::StrCat(kTokenPrefix, RoleName(role), "-");
-  for (size_t i = 0; i < kMacHexDigits / 2 && i < mac_len; ++i) {
-    token += kHex[mac[i] >> 4];
-    token += kHex[mac[i] & 15];
+  for (size_t i = 0; i < kMacHexDigits / 2 && i < mac.size(); ++i) {
+    const unsigned char b = static_cast<unsigned char>(mac[i]);
+    token += kHex[b >> 4];
+    token += kHex[b & 15];
   }
   return token;
 }
@@ -157,6 +163,13 @@ absl::Status WrongToken(const v1::RequestHeader& header) {
       (header.sender().empty() ? std::string() : " (request from " + header.sender() + ")"));
 }
 }  // namespace
+
+bool Gatekeeper::CheckMac(Role role, std::string_view message, std::string_view mac) const {
+  // Both keys are always tried, so the time taken does not tell which one matched.
+  const bool by_role = EqualConstantTime(MessageMac(token(role), message), mac);
+  const bool by_secret = EqualConstantTime(MessageMac(secret_, message), mac);
+  return by_role || by_secret;
+}
 
 absl::Status Gatekeeper::Authenticate(const v1::RequestHeader& header) const {
   return TokenCaller(header.token()).has_value() ? absl::OkStatus() : WrongToken(header);

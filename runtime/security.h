@@ -63,6 +63,11 @@ class RoleSet {
 // The role token of `role` in the job whose secret is `secret`.
 std::string RoleToken(std::string_view secret, Role role);
 
+// HMAC-SHA256 of `message` under `key`: 32 raw bytes. What a frame outside gRPC carries
+// instead of the token itself (ps/tcp_deltas.h), so that its header can be checked before
+// its body is read.
+std::string MessageMac(std::string_view key, std::string_view message);
+
 // The role a token claims by its form ("ecps-worker-<hex>"); nullopt for anything else (a job
 // secret, say). Claims only: Gatekeeper checks them.
 std::optional<Role> ClaimedRole(std::string_view token);
@@ -105,6 +110,10 @@ class Gatekeeper {
 
   // The token this job's `role` presents.
   const std::string& token(Role role) const { return tokens_[static_cast<int>(role)]; }
+
+  // Whether `mac` is MessageMac(key, message) for a key that may act as `role`: its role
+  // token or the job secret (compared in constant time).
+  bool CheckMac(Role role, std::string_view message, std::string_view mac) const;
 
  private:
   std::optional<Caller> TokenCaller(std::string_view token) const;

@@ -4,7 +4,9 @@
 // killed server is replaced by the spare and rebuilt online.
 //
 // No sleeps as synchronisation: every wait is on a condition (a process exit) with a deadline.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <functional>
 #include <optional>
@@ -63,6 +66,10 @@ int RunSpec(const fs::path& dir, const std::string& spec, std::string* report,
 }
 
 // Runs a spec to the end; returns report.json (fails the test when the run did not succeed).
+bool WaitForStatus(const fs::path& dir, const fs::path& job, std::chrono::seconds deadline,
+                   const std::function<bool(const v1::StatusResponse&)>& done,
+                   v1::StatusResponse* last);
+
 std::string RunToEnd(const fs::path& dir, const std::string& spec, std::string* run_log) {
   std::string report;
   const int status = RunSpec(dir, spec, &report, run_log, std::chrono::seconds(240));
@@ -174,6 +181,115 @@ TEST(EndToEndRecovery, KilledServerIsRebuiltWithParityOverTcp) {
   EXPECT_EQ(servers_reporting, 3) << "servers 0, 1 and the replacement";
   ASSERT_GT(batches, 100);
   EXPECT_GT(over_tcp, batches * 9 / 10) << over_tcp << " of " << batches;
+  fs::remove_all(dir);
+}
+
+// Resident memory of `pid` in MiB (VmRSS); -1 when it cannot be read.
+int64_t ResidentMiB(int64_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) / 1024;
+  }
+  return -1;
+}
+
+// A client socket connected to 127.0.0.1:port; -1 when it cannot connect.
+int DialLoopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// The finding behind the listener's head check: a stranger who announced a 256 MiB frame and
+// sent one byte made the server allocate the frame (six such connections took a server from
+// 53 to 1,589 MiB). 50 of them now, in the old frame form and with a forged head: the server
+// allocates for none, counts each refusal, and the job trains to the end with a clean scrub.
+TEST(EndToEndRecovery, HostileParityConnectionsCostTheServerNoMemory) {
+  fs::path dir = TempDir("hostile-tcp");
+  const fs::path job = dir / "out";
+  std::ofstream(dir / "job.yaml") << Spec(
+      "hostile-tcp", 1500, 3, 0, 1,
+      "  mode: erasure_code\n  k: 2\n  r: 1\n  parity_transport: tcp\n", "  []\n");
+  pid_t run = Start({"run", (dir / "job.yaml").string(), "--output", job.string(),
+                     "--no-progress"},
+                    dir / "run.log");
+  v1::StatusResponse st;
+  int64_t server_pid = 0;
+  const bool training = WaitForStatus(dir, job, std::chrono::seconds(120), [&](const auto& s) {
+    for (const v1::NodeInfo& n : s.nodes()) {
+      if (n.role() == v1::ROLE_SERVER && n.id() == 0) server_pid = n.pid();
+    }
+    return server_pid > 0 && s.step() >= 50;
+  }, &st);
+  ASSERT_TRUE(training) << ReadFile(dir / "run.log");
+  std::smatch m;
+  const std::string server_log = ReadFile(job / "logs" / "server-0.log");
+  ASSERT_TRUE(std::regex_search(server_log, m,
+                                std::regex("parity batches over TCP on port ([0-9]+)")))
+      << server_log;
+  const int port = std::stoi(m[1]);
+  const int64_t before = ResidentMiB(server_pid);
+  // Server 0's count of refused requests in a status.
+  auto refused = [](const v1::StatusResponse& s) -> int64_t {
+    for (const v1::NodeInfo& n : s.nodes()) {
+      if (n.role() == v1::ROLE_SERVER && n.id() == 0) return n.server().refused_requests();
+    }
+    return -1;
+  };
+  const int64_t refused_before = refused(st);
+  ASSERT_GT(before, 0);
+
+  std::vector<int> hostile;
+  for (int i = 0; i < 50; ++i) {
+    const int fd = DialLoopback(port);
+    ASSERT_GE(fd, 0);
+    hostile.push_back(fd);
+    const uint32_t length = 256u << 20;
+    std::string bytes;
+    if (i % 2 == 0) {
+      // The frame as it was: a length, then one byte of the body.
+      bytes.assign(reinterpret_cast<const char*>(&length), 4);
+    } else {
+      // A head in today's form, signed with a key that is not the job's.
+      bytes = "ECP1" + std::string(reinterpret_cast<const char*>(&length), 4) +
+              std::string(12, '\0') + std::string(32, 'm');
+    }
+    bytes += 'x';
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  // Every connection is refused, at once or at the head deadline (2 s), while they are held.
+  const bool all_refused = WaitForStatus(dir, job, std::chrono::seconds(60), [&](const auto& s) {
+    return refused(s) >= refused_before + 50;
+  }, &st);
+  const int64_t after = ResidentMiB(server_pid);
+  EXPECT_TRUE(all_refused) << refused(st) - refused_before
+                           << " of 50 hostile connections counted as refused";
+  std::printf("hostile parity connections: server 0 at %lld MiB before, %lld MiB with 50\n",
+              static_cast<long long>(before), static_cast<long long>(after));
+  // The old listener would have taken 50 x 256 MiB; the bound leaves room for the
+  // server's own growth while it trains.
+  EXPECT_LT(after, before + 64) << "resident MiB before " << before << ", after " << after;
+  for (int fd : hostile) ::close(fd);
+
+  const int status = WaitFor(run, std::chrono::seconds(300));
+  const std::string log = ReadFile(dir / "run.log");
+  ASSERT_NE(status, -1) << "ecps run did not finish; log:\n" << log;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+  const std::string report = ReadFile(job / "report.json");
+  EXPECT_EQ(IntField(report, "steps"), 1500) << report;
+  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
+      << report;
+  EXPECT_NE(ReadFile(job / "logs" / "server-0.log").find("refused a parity connection"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 

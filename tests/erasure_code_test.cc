@@ -193,8 +193,10 @@ TEST(ParityOverTcp, ABatchWithoutTheTokenIsRefusedAndChangesNothing) {
     batch.set_delta_bytes(static_cast<int32_t>(delta.size()));
     batch.set_packed(records.packed);
     TcpDeltaConnection connection;
-    return connection.Send("127.0.0.1", cluster->tcp_port(holder), batch.SerializeAsString(),
-                           "", 5000);
+    // The frame's head signed with the same token: the listener's check of the head
+    // refuses the wrong one before the batch is read.
+    return connection.Send("127.0.0.1", cluster->tcp_port(holder), token, sender, 1,
+                           batch.SerializeAsString(), "", 5000);
   };
   auto refused = send("not-the-token");
   ASSERT_FALSE(refused.ok());
