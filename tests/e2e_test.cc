@@ -196,6 +196,41 @@ TEST(EndToEnd, AShortFileSaysTheDataRanOutAndNamesItsMalformedLines) {
   fs::remove_all(dir);
 }
 
+// A NUL byte in line 14 once made the whole file "a binary file". It is one malformed line:
+// the job trains with data.max_bad_lines at 1 and fails, naming the line, at 0.
+TEST(EndToEnd, ALineWithANulByteIsOneMalformedLineNotABinaryFile) {
+  fs::path dir = TempDir("nul-line");
+  std::vector<std::string> lines = SampleLines();
+  lines[13][0] = '\0';  // line 14's label
+  {
+    std::ofstream data(dir / "data.tsv", std::ios::binary);
+    for (const std::string& l : lines) data << l << "\n";
+  }
+  const std::string where = (dir / "data.tsv").string() + ":14: label '\\x00' is not 0 or 1";
+  for (int max_bad : {1, 0}) {
+    std::string spec = CriteoSpec("nul-line", 10, 1, dir / "data.tsv");
+    const std::string data_key = "  eval_fraction: 0\n";
+    spec.insert(spec.find(data_key) + data_key.size(),
+                "  max_bad_lines: " + std::to_string(max_bad) + "\n");
+    std::ofstream(dir / "job.yaml") << spec;
+    const int status = RunJob(dir);
+    const std::string log = ReadFile(dir / "run.log");
+    ASSERT_NE(status, -1) << log;
+    if (max_bad == 1) {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
+      const std::string report = ReadFile(dir / "out" / "report.json");
+      EXPECT_NE(report.find("\"steps\": 10,"), std::string::npos) << report;
+      EXPECT_NE(report.find("\"bad_lines\": 1,"), std::string::npos) << report;
+    } else {
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) != 0) << log;
+      EXPECT_NE(log.find("data.max_bad_lines = 0"), std::string::npos) << log;
+    }
+    EXPECT_NE(log.find(where), std::string::npos) << log;
+    EXPECT_EQ(log.find("binary file"), std::string::npos) << log;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(EndToEnd, ACompressedFileFailsTheJobNamingIt) {
   fs::path dir = TempDir("gzip");
   std::ofstream(dir / "data.tsv.gz", std::ios::binary) << std::string("\x1f\x8b\x08\0\0\0", 6);

@@ -245,12 +245,14 @@ absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vecto
   if (const char* format = CompressedFormat(head, &fix); format != nullptr) {
     return refuse(" is ", format, ": ", fix);
   }
+  if (head.substr(0, 4) == "\x7f" "ELF") {
+    return refuse(" is a binary file (an ELF executable or library), not Criteo text");
+  }
+  // A NUL or another stray byte is a malformed line, counted against data.max_bad_lines as
+  // any other (real logs have such lines); only a head that is mostly not text is binary.
   size_t non_text = 0;
   for (size_t i = 0; i < head.size(); ++i) {
     const unsigned char c = static_cast<unsigned char>(head[i]);
-    if (c == 0) {
-      return refuse(" is a binary file (a NUL byte at offset ", i, "), not Criteo text");
-    }
     const bool text =
         (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
     non_text += !text;

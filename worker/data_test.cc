@@ -293,13 +293,57 @@ TEST_F(DataFileChecks, CompressedFiles) {
 }
 
 TEST_F(DataFileChecks, BinaryFiles) {
-  // A NUL byte after a valid line: the head is binary whatever comes before it.
-  ExpectRefused(Write("nul.tsv", SampleLine(0) + "\n" + std::string(3, '\0')),
-                "is a binary file (a NUL byte at offset ");
+  // A real program, and a file that is mostly NUL bytes after a valid line.
+  ExpectRefused("/bin/ls", "is a binary file (an ELF executable or library)");
+  ExpectRefused(Write("nul.tsv", SampleLine(0) + "\n" + std::string(3000, '\0')),
+                "% of its first");
   // No NUL, but mostly bytes that are not text (here 0x80-0xff and control bytes).
   std::string noise;
   for (int i = 0; i < 2000; ++i) noise += static_cast<char>(i % 2 ? 0x80 + i % 128 : 1 + i % 8);
   ExpectRefused(Write("noise.tsv", "0\t1\t2\n" + noise), "% of its first");
+}
+
+// The finding: a file whose 14th line held a NUL byte was refused whole as binary. Such a
+// line is one malformed line: the file opens, the line is skipped and named, and it counts
+// against data.max_bad_lines like any other.
+TEST_F(DataFileChecks, ALineWithANulByteIsOneMalformedLine) {
+  std::string content;
+  for (int i = 0; i < 20; ++i) {
+    std::string line = SampleLine(i);
+    if (i == 13) line[0] = '\0';  // line 14: its label
+    content += line + "\n";
+  }
+  const std::string path = Write("nul_line.tsv", content);
+  auto read_all = [&](int max_bad_lines, int64_t* samples) -> absl::Status {
+    DataSection d;
+    d.source = DataSourceType::kCriteoTsv;
+    d.paths = {path};
+    d.eval_fraction = 0;
+    d.max_bad_lines = max_bad_lines;
+    auto source = MakeDataSource(d, CriteoModel(), 1, 0, 1, false);
+    if (!source.ok()) return source.status();
+    Batch batch;
+    *samples = 0;
+    while (true) {
+      absl::StatusOr<bool> more = (*source)->Next(8, &batch);
+      if (!more.ok()) return more.status();
+      *samples += batch.size;
+      if (!*more) break;
+    }
+    EXPECT_EQ((*source)->bad_lines(), 1);
+    EXPECT_THAT((*source)->bad_line_examples(),
+                ::testing::ElementsAre(::testing::StartsWith(path + ":14: ")));
+    return absl::OkStatus();
+  };
+  int64_t samples = 0;
+  ASSERT_TRUE(read_all(1, &samples).ok());
+  EXPECT_EQ(samples, 19);
+  const absl::Status below = read_all(0, &samples);
+  EXPECT_EQ(below.code(), absl::StatusCode::kInvalidArgument) << below;
+  EXPECT_THAT(std::string(below.message()), ::testing::HasSubstr(path + ":14: ")) << below;
+  EXPECT_THAT(std::string(below.message()), ::testing::HasSubstr("\\x00")) << below;
+  EXPECT_THAT(std::string(below.message()), ::testing::HasSubstr("data.max_bad_lines = 0"))
+      << below;
 }
 
 TEST_F(DataFileChecks, FilesWithoutDataRows) {
