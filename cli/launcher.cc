@@ -21,6 +21,7 @@
 #include "cli/drills.h"
 #include "cli/job_dir.h"
 #include "cli/launch_backend.h"
+#include "cli/preflight.h"
 #include "cli/process_group.h"
 #include "cli/progress_line.h"
 #include "cli/prometheus_targets.h"
@@ -32,9 +33,11 @@
 #include "coordinator/coordinator_main.h"
 #include "proto/ecps.pb.h"
 #include "ps/server_main.h"
+#include "ps/server_parts.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/posix_file.h"
 #include "runtime/spec.h"
+#include "runtime/status_macros.h"
 
 namespace ecps {
 namespace {
@@ -91,6 +94,7 @@ class Job {
 
   int Run() {
     out_ = flags_.output_dir.empty() ? spec_.job.output_dir : flags_.output_dir;
+    if (absl::Status s = Preflight(); !s.ok()) return Fail(2, std::string(s.message()));
     auto spec_file = PrepareJobFolder();
     if (!spec_file.ok()) return Fail(2, std::string(spec_file.status().message()));
     std::printf("ecps: job '%s': %d servers (+%d spares), %d workers, mode %s; output in %s%s\n",
@@ -115,6 +119,20 @@ class Job {
   }
 
  private:
+  // What the machine must allow, checked before anything is written or started: every
+  // folder the job writes into, and (all roles here) memory for the servers' tables.
+  absl::Status Preflight() {
+    PlaceCheckpoints(flags_, out_, &spec_);
+    RETURN_IF_ERROR(CheckWritableFolder(
+        flags_.output_dir.empty() ? "job.output_dir" : "--output", out_));
+    RETURN_IF_ERROR(
+        CheckWritableFolder("fault_tolerance.checkpoint.dir", spec_.fault_tolerance.checkpoint.dir));
+    if (children_->name() == std::string("local")) {
+      RETURN_IF_ERROR(CheckTablesFitThisMachine(spec_, AvailableMemoryBytes()));
+    }
+    return absl::OkStatus();
+  }
+
   // The job folder: logs/, the token (the operator commands find it there: --job DIR;
   // nowhere else holds it), the checkpoint place, the resume check, and the resolved spec
   // every role reads. Returns that spec's path.

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "runtime/net.h"
 #include "runtime/spec_parser.h"
 
@@ -19,6 +20,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kDefaultTableRows = 100000;
+// The most embedding weights one server may be given (docs/spec.md, model.table_rows): 64
+// TiB, past the memory of the largest single machines sold.
+constexpr int64_t kMaxServerTableBytes = int64_t{64} << 40;
 constexpr int kCriteoDense = 13;
 constexpr int kCriteoSparse = 26;
 
@@ -336,6 +340,25 @@ void SpecParser::CrossCheck(JobSpec* spec) {
               absl::StrCat("must have one entry per sparse feature (model.num_sparse = ",
                            model.num_sparse, "), got ", model.table_rows.size(),
                            " entries; or give one number for every table"));
+    }
+  }
+  // Sizes no machine has: the weights alone (no optimizer state, no parity) that one server
+  // would hold, over kMaxServerTableBytes. Caught here rather than by each server's
+  // allocation after the job has started.
+  if (!Bad({"model.table_rows", "model.num_sparse", "model.embedding_dim", "cluster.servers"}) &&
+      model.table_rows.size() == static_cast<size_t>(model.num_sparse) && cluster.servers > 0) {
+    double rows = 0;
+    for (int64_t r : model.table_rows) rows += static_cast<double>(r);
+    const double per_server = rows * model.embedding_dim * sizeof(float) / cluster.servers;
+    if (per_server > static_cast<double>(kMaxServerTableBytes)) {
+      ErrorAt("model.table_rows", {"model.table_rows", "model.embedding_dim", "cluster.servers"},
+              absl::StrFormat("%.0f rows of %d floats over %d servers are %.0f TiB of weights "
+                              "per server before optimizer state and parity, more than any "
+                              "machine has (the bound is %d TiB): make model.table_rows "
+                              "smaller or add servers",
+                              rows, model.embedding_dim, cluster.servers,
+                              per_server / double(int64_t{1} << 40),
+                              static_cast<int>(kMaxServerTableBytes >> 40)));
     }
   }
   if (!Bad({"model.bottom_mlp", "model.embedding_dim"}) && !model.bottom_mlp.empty() &&

@@ -663,6 +663,13 @@ const BadSpec kBadSpecs[] = {
      "bad.yaml:5: model.table_rows[1]: must be between 1 and 100000000000, got 0"},
     {"table_rows_negative", "model:\n  table_rows: -5\n",
      "bad.yaml:2: model.table_rows: must be between 1 and 100000000000, got -5"},
+    // 26 tables of 10^11 rows of 128 floats on 2 servers: 667 TB each, before any state.
+    {"table_rows_no_machine_has",
+     "cluster:\n  servers: 2\nmodel:\n  embedding_dim: 128\n  bottom_mlp: [128]\n"
+     "  table_rows: 100000000000\n",
+     "bad.yaml:6: model.table_rows: 2600000000000 rows of 128 floats over 2 servers are 605 TiB "
+     "of weights per server before optimizer state and parity, more than any machine has (the "
+     "bound is 64 TiB)"},
     {"pooling", "model:\n  pooling: max\n",
      "bad.yaml:2: model.pooling: must be one of sum, mean; got \"max\""},
     {"ec_too_wide",
