@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds ecps (via deploy/setup.sh) and runs the quickstart job on this machine.
+# Builds ecps (via deploy/setup.sh, which installs what the build and `ecps run` need, not
+# the tests' packages) and runs the quickstart job on this machine.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/deploy/setup.sh"

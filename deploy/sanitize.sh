@@ -23,7 +23,7 @@ build="${ECPS_ASAN_BUILD_DIR:-$root/build-asan}"
 jobs="${ECPS_JOBS:-$(nproc)}"
 fuzz_seconds="${ECPS_FUZZ_SECONDS:--1}"
 
-"$root/deploy/setup.sh" --deps-only  # the packages, clang among them
+"$root/deploy/setup.sh" --tests --deps-only  # the packages, the tests' (clang among them) too
 
 launcher=()
 # ccache caches files that use the precompiled headers (cmake/EcpsPch.cmake) only with

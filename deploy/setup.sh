@@ -2,36 +2,59 @@
 # Installs what ecps needs (Debian packages, only those missing), then configures and builds
 # into build/ (RelWithDebInfo; ccache when present). Idempotent and quiet when all is there.
 #
-#   deploy/setup.sh            install + configure + build everything
+#   deploy/setup.sh            what building ecps and running a job need (deploy/quickstart.sh),
+#                              then configure + build everything
+#   deploy/setup.sh --tests    also what only the tests need (deploy/test.sh): Slurm, munge,
+#                              Prometheus, openssl, python3-grpcio, clang, patchelf, iproute2,
+#                              node and the k8s check's npm modules
+#   deploy/setup.sh --deps-only    install the packages, build nothing (with --tests too:
+#                              deploy/sanitize.sh)
 #   ECPS_BUILD_DIR=dir         build somewhere else (default: build)
 #   ECPS_CMAKE_ARGS="..."      extra CMake arguments (e.g. -DECPS_CUDA=OFF)
 #   ECPS_JOBS=n                parallel compile jobs (default: number of cores)
 #   ECPS_DEBUG_INFO=lines      line tables only (-g1) instead of full debug info: about 30%
 #                              less compile time, backtraces keep their line numbers (CI)
 #   ECPS_WERROR=1              the project's warnings (-Wall -Wextra) are errors (CI)
-#   deploy/setup.sh --deps-only    install the packages, build nothing
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ECPS_BUILD_DIR:-$root/build}"
 jobs="${ECPS_JOBS:-$(nproc)}"
+tests=0
+deps_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) tests=1 ;;
+    --deps-only) deps_only=1 ;;
+    *) echo "setup: unknown argument $arg (--tests, --deps-only)" >&2; exit 2 ;;
+  esac
+done
 
+# What the build configures against (every find_package of cmake/EcpsDeps.cmake is REQUIRED,
+# GoogleTest and Google Benchmark too: the build compiles the unit tests and the benchmarks)
+# and what `ecps run` uses.
 packages=(cmake ninja-build pkg-config g++ ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev libisal-dev python3-matplotlib
+  libopenblas-dev libisal-dev
   libdnnl-dev            # oneDNN: the worker's GEMMs (optional to the build; faster than OpenBLAS's)
   libxxhash-dev nlohmann-json3-dev libcli11-dev  # checkpoint hashes, JSON, the command line
-  prometheus-cpp-dev prometheus  # /metrics; promtool and a real Prometheus for its tests
-  libssl-dev openssl     # role tokens and TLS checks; the TLS tests make certificates
-  python3-grpcio         # the TLS test's outside client
-  clang libclang-rt-dev  # clang: deploy/sanitize.sh (ASan, UBSan, libFuzzer)
-  patchelf               # deploy/bundle.sh: the bundle's $ORIGIN run paths
-  iproute2               # the multihost test's network namespaces
-  slurmctld slurmd slurm-client munge)  # the slurm test's private cluster
-# node and npm: the k8s test's offline schema check (tests/k8s). A Node.js that is there
-# already is used as it is: NodeSource's nodejs, for one, brings its own npm and conflicts with
-# Debian's npm package.
-command -v npm >/dev/null || packages+=(nodejs npm)
+  prometheus-cpp-dev     # /metrics (runtime/metrics.h)
+  libssl-dev             # role tokens (HMAC-SHA256) and TLS checks (runtime/security.h)
+  python3 python3-matplotlib)  # the build's layering check; the timeline plot of `ecps run`
+# What only the tests run (each skips or fails saying what is missing without it).
+if ((tests)); then
+  packages+=(prometheus  # promtool and a real Prometheus: the prometheus tests
+    openssl              # the TLS tests' certificates (tests/tls/make_certs.sh)
+    python3-grpcio       # the TLS test's outside client
+    clang libclang-rt-dev  # deploy/sanitize.sh (ASan, UBSan, libFuzzer)
+    patchelf             # deploy/bundle.sh, run by the bundle test: the bundle's $ORIGIN run paths
+    iproute2             # the multihost test's network namespaces
+    slurmctld slurmd slurm-client munge)  # the slurm test's private cluster
+  # node and npm: the k8s test's offline schema check (tests/k8s). A Node.js that is there
+  # already is used as it is: NodeSource's nodejs, for one, brings its own npm and conflicts
+  # with Debian's npm package.
+  command -v npm >/dev/null || packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -48,7 +71,8 @@ fi
 # The k8s test's npm modules, exactly as tests/k8s/package-lock.json pins them, when they are
 # missing or older than the lock file (npm records what it installed in .package-lock.json).
 k8s_modules="$root/tests/k8s/node_modules/.package-lock.json"
-if [ ! -f "$k8s_modules" ] || [ "$root/tests/k8s/package-lock.json" -nt "$k8s_modules" ]; then
+if ((tests)) &&
+   { [ ! -f "$k8s_modules" ] || [ "$root/tests/k8s/package-lock.json" -nt "$k8s_modules" ]; }; then
   echo "setup: installing the k8s test's npm modules (tests/k8s)"
   # Not fatal here (the build needs none of it); the k8s test then fails and says why.
   npm ci --prefix "$root/tests/k8s" --no-audit --no-fund --loglevel=error >/dev/null ||
@@ -56,7 +80,7 @@ if [ ! -f "$k8s_modules" ] || [ "$root/tests/k8s/package-lock.json" -nt "$k8s_mo
 fi
 
 # --deps-only: install and stop (deploy/sanitize.sh builds elsewhere, with Clang).
-if [ "${1:-}" = "--deps-only" ]; then exit 0; fi
+if ((deps_only)); then exit 0; fi
 
 launcher=()
 # ccache caches files that use the precompiled headers (cmake/EcpsPch.cmake) only with
