@@ -66,6 +66,16 @@ const std::vector<CommandSpec>& CommandTable() {
       {"kill", "ADDR | --job DIR server|worker N",
        "admin drill: the node holding that id kills itself (SIGKILL)",
        {kToken, kJob, kTlsCa, kTlsCert, kTlsKey}},
+      {"health", "ADDR ROLE [--service S] [--deadline-ms N] [--tls-ca F --tls-cert F --tls-key F]",
+       "ask the ROLE (coordinator|server|worker) at ADDR how it is, once: grpc.health.v1;\n"
+       "      exit 0 when SERVING. `ecps k8s` runs it as the probe of a job with security.tls",
+       {{"service", "S",
+         "what to ask about (default \"\": the process; ecps.v1.Coordinator, "
+         "ecps.v1.ParameterServer: readiness)"},
+        {"deadline-ms", "N", "how long to wait for the answer (default 4000)"},
+        {"tls-ca", "F", "the job's CA certificate (a job with security.tls answers only TLS)"},
+        {"tls-cert", "F", "a certificate of ROLE (CN=ROLE; in ROLE's pod, the pod's own)"},
+        {"tls-key", "F", "its private key"}}},
       {"slurm", "SPEC.yaml [-o FILE] [--output DIR]",
        "write an sbatch script that runs the job under Slurm (docs/deploy.md); default\n"
        "      FILE: DIR/<job name>.sbatch, DIR the job's folder (job.output_dir); -o - prints it",

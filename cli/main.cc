@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "cli/bench_command.h"
 #include "cli/checkpoint_command.h"
 #include "cli/command_line.h"
+#include "cli/health_command.h"
 #include "cli/job_dir.h"
 #include "cli/k8s_manifests.h"
 #include "cli/kill_command.h"
@@ -266,6 +268,33 @@ int Main(int argc, char** argv) {
     if (command == "checkpoint") return RunCheckpointCommand(target.address, target.token);
     if (command == "scrub") return RunScrubCommand(target.address, target.token);
     return RunKillCommand(target.address, target.token, target.operands[0], target.operands[1]);
+  }
+  if (command == "health") {
+    if (a.operands.size() != 2) return UsageError(command, "usage: ecps health ADDR ROLE");
+    const std::optional<Role> role = RoleFromName(a.operands[1]);
+    if (!role.has_value() || *role == Role::kAdmin) {
+      return UsageError(command,
+                        "ROLE must be coordinator, server or worker, not '" + a.operands[1] + "'");
+    }
+    int deadline_ms = 4000;
+    if (!IntFlag(a, "deadline-ms", 4000, &deadline_ms)) return 2;
+    // ROLE's own certificate: the one a probe inside ROLE's pod has (no ECPS_TLS_*: those
+    // name the operators' admin certificate).
+    const TlsFiles files{a.Get("tls-ca"), a.Get("tls-cert"), a.Get("tls-key")};
+    std::optional<TlsIdentity> tls;
+    if (!files.ca.empty() || !files.cert.empty() || !files.key.empty()) {
+      if (files.ca.empty() || files.cert.empty() || files.key.empty()) {
+        return UsageError(command, "TLS needs all three of --tls-ca, --tls-cert and --tls-key");
+      }
+      absl::StatusOr<TlsIdentity> loaded = LoadTlsIdentity(files, *role);
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "ecps health: %s\n", std::string(loaded.status().message()).c_str());
+        return 2;
+      }
+      tls = *std::move(loaded);
+    }
+    return RunHealthCommand(a.operands[0], *role, a.Get("service"), deadline_ms,
+                            tls.has_value() ? &*tls : nullptr);
   }
   if (command == "status") {
     Target target;

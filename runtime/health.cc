@@ -78,9 +78,9 @@ void SetHealth(grpc::Server* server, const std::string& service, bool serving) {
 }
 
 absl::StatusOr<HealthStatus> CheckHealth(const std::string& address, Role peer,
-                                         const std::string& service,
-                                         int deadline_ms) {
-  grpc::GenericStub stub(MakeChannel(address, peer));
+                                         const std::string& service, int deadline_ms,
+                                         const TlsIdentity* tls) {
+  grpc::GenericStub stub(MakeChannel(address, peer, tls));
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms));
   const std::string request_bytes = EncodeCheckRequest(service);

@@ -35,10 +35,12 @@ const char* ToString(HealthStatus status);  // "SERVING", "NOT_SERVING", ...
 void SetHealth(grpc::Server* server, const std::string& service, bool serving);
 
 // Asks the health service at `address` (host:port), a process of role `peer`, about
-// `service` once. NOT_FOUND when the server does not know the service; the RPC's error when
-// it could not be asked.
+// `service` once, over `tls` (by default this process's; null: plaintext). NOT_FOUND when the
+// server does not know the service; the RPC's error when it could not be asked (a TLS server
+// asked in plaintext, or whose certificate does not name `peer`: UNAVAILABLE).
 absl::StatusOr<HealthStatus> CheckHealth(const std::string& address, Role peer,
-                                         const std::string& service, int deadline_ms);
+                                         const std::string& service, int deadline_ms,
+                                         const TlsIdentity* tls = ProcessTls());
 
 }  // namespace ecps
 

@@ -1,5 +1,6 @@
-// Role tokens, the gatekeeper's decisions, and mutual TLS over real gRPC connections, with
-// certificates that openssl makes for each run (tests/tls/make_certs.sh).
+// Role tokens, the gatekeeper's decisions, and mutual TLS over real gRPC connections (the
+// health probe of `ecps health` among them), with certificates that openssl makes for each
+// run (tests/tls/make_certs.sh).
 #include "runtime/security.h"
 
 #include <grpcpp/generic/generic_stub.h>
@@ -7,10 +8,12 @@
 #include <future>
 #include <string>
 
+#include "cli/health_command.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "runtime/access_policy.h"
+#include "runtime/health.h"
 #include "runtime/rpc.h"
 #include "tests/tls/test_certificates.h"
 
@@ -188,6 +191,25 @@ TEST_F(TlsTest, OnlyClientsWithACertificateOfTheJobsCaGetIn) {
   EXPECT_TRUE(Probe(plain->address, nullptr).ok());
   server->server->Shutdown();
   plain->server->Shutdown();
+}
+
+// `ecps health`, the exec probe `ecps k8s` writes for a TLS job's pods: with the pod's own
+// certificate it gets the answer; without one, as Kubernetes' gRPC probe asks, no handshake.
+TEST_F(TlsTest, TheHealthCommandProbesOverMutualTlsWithTheRolesCertificate) {
+  TlsIdentity server_id = Identity("server", Role::kServer);
+  auto server = StartGrpcServer("127.0.0.1", 0, {}, 1, &server_id);
+  ASSERT_TRUE(server.ok()) << server.status();
+  SetHealth(server->server.get(), kParameterServerHealthService, false);
+  const std::string& address = server->address;
+  EXPECT_EQ(RunHealthCommand(address, Role::kServer, "", 5000, &server_id), kHealthServing);
+  EXPECT_EQ(
+      RunHealthCommand(address, Role::kServer, kParameterServerHealthService, 5000, &server_id),
+      kHealthNotServing);
+  EXPECT_EQ(RunHealthCommand(address, Role::kServer, "", 5000, nullptr), kHealthUnreachable);
+  // The role asked for is checked against the server's certificate.
+  EXPECT_EQ(RunHealthCommand(address, Role::kCoordinator, "", 5000, &server_id),
+            kHealthUnreachable);
+  server->server->Shutdown();
 }
 
 }  // namespace
