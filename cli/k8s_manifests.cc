@@ -16,6 +16,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "cli/role_security.h"
 #include "runtime/net.h"
 #include "runtime/security.h"
 #include "yaml-cpp/yaml.h"
@@ -26,8 +27,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // deploy/Containerfile's `ecps` group: a claim's files are made writable to it (fsGroup), so
-// that the image's unprivileged user can write checkpoints.
+// that the image's unprivileged user can write checkpoints, and a TLS Secret's files readable.
 constexpr int kImageGid = 10001;
+// A TLS Secret's files: 0440, readable by their owner and the fsGroup only (the key is the
+// role's credential).
+constexpr int kTlsFileMode = 0440;
+// `ecps health`'s deadline in a TLS job's exec probes: within the probes' timeoutSeconds (5),
+// so that a late answer is reported by ecps, not cut off by the kubelet.
+constexpr int kExecProbeDeadlineMs = 4000;
 // Kubernetes' names built from the job's must stay DNS labels: <job>-server-<ordinal> and the
 // StatefulSet's controller-revision-hash label (<job>-server-<10 characters>) are the
 // longest, within 63 characters up to 45 for the job.
@@ -37,15 +44,20 @@ constexpr size_t kMaxJobName = 45;
 // command removes those of an earlier run that this spec does not write.
 constexpr const char* kConfigMapFile = "00-spec.configmap.yaml";
 constexpr const char* kSecretFile = "01-token.secret.yaml";
+constexpr const char* kCoordinatorTlsFile = "02-coordinator-tls.secret.yaml";
+constexpr const char* kServerTlsFile = "03-server-tls.secret.yaml";
+constexpr const char* kWorkerTlsFile = "04-worker-tls.secret.yaml";
 constexpr const char* kCoordinatorServiceFile = "10-coordinator.service.yaml";
 constexpr const char* kCoordinatorJobFile = "11-coordinator.job.yaml";
 constexpr const char* kServerServiceFile = "20-server.service.yaml";
 constexpr const char* kServerSetFile = "21-server.statefulset.yaml";
 constexpr const char* kSpareSetFile = "22-spare.statefulset.yaml";
 constexpr const char* kWorkerJobFile = "30-worker.job.yaml";
-constexpr const char* kAllFiles[] = {kConfigMapFile,  kSecretFile,   kCoordinatorServiceFile,
-                                     kCoordinatorJobFile, kServerServiceFile, kServerSetFile,
-                                     kSpareSetFile,   kWorkerJobFile};
+constexpr const char* kAllFiles[] = {
+    kConfigMapFile,      kSecretFile,        kCoordinatorTlsFile,
+    kServerTlsFile,      kWorkerTlsFile,     kCoordinatorServiceFile,
+    kCoordinatorJobFile, kServerServiceFile, kServerSetFile,
+    kSpareSetFile,       kWorkerJobFile};
 
 // A YAML value that keeps its type, so that a string that would read as a number or a
 // boolean ("9400", "2", "true") is written quoted: Kubernetes wants strings there
@@ -152,6 +164,30 @@ const char* RoleName(PodRole role) {
   return "";
 }
 
+// The credentials a role's pods hold: a spare's are a server's (it becomes one).
+Role CredentialRole(PodRole role) {
+  switch (role) {
+    case PodRole::kCoordinator:
+      return Role::kCoordinator;
+    case PodRole::kServer:
+    case PodRole::kSpare:
+      return Role::kServer;
+    case PodRole::kWorker:
+      return Role::kWorker;
+  }
+  return Role::kWorker;
+}
+
+// The roles that run in pods, in the order of their TLS Secrets (LoadK8sTls); the admin's
+// certificate stays with the operators.
+constexpr Role kPodRoles[] = {Role::kCoordinator, Role::kServer, Role::kWorker};
+
+const char* TlsSecretFile(Role role) {
+  return role == Role::kCoordinator ? kCoordinatorTlsFile
+         : role == Role::kServer    ? kServerTlsFile
+                                    : kWorkerTlsFile;
+}
+
 // A DNS-1035 label (what a Service name must be): a lower-case letter first, then lower-case
 // letters, digits and -, not ending with -.
 bool IsServiceLabel(const std::string& s) {
@@ -211,6 +247,9 @@ struct Names {
         server_domain(absl::StrCat(server, ".", ns, ".svc")),
         coordinator_address(JoinHostPort(absl::StrCat(coordinator, ".", ns, ".svc"),
                                          CoordinatorPort(spec))) {}
+  // With security.tls, the Secret of `role`'s certificate: <job>-<role>-tls.
+  std::string TlsSecret(Role role) const { return absl::StrCat(job, "-", RoleName(role), "-tls"); }
+
   std::string job, ns, spec_map, token_secret, coordinator, server, spare, worker;
   std::string server_domain, coordinator_address;
 };
@@ -272,25 +311,51 @@ std::optional<Yaml> Resources(const std::string& cpu, const std::string& memory,
   return resources;
 }
 
-// Kubernetes' gRPC probes against grpc.health.v1.Health on the role's port. Each role starts
-// its gRPC server before its long work (a server listens before it builds or rebuilds its
-// tables), so no startup probe is needed.
+// How a probe asks grpc.health.v1.Health on the role's port about `service`: Kubernetes'
+// gRPC probe; with security.tls, `ecps health` run in the container (an exec probe), which
+// presents the pod's own certificate: the kubelet's gRPC probe presents none, and a TLS role
+// completes no handshake without one. The health service wants no token (docs/security.md).
+std::pair<std::string, Yaml> ProbeAction(const JobSpec& spec, PodRole role,
+                                         const std::string& service) {
+  const int port = RolePort(spec, role);
+  if (!spec.security.tls.enabled()) {
+    return {"grpc", Map({{"port", port}, {"service", service}})};
+  }
+  Yaml command =
+      List({"ecps", "health", JoinHostPort("127.0.0.1", port), RoleName(CredentialRole(role))});
+  if (!service.empty()) {
+    command.Add("--service");
+    command.Add(service);
+  }
+  command.Add("--deadline-ms");
+  command.Add(absl::StrCat(kExecProbeDeadlineMs));
+  for (const auto& [flag, path] :
+       {std::pair{"--tls-ca", kK8sTlsCa}, std::pair{"--tls-cert", kK8sTlsCert},
+        std::pair{"--tls-key", kK8sTlsKey}}) {
+    command.Add(flag);
+    command.Add(path);
+  }
+  return {"exec", Map({{"command", std::move(command)}})};
+}
+
+// Each role starts its gRPC server before its long work (a server listens before it builds
+// or rebuilds its tables), so no startup probe is needed.
 //
 // Liveness asks for "" (the process serves at all). Its failure restarts the container, which
 // for a server means a rebuild of its whole share, so it is lenient: a probe may wait 5 s
 // for an answer (a server busy rebuilding, with cluster.server_threads RPC threads, answers
 // late, not never) and only 6 misses in a row, a minute, count. Readiness asks for the
 // role's own service and restarts nothing, so it is brisk: every 5 s, 3 misses.
-Yaml LivenessProbe(int port) {
-  return Map({{"grpc", Map({{"port", port}, {"service", ""}})},
+Yaml LivenessProbe(const JobSpec& spec, PodRole role) {
+  return Map({ProbeAction(spec, role, ""),
               {"initialDelaySeconds", 10},
               {"periodSeconds", 10},
               {"timeoutSeconds", 5},
               {"failureThreshold", 6}});
 }
 
-Yaml ReadinessProbe(int port, const std::string& service) {
-  return Map({{"grpc", Map({{"port", port}, {"service", service}})},
+Yaml ReadinessProbe(const JobSpec& spec, PodRole role, const std::string& service) {
+  return Map({ProbeAction(spec, role, service),
               {"initialDelaySeconds", 2},
               {"periodSeconds", 5},
               {"timeoutSeconds", 5},
@@ -380,6 +445,9 @@ Yaml Container(const JobSpec& spec, const Names& n, PodRole role) {
     mounts.Add(Map({{"name", "checkpoints"},
                     {"mountPath", PodPath(spec.fault_tolerance.checkpoint.dir)}}));
   }
+  if (spec.security.tls.enabled()) {
+    mounts.Add(Map({{"name", "tls"}, {"mountPath", kK8sTlsDir}, {"readOnly", true}}));
+  }
   Yaml container = Map({{"name", RoleName(role)},
                         {"image", k8s.image},
                         {"imagePullPolicy", k8s.image_pull_policy},
@@ -405,8 +473,8 @@ Yaml Container(const JobSpec& spec, const Names& n, PodRole role) {
       break;
   }
   if (resources) container.Set("resources", std::move(*resources));
-  container.Set("livenessProbe", LivenessProbe(port));
-  container.Set("readinessProbe", ReadinessProbe(port, ReadinessService(role)));
+  container.Set("livenessProbe", LivenessProbe(spec, role));
+  container.Set("readinessProbe", ReadinessProbe(spec, role, ReadinessService(role)));
   container.Set("volumeMounts", std::move(mounts));
   return container;
 }
@@ -434,7 +502,8 @@ Yaml PodTemplate(const JobSpec& spec, const Names& n, PodRole role, const char* 
     }
     pod.Set("nodeSelector", std::move(selector));
   }
-  if (!k8s.checkpoint_claim.empty() && role != PodRole::kWorker) {
+  const bool tls = spec.security.tls.enabled();
+  if ((!k8s.checkpoint_claim.empty() && role != PodRole::kWorker) || tls) {
     // OnRootMismatch: the files of a large claim are not walked at every start.
     pod.Set("securityContext",
             Map({{"fsGroup", kImageGid}, {"fsGroupChangePolicy", "OnRootMismatch"}}));
@@ -449,6 +518,12 @@ Yaml PodTemplate(const JobSpec& spec, const Names& n, PodRole role, const char* 
                     ? Map({{"name", "checkpoints"}, {"emptyDir", Map({})}})
                     : Map({{"name", "checkpoints"},
                            {"persistentVolumeClaim", Map({{"claimName", k8s.checkpoint_claim}})}}));
+  }
+  if (tls) {
+    // This role's Secret only: a worker's pod never holds a server's key.
+    volumes.Add(Map({{"name", "tls"},
+                     {"secret", Map({{"secretName", n.TlsSecret(CredentialRole(role))},
+                                     {"defaultMode", kTlsFileMode}})}}));
   }
   pod.Set("volumes", std::move(volumes));
   return Map({{"metadata", std::move(metadata)}, {"spec", std::move(pod)}});
@@ -472,6 +547,19 @@ Yaml Secret(const Names& n, const std::string& token) {
               {"stringData", Map({{"token", token},
                                   {"worker-token", RoleToken(token, Role::kWorker)},
                                   {"admin-token", RoleToken(token, Role::kAdmin)}})}});
+}
+
+// With security.tls, one role's certificate, key and the CA, under the names of a
+// kubernetes.io/tls Secret (which cert-manager, say, can issue instead): the pods of that
+// role mount it at kK8sTlsDir.
+Yaml TlsSecret(const Names& n, const TlsIdentity& identity) {
+  return Map({{"apiVersion", "v1"},
+              {"kind", "Secret"},
+              {"metadata", Metadata(n, n.TlsSecret(identity.role), JobLabels(n))},
+              {"type", "kubernetes.io/tls"},
+              {"stringData", Map({{"tls.crt", identity.cert_pem},
+                                  {"tls.key", identity.key_pem},
+                                  {"ca.crt", identity.ca_pem}})}});
 }
 
 Yaml Service(const Names& n, const std::string& name, PodRole role, int port, bool headless) {
@@ -640,11 +728,6 @@ absl::Status CheckK8sSpec(const JobSpec& spec) {
                   "have; remove faults: (to drill by hand, `ecps kill ADDR server N` against "
                   "the coordinator's Service)");
   }
-  if (spec.security.tls.enabled()) {
-    return refuse("security.tls: ecps k8s cannot run a TLS job yet: Kubernetes' gRPC probes "
-                  "present no client certificate, so every probe would fail; remove "
-                  "security.tls (the per-role tokens still apply: docs/security.md)");
-  }
   if (!spec.job.resume_from.empty()) {
     return refuse("job.resume_from: ecps k8s cannot resume a job yet: the path is checked on "
                   "this machine, and the pods would read it from their own volumes");
@@ -692,16 +775,53 @@ JobSpec K8sPodSpec(const JobSpec& spec) {
   pod.monitoring.metrics_port = MetricsPort(spec);
   pod.monitoring.progress = false;  // nobody watches a pod's terminal
   pod.fault_tolerance.checkpoint.dir = PodPath(spec.fault_tolerance.checkpoint.dir);
+  if (spec.security.tls.enabled()) {
+    // One spec for every pod: each role's entry names the pod's mount, where a pod holds its
+    // own role's files (a role checks at start that the certificate's CN is its role).
+    TlsSection& tls = pod.security.tls;
+    tls.ca = kK8sTlsCa;
+    for (TlsPair* pair : {&tls.coordinator, &tls.server, &tls.worker}) {
+      *pair = TlsPair{kK8sTlsCert, kK8sTlsKey};
+    }
+    tls.admin = TlsPair{};
+  }
   return pod;
 }
 
-absl::StatusOr<std::vector<K8sManifest>> K8sManifests(const JobSpec& spec,
-                                                     const std::string& token,
-                                                     const std::string& spec_source) {
+absl::StatusOr<std::vector<TlsIdentity>> LoadK8sTls(const JobSpec& spec) {
+  std::vector<TlsIdentity> out;
+  if (!spec.security.tls.enabled()) return out;
+  for (Role role : kPodRoles) {
+    absl::StatusOr<TlsIdentity> identity =
+        LoadTlsIdentity(TlsFilesFor(spec.security.tls, role), role);
+    if (!identity.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("security.tls: ", identity.status().message()));
+    }
+    out.push_back(*std::move(identity));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<K8sManifest>> K8sManifests(const JobSpec& spec, const std::string& token,
+                                                      const std::vector<TlsIdentity>& tls,
+                                                      const std::string& spec_source) {
   if (absl::Status s = CheckK8sSpec(spec); !s.ok()) return s;
   if (!IsValidToken(token)) {
     return absl::InvalidArgumentError(
         "the job token must be 1 to 256 printable ASCII characters without spaces");
+  }
+  std::vector<const TlsIdentity*> tls_secrets;
+  if (spec.security.tls.enabled()) {
+    for (Role role : kPodRoles) {
+      auto it = std::find_if(tls.begin(), tls.end(),
+                             [role](const TlsIdentity& id) { return id.role == role; });
+      if (it == tls.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("security.tls: no certificate loaded for the ", RoleName(role)));
+      }
+      tls_secrets.push_back(&*it);
+    }
   }
   const Names n(spec);
   const std::string header = absl::StrCat(
@@ -716,6 +836,12 @@ absl::StatusOr<std::vector<K8sManifest>> K8sManifests(const JobSpec& spec,
       "# The spec every role reads (" + std::string(kK8sSpecPath) + ").\n");
   add(kSecretFile, "Secret", n.token_secret, Secret(n, token),
       "# The job token, ECPS_TOKEN in every pod. Keep this file private.\n");
+  for (const TlsIdentity* identity : tls_secrets) {
+    const Role role = identity->role;
+    add(TlsSecretFile(role), "Secret", n.TlsSecret(role), TlsSecret(n, *identity),
+        absl::StrCat("# The ", RoleName(role), " pods' certificate and key, at ", kK8sTlsDir,
+                     ". Keep this file private.\n"));
+  }
   add(kCoordinatorServiceFile, "Service", n.coordinator,
       Service(n, n.coordinator, PodRole::kCoordinator, CoordinatorPort(spec), false),
       absl::StrCat("# The coordinator's address for every role: ", n.coordinator_address, "\n"));
@@ -763,7 +889,12 @@ int RunK8sCommand(const std::string& spec_path, const std::string& dir) {
     kept = !token.empty();
     if (!kept) token = RandomK8sToken();
   }
-  auto manifests = K8sManifests(*spec, token, spec_path);
+  absl::StatusOr<std::vector<TlsIdentity>> tls = LoadK8sTls(*spec);
+  if (!tls.ok()) {
+    std::fprintf(stderr, "ecps k8s: %s\n", std::string(tls.status().message()).c_str());
+    return 2;
+  }
+  auto manifests = K8sManifests(*spec, token, *tls, spec_path);
   if (!manifests.ok()) {
     std::fprintf(stderr, "ecps k8s: %s\n", std::string(manifests.status().message()).c_str());
     return 2;

@@ -3,11 +3,12 @@
 // docs/deploy.md, "On Kubernetes"). Nothing here talks to a cluster: the files are for
 // `kubectl apply -f DIR`.
 //
-// The objects: a ConfigMap with the spec the pods read, a Secret with the job token, the
-// coordinator (a Job of one pod and a Service in front of it), the servers (a StatefulSet
-// whose pod ordinal is the server id, and a headless Service that gives each pod a stable
-// DNS name), the spares (a StatefulSet of their own) and the workers (an Indexed Job whose
-// completion index is the worker id).
+// The objects: a ConfigMap with the spec the pods read, a Secret with the job token (with
+// security.tls, also one Secret per role with its certificate and key), the coordinator (a
+// Job of one pod and a Service in front of it), the servers (a StatefulSet whose pod ordinal
+// is the server id, and a headless Service that gives each pod a stable DNS name), the spares
+// (a StatefulSet of their own) and the workers (an Indexed Job whose completion index is the
+// worker id).
 #ifndef ECPS_CLI_K8S_MANIFESTS_H_
 #define ECPS_CLI_K8S_MANIFESTS_H_
 
@@ -16,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/security.h"
 #include "runtime/spec.h"
 
 namespace ecps {
@@ -30,6 +32,13 @@ inline constexpr int kK8sMetricsPort = 9400;      // when monitoring.metrics_por
 // relative to (deploy/Containerfile's WORKDIR, made the pods' working directory).
 inline constexpr char kK8sSpecPath[] = "/etc/ecps/spec.yaml";
 inline constexpr char kK8sWorkDir[] = "/srv/ecps";
+// With security.tls, where a pod finds its role's certificate: its role's Secret, mounted
+// read-only, with the file names of a kubernetes.io/tls Secret. The spec the pods read names
+// these for every role; each pod holds its own role's files there and no other's.
+inline constexpr char kK8sTlsDir[] = "/etc/ecps-tls";
+inline constexpr char kK8sTlsCa[] = "/etc/ecps-tls/ca.crt";
+inline constexpr char kK8sTlsCert[] = "/etc/ecps-tls/tls.crt";
+inline constexpr char kK8sTlsKey[] = "/etc/ecps-tls/tls.key";
 
 // One object, one file of DIR.
 struct K8sManifest {
@@ -46,15 +55,24 @@ struct K8sManifest {
 absl::Status CheckK8sSpec(const JobSpec& spec);
 
 // The spec the pods read: the coordinator's Service as cluster.coordinator, the fixed ports,
-// every interface bound, absolute checkpoint paths, and no token (the Secret holds it).
+// every interface bound, absolute checkpoint paths, no token (the Secret holds it) and, with
+// security.tls, the TLS files at the pods' mount (kK8sTlsCa, ...) and no admin certificate.
 JobSpec K8sPodSpec(const JobSpec& spec);
 
+// With security.tls, what the pods' Secrets hold: the coordinator's, the servers' and the
+// workers' files, read and checked as each role checks its own at start (LoadTlsIdentity:
+// the CN is the role, the key is the certificate's, valid now, chaining to the CA), in that
+// order. Empty without TLS. INVALID_ARGUMENT naming the file and the problem.
+absl::StatusOr<std::vector<TlsIdentity>> LoadK8sTls(const JobSpec& spec);
+
 // Every object for `spec` in the order `kubectl apply -f DIR` should create them (the file
-// names sort that way). `token` goes into the Secret (it must not be empty). `spec_source`
-// names the spec file in the files' first comment. INVALID_ARGUMENT as CheckK8sSpec.
-absl::StatusOr<std::vector<K8sManifest>> K8sManifests(const JobSpec& spec,
-                                                     const std::string& token,
-                                                     const std::string& spec_source);
+// names sort that way). `token` goes into the Secret (it must not be empty); `tls` (from
+// LoadK8sTls) into one Secret per role, and must have an identity for each of the three pod
+// roles when the spec has security.tls. `spec_source` names the spec file in the files' first
+// comment. INVALID_ARGUMENT as CheckK8sSpec, or for a missing identity.
+absl::StatusOr<std::vector<K8sManifest>> K8sManifests(const JobSpec& spec, const std::string& token,
+                                                      const std::vector<TlsIdentity>& tls,
+                                                      const std::string& spec_source);
 
 // A fresh random job token, as `ecps run` makes one (32 hex digits).
 std::string RandomK8sToken();

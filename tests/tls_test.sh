@@ -21,14 +21,7 @@ fail_logs=("$work/run.log" "$work/job/logs/*.log")
 job_pid=""
 # shellcheck source=tests/lib/job_test.sh
 . "$root/tests/lib/job_test.sh"
-cleanup() {
-  if [ -n "$job_pid" ]; then
-    kill "$job_pid" 2>/dev/null || true
-    wait "$job_pid" 2>/dev/null || true
-  fi
-  remove_work
-}
-trap cleanup EXIT
+trap 'stop_job; remove_work' EXIT
 "$python" -c "import grpc" 2>/dev/null || skip "python3-grpcio is not installed"
 
 certs="$work/certs"
@@ -43,14 +36,8 @@ fault_tolerance: {mode: erasure_code, k: 2, r: 1, checkpoint: {save_final: false
 faults:
   - {at_step: 800, action: kill_server, target: 1}
 monitoring: {progress: false, metrics_port: -1}
-security:
-  tls:
-    ca: certs/ca.pem
-    coordinator: {cert: certs/coordinator.pem, key: certs/coordinator.key}
-    server: {cert: certs/server.pem, key: certs/server.key}
-    worker: {cert: certs/worker.pem, key: certs/worker.key}
-    admin: {cert: certs/admin.pem, key: certs/admin.key}
 SPEC
+cat "$root/tests/tls/security.yaml" >>"$work/spec.yaml"
 out="$work/job"
 "$ecps" run "$work/spec.yaml" --output "$out" --no-progress >"$work/run.log" 2>&1 &
 job_pid=$!

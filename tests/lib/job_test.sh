@@ -3,10 +3,19 @@
 #   work        the test's folder: removed at the end unless the test failed or
 #               ECPS_KEEP_LOGS is set
 #   fail_logs   an array of glob patterns: the files whose tails a failure prints
-# and, while a job runs, job_pid: wait_for gives up at once when that process has ended.
-# The test's own EXIT trap stops what it started and then calls remove_work.
+# and, while a job runs, job_pid: wait_for gives up at once when that process has ended, and
+# stop_job stops it. The test's own EXIT trap stops what it started and then calls remove_work.
 
 skip() { echo "$test_name: skipped: $*"; exit 77; }
+
+# Stops the job's process ($job_pid, when set) and waits for it.
+stop_job() {
+  if [ -n "${job_pid:-}" ]; then
+    kill "$job_pid" 2>/dev/null || true
+    wait "$job_pid" 2>/dev/null || true
+    job_pid=""
+  fi
+}
 
 remove_work() {
   if [ "${keep:-0}" = 1 ] || [ -n "${ECPS_KEEP_LOGS:-}" ]; then
