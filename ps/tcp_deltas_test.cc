@@ -333,6 +333,11 @@ TEST_F(TcpDeltasTest, AFrameWaitsForRoomInTheBudget) {
   Hold(false);
   sender.join();
   ASSERT_TRUE(first_sent.ok()) << first_sent.status();
+  // The room is given back once the answer is written, just after the sender has read it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (listener_->budget_in_use() != 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
   EXPECT_EQ(listener_->budget_in_use(), 0);
 }
 
