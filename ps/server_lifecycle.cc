@@ -88,7 +88,10 @@ ServerLifecycle::ServerLifecycle(const ServerOptions& options, std::string insta
       coordinator_(coordinator),
       core_(core),
       stop_(stop),
-      id_(options.requested_id) {}
+      id_(options.requested_id),
+      grace_(std::chrono::milliseconds(options.spec.cluster.heartbeat_interval_ms),
+             std::chrono::seconds(options.spec.cluster.coordinator_grace_s),
+             std::chrono::steady_clock::now()) {}
 
 void ServerLifecycle::SetExitCodeIfUnset(int code) {
   int unset = -1;
@@ -109,22 +112,40 @@ absl::StatusOr<v1::RegisterResponse> ServerLifecycle::Register() {
   return registered;
 }
 
-HeartbeatAction ServerLifecycle::Heartbeat() {
+HeartbeatAction ServerLifecycle::Heartbeat(std::chrono::steady_clock::time_point now) {
   v1::HeartbeatRequest hb;
   FillHeader(hb.mutable_header(), core_->token(), coordinator_->epoch(), sender());
   hb.set_role(v1::ROLE_SERVER);
   hb.set_id(id_.load());
   hb.set_instance(instance_);
-  v1::NodeState now = state_.load();
-  if (now == v1::NODE_RECOVERING && core_->ready() && core_->rebuilt()) {
+  v1::NodeState state = state_.load();
+  if (state == v1::NODE_RECOVERING && core_->ready() && core_->rebuilt()) {
     state_.store(v1::NODE_ACTIVE);
-    now = v1::NODE_ACTIVE;
+    state = v1::NODE_ACTIVE;
     spdlog::info("server {}: rebuilt; active", id_.load());
   }
-  hb.set_state(now);
+  hb.set_state(state);
   core_->FillStats(hb.mutable_server());
   auto resp = coordinator_->Heartbeat(hb);
-  if (!resp.ok()) return HeartbeatAction::kContinue;
+  if (!resp.ok()) {
+    // Training goes on with the map this server holds; the coordinator may come back.
+    grace_.Failed(now);
+    if (grace_.failures() == 1) {
+      spdlog::warn("server {}: the coordinator does not answer ({}); training goes on, "
+                   "retrying with backoff for up to {} s",
+                   id_.load(), resp.status().ToString(), grace_.grace().count());
+    }
+    if (!grace_.Lost(now)) return HeartbeatAction::kContinue;
+    lost_message_ = absl::StrCat("server ", id_.load(), ": ",
+                                 grace_.LostMessage(options_.coordinator, now));
+    SetExitCodeIfUnset(1);
+    return HeartbeatAction::kCoordinatorLost;
+  }
+  if (grace_.failures() > 0) {
+    spdlog::info("server {}: the coordinator answers again after {} ms", id_.load(),
+                 grace_.Silent(now).count());
+  }
+  grace_.Answered(now);
   if (resp->fenced()) {
     // Declared dead (a pause past the timeout, a partition): refuse everything at once and
     // never adopt the new epoch, so nothing this process still sends is accepted.

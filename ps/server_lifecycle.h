@@ -11,6 +11,7 @@
 #define ECPS_PS_SERVER_LIFECYCLE_H_
 
 #include <atomic>
+#include <chrono>
 #include <set>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/ecps.pb.h"
+#include "runtime/coordinator_grace.h"
 #include "ps/parameter_server.h"
 #include "ps/server_main.h"
 #include "ps/server_parts.h"
@@ -71,6 +73,9 @@ enum class HeartbeatAction {
   kContinue,
   kKill,    // `ecps kill`: die at once, as a crash would (SIGKILL)
   kFenced,  // declared dead: the core is fenced; leave at once
+  // No answer from the coordinator for cluster.coordinator_grace_s: exit_code() is set (1)
+  // and the process stops, saying why (lost_message()).
+  kCoordinatorLost,
 };
 
 class ServerLifecycle {
@@ -90,8 +95,15 @@ class ServerLifecycle {
   // complete reports ACTIVE from now on. Applies the response: a fenced server fences its
   // core (and never adopts the new epoch), otherwise a newer epoch is adopted; a finished or
   // failed job sets exit_code(). Returns what the process must do at once. A heartbeat that
-  // fails changes nothing (the next one retries).
-  HeartbeatAction Heartbeat();
+  // fails changes nothing (the next one retries, after NextHeartbeatWait()) until nothing was
+  // heard for the grace (runtime/coordinator_grace.h). `now` is for tests.
+  HeartbeatAction Heartbeat(
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  // How long the heartbeat thread waits before the next heartbeat: the interval, or a backoff
+  // after failures.
+  std::chrono::milliseconds NextHeartbeatWait() const { return grace_.NextWait(); }
+  // Why the process stopped after kCoordinatorLost.
+  const std::string& lost_message() const { return lost_message_; }
 
   // A standby spare: waits until the map gives this instance an id, then takes it and
   // turns RECOVERING. Returns false when stopped or the job ended first.
@@ -135,6 +147,8 @@ class ServerLifecycle {
   std::atomic<int> exit_code_{-1};
   std::atomic<uint64_t> fenced_epoch_{0};
   PeerAddressBook peers_;  // FollowMap's thread only
+  CoordinatorGrace grace_;    // the heartbeat thread only
+  std::string lost_message_;  // the heartbeat thread only
 };
 
 }  // namespace ecps

@@ -1,6 +1,7 @@
 #include "ps/server_lifecycle.h"
 
 #include <atomic>
+#include <chrono>
 
 #include "gtest/gtest.h"
 #include "runtime/fake_coordinator_link.h"
@@ -183,6 +184,36 @@ TEST_F(ServerLifecycleTest, HeartbeatAdoptsANewerEpochAndEndsWithTheJob) {
   EXPECT_EQ(sent[0].instance(), "me");
   EXPECT_EQ(sent[0].state(), v1::NODE_STARTING);  // registered ACTIVE, not yet serving
   EXPECT_EQ(sent[0].header().sender(), "server-0");
+}
+
+// The coordinator gone: heartbeats fail, back off, and the server trains on; an answer ends
+// the backoff; only a whole grace with no answer stops the server, saying why.
+TEST_F(ServerLifecycleTest, WithoutTheCoordinatorTrainingGoesOnUntilTheGraceEnds) {
+  options_.spec.cluster.heartbeat_interval_ms = 100;
+  options_.spec.cluster.coordinator_grace_s = 5;
+  Registered(0, v1::NODE_ACTIVE);
+  auto life = Make();
+  ASSERT_TRUE(life->Register().ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(life->Heartbeat(t0), HeartbeatAction::kContinue);  // no response queued: down
+  EXPECT_EQ(life->Heartbeat(t0 + std::chrono::seconds(1)), HeartbeatAction::kContinue);
+  EXPECT_EQ(life->NextHeartbeatWait(), std::chrono::milliseconds(400));
+  EXPECT_TRUE(life->running());
+  // Back for a moment: the grace starts again from its answer.
+  v1::HeartbeatResponse running;
+  running.set_phase(v1::JOB_RUNNING);
+  coordinator_.QueueHeartbeatResponse(running);
+  EXPECT_EQ(life->Heartbeat(t0 + std::chrono::seconds(4)), HeartbeatAction::kContinue);
+  EXPECT_EQ(life->NextHeartbeatWait(), std::chrono::milliseconds(100));
+  EXPECT_EQ(life->Heartbeat(t0 + std::chrono::seconds(8)), HeartbeatAction::kContinue);
+  EXPECT_TRUE(life->running());
+  EXPECT_EQ(life->Heartbeat(t0 + std::chrono::seconds(9)), HeartbeatAction::kCoordinatorLost);
+  EXPECT_EQ(life->exit_code(), 1);
+  EXPECT_FALSE(life->running());
+  EXPECT_NE(life->lost_message().find("server 0: no answer from the coordinator at coord:7000"),
+            std::string::npos)
+      << life->lost_message();
+  EXPECT_NE(life->lost_message().find("cluster.coordinator_grace_s = 5"), std::string::npos);
 }
 
 TEST_F(ServerLifecycleTest, AFailedJobExitsOne) {

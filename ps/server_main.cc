@@ -116,10 +116,13 @@ int RunServer(const ServerOptions& options) {
           spdlog::warn("server {}: fenced by the coordinator (epoch {}); exiting", life.id(),
                        life.fenced_epoch());
           ExitFenced();
+        case HeartbeatAction::kCoordinatorLost:
+          spdlog::error("{}", life.lost_message());
+          break;
         case HeartbeatAction::kContinue:
           break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(spec.cluster.heartbeat_interval_ms));
+      std::this_thread::sleep_for(life.NextHeartbeatWait());
     }
   });
 

@@ -68,6 +68,9 @@ struct ClusterSection {
   std::string coordinator;           // host:port the roles dial (--coordinator and
                                      // $ECPS_COORDINATOR take precedence)
   int connect_timeout_s = 300;       // how long a role keeps trying to reach the coordinator
+  // How long a running server or worker goes on without an answer from the coordinator
+  // before it stops (runtime/coordinator_grace.h).
+  int coordinator_grace_s = 300;
   int heartbeat_interval_ms = 200;
   int heartbeat_timeout_ms = 1500;
   int rpc_timeout_ms = 10000;

@@ -263,6 +263,7 @@ const Table<ClusterSection>& ClusterTable() {
       IntField("coordinator_port", &S::coordinator_port, 0, 65535),
       StringField("coordinator", &S::coordinator),
       IntField("connect_timeout_s", &S::connect_timeout_s, 1, 86'400),
+      IntField("coordinator_grace_s", &S::coordinator_grace_s, 1, 86'400),
       IntField("heartbeat_interval_ms", &S::heartbeat_interval_ms, 1, 60'000),
       IntField("heartbeat_timeout_ms", &S::heartbeat_timeout_ms, 1, 600'000),
       IntField("rpc_timeout_ms", &S::rpc_timeout_ms, 1, 3'600'000),

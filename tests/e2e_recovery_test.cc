@@ -53,13 +53,18 @@ std::string Spec(const std::string& name, int steps, int servers, int spares, in
 
 // Runs a spec under `ecps run` into dir/out; returns its wait status (-1: not done by the
 // deadline), with report.json and the run's log.
+// Writes `spec` to dir/job.yaml and starts `ecps run` on it, into dir/out with its output in
+// dir/run.log; returns its pid.
+pid_t StartRun(const fs::path& dir, const std::string& spec) {
+  std::ofstream(dir / "job.yaml") << spec;
+  return Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
+                "--no-progress"},
+               dir / "run.log");
+}
+
 int RunSpec(const fs::path& dir, const std::string& spec, std::string* report,
             std::string* run_log, std::chrono::seconds deadline) {
-  std::ofstream(dir / "job.yaml") << spec;
-  pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(),
-                     "--no-progress"},
-                    dir / "run.log");
-  const int status = WaitFor(pid, deadline);
+  const int status = WaitFor(StartRun(dir, spec), deadline);
   *run_log = ReadFile(dir / "run.log");
   *report = ReadFile(dir / "out" / "report.json");
   return status;
@@ -215,12 +220,9 @@ int DialLoopback(int port) {
 TEST(EndToEndRecovery, HostileParityConnectionsCostTheServerNoMemory) {
   fs::path dir = TempDir("hostile-tcp");
   const fs::path job = dir / "out";
-  std::ofstream(dir / "job.yaml") << Spec(
-      "hostile-tcp", 1500, 3, 0, 1,
-      "  mode: erasure_code\n  k: 2\n  r: 1\n  parity_transport: tcp\n", "  []\n");
-  pid_t run = Start({"run", (dir / "job.yaml").string(), "--output", job.string(),
-                     "--no-progress"},
-                    dir / "run.log");
+  const pid_t run = StartRun(
+      dir, Spec("hostile-tcp", 1500, 3, 0, 1,
+                "  mode: erasure_code\n  k: 2\n  r: 1\n  parity_transport: tcp\n", "  []\n"));
   v1::StatusResponse st;
   int64_t server_pid = 0;
   const bool training = WaitForStatus(dir, job, std::chrono::seconds(120), [&](const auto& s) {
@@ -332,14 +334,11 @@ bool WaitForStatus(const fs::path& dir, const fs::path& job, std::chrono::second
 TEST(EndToEndRecovery, RebuilderKilledWhileHoldingFreezesDoesNotWedgeTheJob) {
   fs::path dir = TempDir("rebuilder");
   const fs::path job = dir / "out";
-  std::ofstream(dir / "job.yaml") << Spec(
-      "kill-rebuilder", 1500, 3, 0, 1,
-      "  mode: erasure_code\n  k: 2\n  r: 1\n  rebuild_rate_mb_s: 0.5\n",
-      "  - {at_step: 100, action: kill_server, target: 1}\n");
   setenv("ECPS_DRILL_HOLD_FREEZE_MS", "8000", 1);
-  pid_t run = Start({"run", (dir / "job.yaml").string(), "--output", job.string(),
-                     "--no-progress"},
-                    dir / "run.log");
+  const pid_t run =
+      StartRun(dir, Spec("kill-rebuilder", 1500, 3, 0, 1,
+                         "  mode: erasure_code\n  k: 2\n  r: 1\n  rebuild_rate_mb_s: 0.5\n",
+                         "  - {at_step: 100, action: kill_server, target: 1}\n"));
   unsetenv("ECPS_DRILL_HOLD_FREEZE_MS");
 
   // Wait until the first replacement of server 1 rebuilds and a survivor holds its freeze.

@@ -1,6 +1,8 @@
 // End-to-end: `ecps run` starts real processes (coordinator, servers, workers) on loopback,
 // trains, and reports; Ctrl-C leaves no process behind; a bad spec starts nothing.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,6 +229,81 @@ TEST(EndToEnd, ALineWithANulByteIsOneMalformedLineNotABinaryFile) {
     }
     EXPECT_NE(log.find(where), std::string::npos) << log;
     EXPECT_EQ(log.find("binary file"), std::string::npos) << log;
+  }
+  fs::remove_all(dir);
+}
+
+// A port on 127.0.0.1 that was free a moment ago (the kernel's choice for port 0).
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t size = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &size);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Waits until `path` holds `text` (true) or `deadline` passes (false).
+bool WaitForText(const fs::path& path, const std::string& text, std::chrono::seconds deadline) {
+  const auto until = Clock::now() + deadline;
+  while (Clock::now() < until) {
+    if (ReadFile(path).find(text) != std::string::npos) return true;
+    std::this_thread::yield();
+  }
+  return false;
+}
+
+// Roles started one by one, as on a cluster, whose coordinator is SIGKILLed and never comes
+// back: the worker trains on without it (its evaluations go on), and after
+// cluster.coordinator_grace_s both it and the server stop with exit code 1, saying why,
+// instead of running on unsupervised.
+TEST(EndToEnd, RolesWhoseCoordinatorDiedForGoodStopAfterTheGrace) {
+  fs::path dir = TempDir("grace");
+  const int port = FreeLoopbackPort();
+  const std::string coordinator = "127.0.0.1:" + std::to_string(port);
+  std::ofstream(dir / "job.yaml")
+      << "job: {name: grace, steps: 1000000, eval_every: 20, eval_samples: 256, token: e2e-token}\n"
+         "cluster:\n  servers: 1\n  workers: 1\n  coordinator_port: " << port
+      << "\n  coordinator: \"" << coordinator << "\"\n"
+         "  heartbeat_interval_ms: 100\n  heartbeat_timeout_ms: 1000\n  coordinator_grace_s: 3\n"
+         "model: {embedding_dim: 8, bottom_mlp: [16, 8], top_mlp: [16], table_rows: 1000}\n"
+         "data: {source: synthetic, batch_size: 64}\n"
+         "fault_tolerance: {mode: none, checkpoint: {save_final: false}}\n";
+  setenv("ECPS_TOKEN", "e2e-token", 1);
+  const std::string spec = (dir / "job.yaml").string();
+  const pid_t server = Start({"server", "--spec", spec, "--id", "0"}, dir / "server.log");
+  const pid_t worker = Start({"worker", "--spec", spec, "--id", "0"}, dir / "worker.log");
+  const pid_t coord = Start({"coordinator", "--spec", spec}, dir / "coordinator.log");
+  unsetenv("ECPS_TOKEN");
+  ASSERT_TRUE(WaitForText(dir / "worker.log", "eval AUC", std::chrono::seconds(60)))
+      << ReadFile(dir / "worker.log") << ReadFile(dir / "coordinator.log");
+  ASSERT_EQ(::kill(coord, SIGKILL), 0);
+  WaitFor(coord, std::chrono::seconds(10));
+  // Training goes on: another evaluation after the coordinator's death is noticed.
+  const fs::path worker_log = dir / "worker.log";
+  ASSERT_TRUE(WaitForText(worker_log, "the coordinator does not answer", std::chrono::seconds(30)))
+      << ReadFile(worker_log);
+  const size_t noticed = ReadFile(worker_log).find("the coordinator does not answer");
+  const auto evaluated_after = [&] {
+    return ReadFile(worker_log).find("eval AUC", noticed) != std::string::npos;
+  };
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (!evaluated_after() && Clock::now() < until) std::this_thread::yield();
+  EXPECT_TRUE(evaluated_after()) << "no training without the coordinator:\n" << ReadFile(worker_log);
+
+  for (const auto& [pid, log] : {std::pair{server, dir / "server.log"}, std::pair{worker, worker_log}}) {
+    const int status = WaitFor(pid, std::chrono::seconds(60));
+    const std::string text = ReadFile(log);
+    ASSERT_NE(status, -1) << "still running past the grace:\n" << text;
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << text;
+    EXPECT_NE(text.find("no answer from the coordinator at " + coordinator), std::string::npos)
+        << text;
+    EXPECT_NE(text.find("(cluster.coordinator_grace_s = 3): it is not coming back; stopping"),
+              std::string::npos)
+        << text;
   }
   fs::remove_all(dir);
 }

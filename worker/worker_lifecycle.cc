@@ -112,7 +112,10 @@ WorkerLifecycle::WorkerLifecycle(const WorkerOptions& options, std::string insta
       sender_("worker-" + std::to_string(options.id)),
       instance_(std::move(instance)),
       coordinator_(coordinator),
-      stop_(stop) {}
+      stop_(stop),
+      grace_(std::chrono::milliseconds(options.spec.cluster.heartbeat_interval_ms),
+             std::chrono::seconds(options.spec.cluster.coordinator_grace_s),
+             std::chrono::steady_clock::now()) {}
 
 absl::StatusOr<v1::RegisterResponse> WorkerLifecycle::Register() {
   auto registered =
@@ -177,7 +180,7 @@ absl::Status WorkerLifecycle::PlanStart(const v1::RegisterResponse& registered) 
   return absl::OkStatus();
 }
 
-WorkerHeartbeatAction WorkerLifecycle::Heartbeat() {
+WorkerHeartbeatAction WorkerLifecycle::Heartbeat(std::chrono::steady_clock::time_point now) {
   v1::HeartbeatRequest hb;
   FillHeader(hb.mutable_header(), options_.token, coordinator_->epoch(), sender_);
   hb.set_role(v1::ROLE_WORKER);
@@ -186,7 +189,28 @@ WorkerHeartbeatAction WorkerLifecycle::Heartbeat() {
   hb.set_state(finished_training_.load() ? v1::NODE_FINISHED : v1::NODE_ACTIVE);
   *hb.mutable_worker() = board_.Snapshot();
   auto resp = coordinator_->Heartbeat(hb);
-  if (resp.ok()) {
+  WorkerHeartbeatAction action = WorkerHeartbeatAction::kContinue;
+  if (!resp.ok()) {
+    // Training goes on with the map this worker holds; the coordinator may come back.
+    grace_.Failed(now);
+    if (grace_.failures() == 1) {
+      spdlog::warn("{}: the coordinator does not answer ({}); training goes on, retrying with "
+                   "backoff for up to {} s",
+                   sender_, resp.status().ToString(), grace_.grace().count());
+    }
+    if (grace_.Lost(now)) {
+      lost_message_ = absl::StrCat(sender_, ": ", grace_.LostMessage(options_.coordinator, now));
+      int unset = -1;
+      exit_code_.compare_exchange_strong(unset, 1);
+      stop_->store(true);
+      action = WorkerHeartbeatAction::kCoordinatorLost;
+    }
+  } else {
+    if (grace_.failures() > 0) {
+      spdlog::info("{}: the coordinator answers again after {} ms", sender_,
+                   grace_.Silent(now).count());
+    }
+    grace_.Answered(now);
     if (resp->kill()) return WorkerHeartbeatAction::kKill;
     if (rollbacks_.Observe(resp->rollback(), first_response_)) {
       board_.Resumed(resp->rollback().generation());
@@ -205,7 +229,7 @@ WorkerHeartbeatAction WorkerLifecycle::Heartbeat() {
   }
   if (stop_->load()) rollbacks_.halt()->store(true);
   if (stop_->load() && exit_code_.load() < 0) exit_code_.store(1);
-  return WorkerHeartbeatAction::kContinue;
+  return action;
 }
 
 absl::Status WorkerLifecycle::AwaitRollback(uint64_t generation) {

@@ -10,6 +10,7 @@
 #define ECPS_WORKER_WORKER_LIFECYCLE_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/ecps.pb.h"
+#include "runtime/coordinator_grace.h"
 #include "runtime/coordinator_link.h"
 #include "worker/training_loop.h"
 #include "worker/worker_main.h"
@@ -108,6 +110,9 @@ class RollbackTracker {
 enum class WorkerHeartbeatAction {
   kContinue,
   kKill,  // `ecps kill`: die at once, as a crash would (SIGKILL)
+  // No answer from the coordinator for cluster.coordinator_grace_s: stop is raised, the exit
+  // code is 1, and the process says why (lost_message()).
+  kCoordinatorLost,
 };
 
 class WorkerLifecycle {
@@ -129,8 +134,13 @@ class WorkerLifecycle {
   // One heartbeat with the board's progress. Applies the response: records a rollback; a
   // fenced worker or a failed job sets exit code 1 and raises stop; a finished job sets 0.
   // A raised stop halts training (and, with no exit code yet, sets 1). A heartbeat that
-  // fails changes nothing else.
-  WorkerHeartbeatAction Heartbeat();
+  // fails changes nothing else (training goes on; the next one comes after
+  // NextHeartbeatWait()) until nothing was heard for the grace (runtime/coordinator_grace.h).
+  // `now` is for tests.
+  WorkerHeartbeatAction Heartbeat(
+      std::chrono::steady_clock::time_point now = std::chrono::steady_clock::now());
+  std::chrono::milliseconds NextHeartbeatWait() const { return grace_.NextWait(); }
+  const std::string& lost_message() const { return lost_message_; }
 
   // Waits for every server to serve, then trains job.steps steps from plan(), pausing for
   // and rewinding after every rollback. Needs real parameter servers.
@@ -164,6 +174,8 @@ class WorkerLifecycle {
   std::atomic<int> exit_code_{-1};
   std::atomic<bool> finished_training_{false};
   bool first_response_ = true;  // the heartbeat thread's
+  CoordinatorGrace grace_;       // the heartbeat thread's
+  std::string lost_message_;     // the heartbeat thread's
 };
 
 }  // namespace ecps

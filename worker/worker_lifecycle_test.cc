@@ -272,6 +272,27 @@ TEST_F(WorkerLifecycleTest, HeartbeatsCarryProgressAndEndWithTheJob) {
   EXPECT_EQ(sent[0].header().sender(), "worker-1");
 }
 
+// The coordinator gone: the worker trains on (stop stays down) through failed heartbeats,
+// which back off; a whole grace with no answer stops it with exit code 1, saying why.
+TEST_F(WorkerLifecycleTest, WithoutTheCoordinatorTrainingGoesOnUntilTheGraceEnds) {
+  options_.spec.cluster.heartbeat_interval_ms = 100;
+  options_.spec.cluster.coordinator_grace_s = 3;
+  WorkerLifecycle life(options_, "w", &coordinator_, &stop_);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_EQ(life.Heartbeat(t0 + std::chrono::seconds(s)), WorkerHeartbeatAction::kContinue);
+    EXPECT_FALSE(stop_.load()) << "stopped " << s << " s without the coordinator";
+  }
+  EXPECT_EQ(life.NextHeartbeatWait(), std::chrono::milliseconds(800));
+  EXPECT_TRUE(life.heartbeating());
+  EXPECT_EQ(life.Heartbeat(t0 + std::chrono::seconds(3)), WorkerHeartbeatAction::kCoordinatorLost);
+  EXPECT_TRUE(stop_.load());
+  EXPECT_EQ(life.exit_code(), 1);
+  EXPECT_NE(life.lost_message().find("worker-1: no answer from the coordinator at coord:7000"),
+            std::string::npos)
+      << life.lost_message();
+}
+
 TEST_F(WorkerLifecycleTest, AFencedWorkerOrAFailedJobStopsWithExitOne) {
   v1::HeartbeatResponse fenced;
   fenced.set_fenced(true);

@@ -59,11 +59,18 @@ int RunWorker(const WorkerOptions& options) {
   }
   std::thread heartbeats([&] {
     while (life.heartbeating()) {
-      if (life.Heartbeat() == WorkerHeartbeatAction::kKill) {
-        spdlog::warn("{}: killed by the coordinator (ecps kill)", life.sender());
-        std::raise(SIGKILL);
+      switch (life.Heartbeat()) {
+        case WorkerHeartbeatAction::kKill:
+          spdlog::warn("{}: killed by the coordinator (ecps kill)", life.sender());
+          std::raise(SIGKILL);
+          break;
+        case WorkerHeartbeatAction::kCoordinatorLost:
+          spdlog::error("{}", life.lost_message());
+          break;
+        case WorkerHeartbeatAction::kContinue:
+          break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(spec.cluster.heartbeat_interval_ms));
+      std::this_thread::sleep_for(life.NextHeartbeatWait());
     }
   });
   const absl::Status trained = life.Train();
