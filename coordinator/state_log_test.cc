@@ -63,6 +63,24 @@ std::vector<uint64_t> Seqs(const StateLogContents& c) {
   return out;
 }
 
+// Options whose fault hook fails the step `*fail_at` names, before it happens (none while it
+// is empty).
+StateLogOptions FailingAt(const std::optional<StateLogStep>* fail_at) {
+  StateLogOptions options;
+  options.before_step = [fail_at](StateLogStep at, const std::string& path) {
+    return at == *fail_at ? absl::InternalError("injected fault at " + path) : absl::OkStatus();
+  };
+  return options;
+}
+
+// Appends "a", snapshots "old" (through record 1), appends "b" and "c".
+void WriteOldSnapshotAndTwoRecords(StateLog& log) {
+  ASSERT_TRUE(log.Append("a").ok());
+  ASSERT_TRUE(log.WriteSnapshot("old").ok());
+  ASSERT_TRUE(log.Append("b").ok());
+  ASSERT_TRUE(log.Append("c").ok());
+}
+
 class StateLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -318,20 +336,12 @@ TEST_F(StateLogTest, ASnapshotCutShortAtAnyStepLoadsTheOldStateOrTheNew) {
        {StateLogStep::kSegmentCreate, StateLogStep::kSnapshotWrite, StateLogStep::kRemoveStale}) {
     SCOPED_TRACE(static_cast<int>(step));
     const std::string dir = CaseDir(static_cast<int>(step));
-    bool armed = false;
-    StateLogOptions options;
-    options.before_step = [&](StateLogStep at, const std::string& path) {
-      if (armed && at == step) return absl::InternalError("injected fault at " + path);
-      return absl::OkStatus();
-    };
+    std::optional<StateLogStep> fail_at;
     {
-      std::unique_ptr<StateLog> log = MustOpen(dir, options);
+      std::unique_ptr<StateLog> log = MustOpen(dir, FailingAt(&fail_at));
       ASSERT_NE(log, nullptr);
-      ASSERT_TRUE(log->Append("a").ok());
-      ASSERT_TRUE(log->WriteSnapshot("old").ok());
-      ASSERT_TRUE(log->Append("b").ok());
-      ASSERT_TRUE(log->Append("c").ok());
-      armed = true;
+      ASSERT_NO_FATAL_FAILURE(WriteOldSnapshotAndTwoRecords(*log));
+      fail_at = step;
       absl::Status s = log->WriteSnapshot("new");
       if (step == StateLogStep::kRemoveStale) {
         EXPECT_TRUE(s.ok()) << s;  // the snapshot is durable; the stale segment waits
@@ -362,16 +372,9 @@ TEST_F(StateLogTest, ATornRecordBeforeAnotherSegmentIsDataLoss) {
   {
     // A snapshot cut short after it created log-4: two live segments.
     std::optional<StateLogStep> fail_at;
-    StateLogOptions options;
-    options.before_step = [&](StateLogStep at, const std::string&) {
-      return at == fail_at ? absl::InternalError("injected fault") : absl::OkStatus();
-    };
-    std::unique_ptr<StateLog> log = MustOpen(dir_, options);
+    std::unique_ptr<StateLog> log = MustOpen(dir_, FailingAt(&fail_at));
     ASSERT_NE(log, nullptr);
-    ASSERT_TRUE(log->Append("a").ok());
-    ASSERT_TRUE(log->WriteSnapshot("old").ok());
-    ASSERT_TRUE(log->Append("b").ok());
-    ASSERT_TRUE(log->Append("c").ok());
+    ASSERT_NO_FATAL_FAILURE(WriteOldSnapshotAndTwoRecords(*log));
     fail_at = StateLogStep::kSnapshotWrite;
     ASSERT_FALSE(log->WriteSnapshot("new").ok());
   }
@@ -388,18 +391,14 @@ TEST_F(StateLogTest, AFailedFsyncStopsWritesAndTheReopenSettlesTheRecord) {
   for (StateLogStep step : {StateLogStep::kAppendWrite, StateLogStep::kAppendSync}) {
     SCOPED_TRACE(static_cast<int>(step));
     const std::string dir = CaseDir(static_cast<int>(step));
-    bool armed = false;
-    StateLogOptions options;
-    options.before_step = [&](StateLogStep at, const std::string&) {
-      return armed && at == step ? absl::InternalError("injected fault") : absl::OkStatus();
-    };
+    std::optional<StateLogStep> fail_at;
     {
-      std::unique_ptr<StateLog> log = MustOpen(dir, options);
+      std::unique_ptr<StateLog> log = MustOpen(dir, FailingAt(&fail_at));
       ASSERT_NE(log, nullptr);
       ASSERT_TRUE(log->Append("a").ok());
-      armed = true;
+      fail_at = step;
       EXPECT_EQ(log->Append("b").status().code(), absl::StatusCode::kInternal);
-      armed = false;
+      fail_at.reset();
       absl::StatusOr<uint64_t> again = log->Append("c");
       EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
       EXPECT_THAT(again.status().message(), HasSubstr("injected fault"));
