@@ -1,0 +1,51 @@
+#include "runtime/coordinator_grace.h"
+
+#include <chrono>
+
+#include "gtest/gtest.h"
+
+namespace ecps {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST(CoordinatorGrace, FailedHeartbeatsBackOffAndAnAnswerResets) {
+  const auto t0 = CoordinatorGrace::Clock::now();
+  CoordinatorGrace grace(milliseconds(200), seconds(10), t0);
+  EXPECT_EQ(grace.NextWait(), milliseconds(200));
+  grace.Failed(t0);
+  EXPECT_EQ(grace.NextWait(), milliseconds(400));
+  grace.Failed(t0);
+  EXPECT_EQ(grace.NextWait(), milliseconds(800));
+  for (int i = 0; i < 40; ++i) grace.Failed(t0);
+  EXPECT_EQ(grace.NextWait(), kMaxHeartbeatBackoff);
+  grace.Answered(t0 + seconds(1));
+  EXPECT_EQ(grace.failures(), 0);
+  EXPECT_EQ(grace.NextWait(), milliseconds(200));
+}
+
+TEST(CoordinatorGrace, AnIntervalOverTheCapIsKept) {
+  const auto t0 = CoordinatorGrace::Clock::now();
+  CoordinatorGrace grace(milliseconds(5000), seconds(60), t0);
+  grace.Failed(t0);
+  EXPECT_EQ(grace.NextWait(), milliseconds(5000));
+}
+
+TEST(CoordinatorGrace, LostOnlyAfterTheWholeGraceWithoutAnAnswer) {
+  const auto t0 = CoordinatorGrace::Clock::now();
+  CoordinatorGrace grace(milliseconds(100), seconds(30), t0);
+  grace.Failed(t0 + seconds(29));
+  EXPECT_FALSE(grace.Lost(t0 + seconds(29)));
+  EXPECT_TRUE(grace.Lost(t0 + seconds(30)));
+  // An answer starts the grace again.
+  grace.Answered(t0 + seconds(31));
+  EXPECT_FALSE(grace.Lost(t0 + seconds(60)));
+  EXPECT_TRUE(grace.Lost(t0 + seconds(61)));
+  EXPECT_EQ(grace.LostMessage("h:1", t0 + seconds(61)),
+            "no answer from the coordinator at h:1 for 30 s (cluster.coordinator_grace_s = 30): "
+            "it is not coming back; stopping");
+}
+
+}  // namespace
+}  // namespace ecps
