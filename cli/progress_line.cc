@@ -113,6 +113,7 @@ ProgressPrinter::ProgressPrinter(bool enabled)
 
 void ProgressPrinter::Update(const std::string& line) {
   if (!enabled_) return;
+  absl::MutexLock lock(&mu_);
   if (tty_) {
     std::printf("\r\033[K%s", line.c_str());
     std::fflush(stdout);
@@ -125,12 +126,18 @@ void ProgressPrinter::Update(const std::string& line) {
 }
 
 void ProgressPrinter::Event(const std::string& line) {
-  Finish();
+  absl::MutexLock lock(&mu_);
+  FinishLocked();
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 }
 
 void ProgressPrinter::Finish() {
+  absl::MutexLock lock(&mu_);
+  FinishLocked();
+}
+
+void ProgressPrinter::FinishLocked() {
   if (dirty_) std::printf("\n");
   dirty_ = false;
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/ecps.pb.h"
 #include "runtime/metrics.h"  // PhaseName
 
@@ -37,6 +39,7 @@ std::string MetricsCsvRow(double t, const v1::StatusResponse& status, std::strin
 
 // The live progress line on stdout: rewritten in place on a terminal, one line every 5 s
 // otherwise (a log file). Disabled, it prints no progress but still prints events.
+// Thread-safe (the thread that answers Ctrl-C prints its events too: cli/interrupt.h).
 class ProgressPrinter {
  public:
   explicit ProgressPrinter(bool enabled);
@@ -47,10 +50,13 @@ class ProgressPrinter {
   void Finish();
 
  private:
-  bool enabled_;
-  bool tty_;
-  bool dirty_ = false;
-  std::chrono::steady_clock::time_point last_{};
+  void FinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const bool enabled_;
+  const bool tty_;
+  absl::Mutex mu_;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;
+  std::chrono::steady_clock::time_point last_ ABSL_GUARDED_BY(mu_){};
 };
 
 // The events of one poll of the job: each printed at once as "ecps: LINE" and kept, joined
