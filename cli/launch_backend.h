@@ -5,7 +5,7 @@
 //   slurm  one `srun` job step per role inside the allocation the launcher runs in (the
 //          sbatch script `ecps slurm` writes); the launcher's child is that step's srun,
 //          which relays the role's output into its log and exits when the role does.
-// Not thread-safe.
+// Spawn is not thread-safe (a backend may number its steps); the rest is as ProcessGroup's.
 #ifndef ECPS_CLI_LAUNCH_BACKEND_H_
 #define ECPS_CLI_LAUNCH_BACKEND_H_
 
@@ -36,10 +36,11 @@ class LaunchBackend {
   absl::StatusOr<int> Spawn(const std::string& name, const std::vector<std::string>& argv,
                             const std::vector<std::string>& env, const std::string& log_path);
   std::vector<int> Poll() { return children_.Poll(); }
-  const Child& child(int index) const { return children_.child(index); }
+  Child child(int index) const { return children_.child(index); }
   int size() const { return children_.size(); }
+  int running() const { return children_.running(); }
   void Signal(int index, int sig) { children_.Signal(index, sig); }
-  void StopAll(int grace_ms) { children_.StopAll(grace_ms); }
+  int StopAll(const StopPlan& plan) { return children_.StopAll(plan); }
 
  protected:
   // The command line that runs `argv` on this backend.

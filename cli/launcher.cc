@@ -5,10 +5,8 @@
 // monitoring loop that ties them together.
 #include "cli/launcher.h"
 
-#include <signal.h>
 #include <sys/wait.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +17,7 @@
 
 #include "checkpoint/layout.h"
 #include "cli/drills.h"
+#include "cli/interrupt.h"
 #include "cli/job_dir.h"
 #include "cli/launch_backend.h"
 #include "cli/preflight.h"
@@ -44,9 +43,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-std::atomic<int> g_signal{0};
-void OnSignal(int sig) { g_signal.store(sig); }
 
 std::string RandomToken() {
   std::random_device rd;
@@ -89,8 +85,11 @@ absl::Status PrepareResume(JobSpec* spec) {
 class Job {
  public:
   Job(JobSpec spec, const RunFlags& flags, std::unique_ptr<LaunchBackend> backend)
-      : spec_(std::move(spec)), flags_(flags),
-        printer_(flags.progress && spec_.monitoring.progress), children_(std::move(backend)) {}
+      : spec_(std::move(spec)),
+        flags_(flags),
+        printer_(flags.progress && spec_.monitoring.progress),
+        children_(std::move(backend)),
+        interrupt_(children_.get(), &printer_) {}
 
   int Run() {
     out_ = flags_.output_dir.empty() ? spec_.job.output_dir : flags_.output_dir;
@@ -109,7 +108,7 @@ class Job {
     setup.token = token_;
     setup.bind_host =
         spec_.cluster.host.empty() ? children_->DefaultBindHost() : spec_.cluster.host;
-    RoleSpawner spawner(spec_, setup, children_.get(), &g_signal);
+    RoleSpawner spawner(spec_, setup, children_.get(), InterruptStop::Flag());
     auto address = spawner.StartCoordinator();
     if (!address.ok()) return Fail(2, address.status().ToString());
     std::printf("ecps: coordinator at %s (ecps status --job %s)\n", address->c_str(),
@@ -170,10 +169,23 @@ class Job {
   }
 
   int Fail(int code, const std::string& message) {
+    // What a signal cut short is not a failure: the interrupt's own stop ends the process.
+    if (interrupt_.interrupted()) interrupt_.AwaitExit();
     printer_.Finish();
     std::fprintf(stderr, "ecps: %s\n", message.c_str());
-    children_->StopAll(3000);
+    StopChildren(std::chrono::seconds(3));
     return code;
+  }
+
+  // Stops every child: SIGTERM, `grace`, SIGKILL (ProcessGroup::StopAll). A stop that takes
+  // longer than 3 s says what it waits for; the coordinator alone takes up to 2 s to shut
+  // down, which is not worth a line at the end of every job.
+  void StopChildren(std::chrono::milliseconds grace) {
+    StopPlan plan;
+    plan.grace = grace;
+    plan.first_report = std::chrono::seconds(3);
+    plan.report = [this](const std::string& line) { printer_.Event("ecps: " + line); };
+    children_->StopAll(plan);
   }
 
   // Reaps the children that exited since the last poll: each an event (with the end of its
@@ -223,11 +235,7 @@ class Job {
     v1::StatusResponse last;
     std::string failure;
     while (true) {
-      if (g_signal.load() != 0) {
-        printer_.Event("ecps: interrupted; stopping every process");
-        children_->StopAll(3000);
-        return 130;
-      }
+      if (interrupt_.interrupted()) interrupt_.AwaitExit();
       failure = ReapExited(drills, run.have_status && last.phase() == v1::JOB_FINISHED, &events);
       drills.ContinueStopped(&events);
       if (!failure.empty()) break;
@@ -278,7 +286,7 @@ class Job {
   int Finish(const RunRecord& run, const v1::StatusResponse& last) {
     const JobFacts facts = FactsOf(spec_);
     std::ofstream((fs::path(out_) / "report.json").string()) << ReportJson(facts, run, last);
-    children_->StopAll(5000);
+    StopChildren(std::chrono::seconds(5));
     std::printf("%s", FailureSummary(run, last).c_str());
     std::fflush(stdout);
     if (last.failures_size() > 0 || !run.drills.empty()) PlotTimeline();
@@ -309,6 +317,8 @@ class Job {
   RunFlags flags_;
   ProgressPrinter printer_;
   std::unique_ptr<LaunchBackend> children_;
+  // After children_ and printer_, which it uses: destroyed first.
+  InterruptStop interrupt_;
   std::string out_;
   std::string token_;
 };
@@ -342,11 +352,7 @@ int RunJob(const RunFlags& flags) {
     std::fprintf(stderr, "ecps: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
+  InterruptStop::InstallHandlers();
   Job job(std::move(*spec), flags, std::move(backend));
   return job.Run();
 }

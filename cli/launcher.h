@@ -18,7 +18,8 @@ struct RunFlags {
 };
 
 // Returns the process exit code: 0 when the job finished, 1 when it failed, 2 for a bad
-// spec or a job that could not start, 130 when interrupted.
+// spec or a job that could not start. SIGINT, SIGTERM or SIGHUP does not return: every child
+// is stopped within a few seconds and the process ends with exit code 130 (cli/interrupt.h).
 int RunJob(const RunFlags& flags);
 
 }  // namespace ecps

@@ -43,6 +43,9 @@ std::vector<std::string> RoleSpawner::WorkerArgv(int id) const {
 
 absl::StatusOr<int> RoleSpawner::Spawn(const std::string& name,
                                        const std::vector<std::string>& argv) {
+  // Each start is a fork and an exec: a thousand of them take seconds, so a signal is looked
+  // for before each one.
+  if (interrupted_->load() != 0) return absl::CancelledError("interrupted");
   // The coordinator and the servers check every role's token, so they get the job secret; a
   // worker gets only its role's token (docs/security.md).
   const bool worker = name.rfind("worker-", 0) == 0;

@@ -37,7 +37,8 @@ class RoleSpawner {
   absl::StatusOr<std::string> StartCoordinator();
 
   // Starts the servers, then (once each holds its slot) the spares, then the workers. A
-  // spare started earlier would take a slot still free.
+  // spare started earlier would take a slot still free. CANCELLED on a signal: no role
+  // starts after it.
   absl::Status StartServersAndWorkers();
 
   // Starts one more instance of server or worker `id` (a replacement) as child `name`.

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -14,14 +15,14 @@
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "tests/ecps_process.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/rpc.h"
+#include "tests/ecps_process.h"
 
 namespace ecps {
 namespace {
 
-using namespace testing_process;  // NOLINT: TempDir, ReadFile, Start, WaitFor
+using namespace testing_process;  // NOLINT: TempDir, ReadFile, Start, WaitFor, ...
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
@@ -126,6 +127,76 @@ TEST(EndToEnd, SigintLeavesNoProcessBehind) {
     EXPECT_EQ(kill(static_cast<pid_t>(p), 0), -1) << "process " << p << " survived";
     EXPECT_EQ(errno, ESRCH);
   }
+  fs::remove_all(dir);
+}
+
+// Sends SIGINT to the launcher `pid` once `ready()` holds (polled up to 60 s) and waits for it
+// to exit: its wait status (-1 when it was still running 30 s later) and how long it took.
+struct Interrupted {
+  int status = -1;
+  double seconds = 0;
+};
+template <typename Ready>
+Interrupted InterruptWhen(pid_t pid, Ready ready) {
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (!ready() && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  Interrupted out;
+  if (!ready()) {
+    WaitFor(pid, std::chrono::seconds(0));
+    return out;
+  }
+  const auto signalled = Clock::now();
+  if (kill(pid, SIGINT) != 0) return out;
+  out.status = WaitFor(pid, std::chrono::seconds(30));
+  out.seconds = std::chrono::duration<double>(Clock::now() - signalled).count();
+  return out;
+}
+
+// A job of 256 servers (tiny shards, one worker), interrupted while the launcher is still
+// starting its servers: one fork and exec after another, seconds for all of them. The stop
+// neither waits for the rest to start nor for each child in turn.
+TEST(EndToEnd, SigintWhileHundredsOfServersStartStopsWithinFiveSeconds) {
+  fs::path dir = TempDir("sigint_many");
+  std::ofstream(dir / "job.yaml") << Spec("sigint-many", 1000000, 1, "", 256);
+  pid_t pid = Start(
+      {"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(), "--no-progress"},
+      dir / "run.log");
+  // The launcher creates a server's log as it starts it: the 21st of 256 is early on.
+  const Interrupted stopped =
+      InterruptWhen(pid, [&] { return fs::exists(dir / "out" / "logs" / "server-20.log"); });
+  const std::string log = ReadFile(dir / "run.log");
+  ASSERT_NE(stopped.status, -1) << "launcher did not exit within 30 s of SIGINT:\n" << log;
+  EXPECT_LE(stopped.seconds, 5.0) << log;
+  EXPECT_TRUE(WIFEXITED(stopped.status) && WEXITSTATUS(stopped.status) == 130) << log;
+  EXPECT_NE(log.find("ecps: stopping: waiting for "), std::string::npos) << log;
+  EXPECT_NE(log.find("servers"), std::string::npos) << log;
+  EXPECT_EQ(ProcessesMentioning((dir / "out").string()), std::vector<std::string>());
+  fs::remove_all(dir);
+}
+
+// Between two polls of the coordinator the launcher sleeps monitoring.metrics_interval_ms
+// (ten minutes here): a signal does not wait for the next poll.
+TEST(EndToEnd, SigintBetweenTwoPollsStopsWithinFiveSeconds) {
+  fs::path dir = TempDir("sigint_poll");
+  std::string spec = Spec("sigint-poll", 1000000, 1);
+  const std::string every = "metrics_interval_ms: ";
+  spec.replace(spec.find(every) + every.size(), 3, "600000");
+  std::ofstream(dir / "job.yaml") << spec;
+  pid_t pid = Start(
+      {"run", (dir / "job.yaml").string(), "--output", (dir / "out").string(), "--no-progress"},
+      dir / "run.log");
+  // metrics.csv: its header, then a row per poll; after the first, the launcher sleeps.
+  const Interrupted stopped = InterruptWhen(pid, [&] {
+    const std::string csv = ReadFile(dir / "out" / "metrics.csv");
+    return std::count(csv.begin(), csv.end(), '\n') >= 2;
+  });
+  const std::string log = ReadFile(dir / "run.log");
+  ASSERT_NE(stopped.status, -1) << "launcher did not exit within 30 s of SIGINT:\n" << log;
+  EXPECT_LE(stopped.seconds, 5.0) << log;
+  EXPECT_TRUE(WIFEXITED(stopped.status) && WEXITSTATUS(stopped.status) == 130) << log;
+  EXPECT_EQ(ProcessesMentioning((dir / "out").string()), std::vector<std::string>());
   fs::remove_all(dir);
 }
 

@@ -70,6 +70,21 @@ inline int WaitFor(pid_t pid, std::chrono::seconds timeout) {
   return -1;
 }
 
+// The live processes whose command line contains `text` (a job's folder, say), read from
+// /proc: "pid: command line". A zombie has no command line: it is not counted.
+inline std::vector<std::string> ProcessesMentioning(const std::string& text) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = ReadFile(entry.path() / "cmdline");
+    for (char& c : cmdline) c = c == '\0' ? ' ' : c;
+    if (cmdline.find(text) != std::string::npos) found.push_back(pid + ": " + cmdline);
+  }
+  return found;
+}
+
 }  // namespace testing_process
 }  // namespace ecps
 
