@@ -14,6 +14,7 @@
 #include "proto/ecps.pb.h"
 #include "runtime/access_policy.h"
 #include "runtime/health.h"
+#include "runtime/peer_probe.h"
 #include "runtime/rpc.h"
 #include "tests/tls/test_certificates.h"
 
@@ -210,6 +211,20 @@ TEST_F(TlsTest, TheHealthCommandProbesOverMutualTlsWithTheRolesCertificate) {
   EXPECT_EQ(RunHealthCommand(address, Role::kCoordinator, "", 5000, &server_id),
             kHealthUnreachable);
   server->server->Shutdown();
+}
+
+// What an operator command asks after a failed call (runtime/peer_probe.h): does the listener
+// speak TLS? A TLS server answers a certificate-less ClientHello with TLS, a plaintext one not.
+TEST_F(TlsTest, AProbeTellsATlsServerFromAPlaintextOne) {
+  TlsIdentity coordinator = Identity("coordinator", Role::kCoordinator);
+  auto tls = StartGrpcServer("127.0.0.1", 0, {}, 1, &coordinator);
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  auto plain = StartGrpcServer("127.0.0.1", 0, {}, 1, nullptr);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(AnswersTls(tls->address, 2000), std::optional<bool>(true));
+  EXPECT_EQ(AnswersTls(plain->address, 2000), std::optional<bool>(false));
+  tls->server->Shutdown();
+  plain->server->Shutdown();
 }
 
 }  // namespace
