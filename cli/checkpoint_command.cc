@@ -2,34 +2,24 @@
 
 #include <cstdio>
 
+#include "cli/operator_call.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
 
 int RunCheckpointCommand(const std::string& address, const std::string& token) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
+  OperatorCall coordinator(address);
   v1::CheckpointRequest request;
   FillHeader(request.mutable_header(), token, 0, "ecps-checkpoint");
   v1::CheckpointReport report;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::minutes(30));
-  grpc::Status status = stub->Checkpoint(&context, request, &report);
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    std::fprintf(stderr, "ecps checkpoint: cannot reach coordinator at %s: %s%s\n",
-                 address.c_str(), status.error_message().c_str(), UnreachableHint().c_str());
-    return 2;
-  }
-  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    std::fprintf(stderr,
-                 "ecps checkpoint: the coordinator refused the job token (set --token "
-                 "or ECPS_TOKEN)\n");
-    return 3;
-  }
-  if (!status.ok()) {
-    std::fprintf(stderr, "ecps checkpoint: %s\n", status.error_message().c_str());
-    return 1;
-  }
+  RpcOptions rpc;
+  rpc.deadline_ms = 30 * 60 * 1000;
+  rpc.max_attempts = 1;  // a save that may have begun is not asked for twice
+  const absl::Status status = coordinator.Call(rpc, [&](grpc::ClientContext* context) {
+    return coordinator.stub()->Checkpoint(context, request, &report);
+  });
+  if (!status.ok()) return coordinator.Fail("checkpoint", status);
   std::printf(
       "checkpoint           %s\nstep                 %lld\nbytes                %lld\n"
       "seconds              %.2f\nreader positions    ",

@@ -9,7 +9,9 @@
 namespace ecps {
 
 // Prints the committed directory, step and reader positions. Exit code: 0 saved, 1 the save
-// failed or was refused, 2 coordinator unreachable, 3 token refused.
+// failed or was refused, 2 coordinator unreachable (cannot connect, connection lost mid-call,
+// TLS mismatch, no answer: the line on stderr says which, cli/operator_call.h), 3 token
+// refused.
 int RunCheckpointCommand(const std::string& address, const std::string& token);
 
 }  // namespace ecps

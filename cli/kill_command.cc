@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
-#include "cli/status_command.h"
+#include "cli/operator_call.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/rpc.h"
 
@@ -30,31 +30,16 @@ int RunKillCommand(const std::string& address, const std::string& token, const s
   }
   request.set_id(n);
 
-  std::unique_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
+  OperatorCall coordinator(address);
   RpcOptions rpc;
   rpc.deadline_ms = 5000;
   rpc.max_attempts = 3;
   v1::KillResponse response;
-  const absl::Status status = CallWithRetry(rpc, [&](grpc::ClientContext* context) {
+  const absl::Status status = coordinator.Call(rpc, [&](grpc::ClientContext* context) {
     response.Clear();
-    return stub->Kill(context, request, &response);
+    return coordinator.stub()->Kill(context, request, &response);
   });
-  if (!status.ok()) {
-    const std::string message(status.message());
-    if (status.code() == absl::StatusCode::kUnavailable ||
-        status.code() == absl::StatusCode::kDeadlineExceeded) {
-      std::cerr << "ecps kill: cannot reach coordinator at " << address << ": " << message
-                << UnreachableHint() << std::endl;
-      return kStatusUnreachable;
-    }
-    if (status.code() == absl::StatusCode::kUnauthenticated) {
-      std::cerr << "ecps kill: coordinator at " << address
-                << " refused the job token (set --token or ECPS_TOKEN): " << message << std::endl;
-      return kStatusBadToken;
-    }
-    std::cerr << "ecps kill: " << message << std::endl;
-    return kStatusError;
-  }
+  if (!status.ok()) return coordinator.Fail("kill", status);
   std::cout << "kill requested: " << role << " " << n << " (instance " << response.instance()
             << ", pid " << response.pid() << "); it dies at its next heartbeat" << std::endl;
   return kStatusOk;

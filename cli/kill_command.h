@@ -8,9 +8,10 @@
 
 namespace ecps {
 
-// Exit codes: those of `ecps status` (kStatusOk, kStatusError, kStatusUnreachable,
-// kStatusBadToken in cli/status_command.h). kStatusError also covers a bad role or id and a
-// node with no live instance; the reason is printed on stderr as one line. On success prints
+// Exit codes: those of every operator command (kStatusOk, kStatusError, kStatusUnreachable,
+// kStatusBadToken in cli/operator_exit_codes.h). kStatusError also covers a bad role or id and a
+// node with no live instance; the reason is printed on stderr as one line, which names the
+// kind of failure (cli/operator_call.h). On success prints
 // "kill requested: server 2 (instance ..., pid N)".
 int RunKillCommand(const std::string& address, const std::string& token, const std::string& role,
                    const std::string& id);

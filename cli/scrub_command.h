@@ -8,8 +8,8 @@
 
 namespace ecps {
 
-// Prints the report. Exit code: 0 clean, 1 any mismatch or a failed scrub, 2 coordinator
-// unreachable, 3 token refused.
+// Prints the report. Exit code: 0 clean, 1 any mismatch or a failed or refused scrub, 2
+// coordinator unreachable (the line on stderr says how, cli/operator_call.h), 3 token refused.
 int RunScrubCommand(const std::string& address, const std::string& token);
 
 }  // namespace ecps

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "cli/operator_call.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/ecps.grpc.pb.h"
 #include "proto/ecps.pb.h"
@@ -193,7 +194,7 @@ std::string FormatStatusJson(const v1::StatusResponse& status) { return Json(sta
 
 int RunStatusCommand(const std::string& address, const std::string& token, bool json, bool watch,
                      int watch_interval_ms) {
-  std::unique_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));
+  OperatorCall coordinator(address);
   RpcOptions rpc;
   rpc.deadline_ms = 5000;
   rpc.max_attempts = 3;
@@ -203,27 +204,11 @@ int RunStatusCommand(const std::string& address, const std::string& token, bool 
     v1::StatusRequest request;
     FillHeader(request.mutable_header(), token, 0, "cli");
     v1::StatusResponse response;
-    const absl::Status status = CallWithRetry(rpc, [&](grpc::ClientContext* context) {
+    const absl::Status status = coordinator.Call(rpc, [&](grpc::ClientContext* context) {
       response.Clear();
-      return stub->Status(context, request, &response);
+      return coordinator.stub()->Status(context, request, &response);
     });
-    if (!status.ok()) {
-      const std::string message(status.message());
-      if (status.code() == absl::StatusCode::kUnavailable ||
-          status.code() == absl::StatusCode::kDeadlineExceeded) {
-        std::cerr << "cannot reach coordinator at " << address << ": " << message
-                  << UnreachableHint() << std::endl;
-        return kStatusUnreachable;
-      }
-      if (status.code() == absl::StatusCode::kUnauthenticated) {
-        std::cerr << "coordinator at " << address
-                  << " refused the job token (pass the job's token): " << message << std::endl;
-        return kStatusBadToken;
-      }
-      std::cerr << "status from coordinator at " << address << " failed: " << status.ToString()
-                << std::endl;
-      return kStatusError;
-    }
+    if (!status.ok()) return coordinator.Fail("status", status);
     if (json) {
       std::cout << Json(response, /*pretty=*/!watch);
     } else {

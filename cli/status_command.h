@@ -4,23 +4,19 @@
 
 #include <string>
 
+#include "cli/operator_exit_codes.h"
+
 namespace ecps {
 namespace v1 {
 class StatusResponse;
 }
 
-// Exit codes of RunStatusCommand.
-inline constexpr int kStatusOk = 0;
-inline constexpr int kStatusError = 1;        // any other RPC error
-inline constexpr int kStatusUnreachable = 2;  // the coordinator could not be reached
-inline constexpr int kStatusBadToken = 3;     // the coordinator refused the job token
-
 // Calls Status on the coordinator at `address` (host:port) with `token` and prints the
 // result to stdout: a table (FormatStatusTable) or, with `json`, the StatusResponse as JSON.
 // With `watch`, reprints every `watch_interval_ms` until the job is FINISHED or FAILED (or
-// the process is interrupted). Errors go to stderr as one line. Returns kStatusOk, or
-// kStatusUnreachable ("cannot reach coordinator at ADDR: ..."), kStatusBadToken, or
-// kStatusError.
+// the process is interrupted). A failure goes to stderr as one line that names its kind
+// (cli/operator_call.h). Returns kStatusOk, or the failure's exit code (kStatusUnreachable,
+// kStatusBadToken, kStatusError).
 int RunStatusCommand(const std::string& address, const std::string& token, bool json, bool watch,
                      int watch_interval_ms = 1000);
 

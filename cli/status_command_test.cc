@@ -188,7 +188,9 @@ TEST_F(StatusCommandTest, PrintsJson) {
 TEST_F(StatusCommandTest, WrongTokenReturnsThree) {
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(RunStatusCommand(server_.address, "wrong", false, false), kStatusBadToken);
-  EXPECT_THAT(::testing::internal::GetCapturedStderr(), HasSubstr("refused the job token"));
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("ecps status: refused by the coordinator at " + server_.address +
+                        ": UNAUTHENTICATED"));
 }
 
 TEST_F(StatusCommandTest, UnreachableCoordinatorReturnsTwo) {
@@ -200,7 +202,8 @@ TEST_F(StatusCommandTest, UnreachableCoordinatorReturnsTwo) {
   ::testing::internal::CaptureStderr();
   EXPECT_EQ(RunStatusCommand(address, kToken, false, false), kStatusUnreachable);
   EXPECT_THAT(::testing::internal::GetCapturedStderr(),
-              HasSubstr("cannot reach coordinator at " + address));
+              HasSubstr("ecps status: cannot connect to the coordinator at " + address +
+                        ": nothing listens there"));
 }
 
 // Serves Status from a CoordinatorService and counts the calls it answered.

@@ -260,14 +260,6 @@ void SetProcessTls(TlsIdentity identity) {
 
 const TlsIdentity* ProcessTls() { return ProcessTlsSlot(); }
 
-std::string UnreachableHint() {
-  return ProcessTls() == nullptr
-             ? " (a job with security.tls answers only TLS: give an admin certificate with "
-               "--tls-ca, --tls-cert and --tls-key, or --job DIR)"
-             : " (over TLS: is the coordinator's certificate from the same CA, with "
-               "CN=coordinator, and does the job use TLS?)";
-}
-
 std::shared_ptr<grpc::ServerCredentials> ServerCredentialsFor(const TlsIdentity* tls) {
   if (tls == nullptr) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options(

@@ -147,10 +147,6 @@ absl::StatusOr<TlsIdentity> LoadTlsIdentity(const TlsFiles& files, Role role);
 void SetProcessTls(TlsIdentity identity);
 const TlsIdentity* ProcessTls();  // null: plaintext
 
-// What an operator command adds when it cannot reach the coordinator: the likely TLS mismatch
-// (plaintext against a TLS job, or the other way round).
-std::string UnreachableHint();
-
 // gRPC credentials for `tls` (null: plaintext). A server requires and verifies a client
 // certificate; a channel presents its certificate and accepts only a peer whose certificate
 // chains to the CA and names `peer` (the role it means to reach).

@@ -57,6 +57,7 @@ echo "tls_test: ecps status --job over TLS: OK"
 if plain="$("$ecps" status "$address" --token "$admin_token" 2>&1)"; then
   fail "ecps status without TLS got an answer: $plain"
 fi
+grep -q "TLS expected" <<<"$plain" || fail "ecps status in plaintext does not say TLS was expected: $plain"
 echo "tls_test: ecps status in plaintext refused: $(tail -n 1 <<<"$plain")"
 
 # An outside client, on its own: refused at the handshake unless its certificate is the CA's.
