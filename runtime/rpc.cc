@@ -58,8 +58,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, Role peer
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   // Reconnect fast after a peer restarts: recovery depends on it.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 50);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 50);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // gRPC also takes this as the least time one connection attempt (TCP, the TLS handshake,
+  // HTTP/2's SETTINGS) may take. At 50 ms a TLS handshake on a loaded machine (the suite under
+  // ASan, two at a time) failed every attempt; a peer that refuses still fails at once, and
+  // the retries still start 50 ms apart.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), args);
 }
 

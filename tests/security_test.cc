@@ -169,7 +169,8 @@ TEST_F(TlsTest, OnlyClientsWithACertificateOfTheJobsCaGetIn) {
   ASSERT_TRUE(server.ok()) << server.status();
 
   TlsIdentity worker = Identity("worker", Role::kWorker);
-  EXPECT_TRUE(Probe(server->address, &worker).ok());
+  const grpc::Status in = Probe(server->address, &worker);
+  EXPECT_TRUE(in.ok()) << in.error_code() << " " << in.error_message();
 
   // A plaintext client, a client of another CA, an expired certificate: no handshake.
   EXPECT_EQ(Probe(server->address, nullptr).error_code(), grpc::StatusCode::UNAVAILABLE);
