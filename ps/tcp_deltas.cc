@@ -344,7 +344,9 @@ void TcpDeltaListener::AcceptLoop() {
             "a parity connection over the limit of ", limits_.max_connections, " closed"));
       } else {
         if (static_cast<int>(waiting_.size()) >= limits_.max_unauthenticated) {
-          // Its thread sees the socket shut, and closes it (under mu_, so not before this).
+          // Counted before its client can see the close. Its thread sees the socket shut,
+          // and closes it (under mu_, so not before this).
+          refused_.fetch_add(1);
           ::shutdown(waiting_.front(), SHUT_RDWR);
           waiting_.pop_front();
           evicted = true;
@@ -369,15 +371,15 @@ void TcpDeltaListener::AcceptLoop() {
         }
       }
     }
-    if (evicted) {
-      Refused(absl::ResourceExhaustedError(absl::StrCat(
-                  "a parity connection closed: the oldest of ", limits_.max_unauthenticated,
-                  " that had not sent a frame head that checks out")),
-              "an earlier connection");
+    if (evicted && sink_) {
+      sink_(absl::ResourceExhaustedError(absl::StrCat(
+                "a parity connection closed: the oldest of ", limits_.max_unauthenticated,
+                " that had not sent a frame head that checks out")),
+            "an earlier connection");
     }
     if (!over.ok()) {
+      Refused(over, from);  // before the close, which its client may see at once
       ::close(fd);
-      Refused(over, from);
     }
   }
 }
@@ -392,8 +394,8 @@ void TcpDeltaListener::Serve(int fd, std::string from) {
   // Refuses the frame: the answer says why (best effort), the refusal is counted, and the
   // connection is closed, since its stream cannot be trusted to be in step any more.
   auto refuse = [&](const absl::Status& why, Clock::time_point deadline) {
+    Refused(why, from);  // counted before the client can read the answer
     Answer(fd, why, 0, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
-    Refused(why, from);
   };
   while (!stopping_.load()) {
     // Between frames a peer's connection may idle (a stream with nothing to send); a new
