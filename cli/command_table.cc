@@ -86,13 +86,16 @@ const std::vector<CommandSpec>& CommandTable() {
        {{"dir", "DIR", "where the files go (default: job.output_dir/k8s)", 'o'}}},
       {"coordinator",
        "--spec SPEC [--host H] [--advertise A] [--port P] [--port-file F]\n"
-       "              [--address-file F] [--final-status F]",
+       "              [--address-file F] [--final-status F] [--state-dir DIR]",
        "the coordinator of a cluster deployment (docs/deploy.md)",
        {kSpec, kHost, kAdvertise,
         {"port", "P", "the port to listen on (default: cluster.coordinator_port; 0: any)"},
         {"port-file", "F", "write the port it listens on here"},
         {"address-file", "F", "write the address it advertises (host:port) here"},
         {"final-status", "F", "leave the job's last status here as JSON"},
+        {"state-dir", "DIR",
+         "keep the coordinator's state here; a coordinator started on a folder with state "
+         "takes the job over (docs/recovery.md)"},
         kToken, kLogLevel}},
       {"server",
        "--spec SPEC [--coordinator ADDR] [--id N] [--host H] [--advertise A] [--port P]",

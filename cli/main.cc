@@ -314,6 +314,7 @@ int Main(int argc, char** argv) {
     options.advertise = a.Get("advertise", options.spec.cluster.advertise);
     options.address_file = a.Get("address-file");
     options.final_status_file = a.Get("final-status");
+    options.state_dir = a.Get("state-dir");
     if (!IntFlag(a, "port", options.spec.cluster.coordinator_port, &options.port)) return 2;
     options.port_file = a.Get("port-file");
     options.token = TokenFrom(a);

@@ -31,6 +31,9 @@ struct CoordinatorOptions {
   int startup_timeout_ms = -1;      // every server ACTIVE and every worker registered by
                                     // then; -1: cluster.connect_timeout_s (roles start in
                                     // any order and wait that long for the coordinator)
+  // When set, the coordinator's state log (state_log.h) lives there: a coordinator started
+  // on a folder with state takes the job over from it (docs/recovery.md).
+  std::string state_dir;
   int tick_ms = 0;                  // failure-detection period; 0: heartbeat timeout / 10,
                                     // at most 100 ms
 };

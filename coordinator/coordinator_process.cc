@@ -21,6 +21,7 @@
 #include "coordinator/process_probe.h"
 #include "coordinator/scrub.h"
 #include "google/protobuf/util/json_util.h"
+#include "proto/coordinator_state.pb.h"
 #include "runtime/health.h"
 #include "runtime/posix_file.h"
 #include "runtime/net.h"
@@ -81,7 +82,34 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Create(
   process->service_ = std::move(service).value();
   process->glue_ = std::make_unique<GrpcCoordinator>(process->service_.get());
   if (absl::Status wired = process->WireClusterOperations(); !wired.ok()) return wired;
+  if (absl::Status opened = process->OpenStateLog(); !opened.ok()) return opened;
   return process;
+}
+
+absl::Status CoordinatorProcess::OpenStateLog() {
+  if (options_.state_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<StateLog>> log = StateLog::Open(options_.state_dir);
+  if (!log.ok()) return log.status();
+  absl::StatusOr<StateLogContents> contents = (*log)->Load();
+  if (!contents.ok()) return contents.status();
+  if (contents->snapshot) {
+    v1::CoordinatorState state;
+    if (!state.ParseFromString(*contents->snapshot)) {
+      return absl::DataLossError(absl::StrCat("the state in ", options_.state_dir,
+                                              " is not a coordinator's state"));
+    }
+    if (absl::Status restored = service_->Restore(state); !restored.ok()) {
+      return absl::Status(restored.code(), absl::StrCat("cannot take the job over from ",
+                                                        options_.state_dir, ": ",
+                                                        restored.message()));
+    }
+  }
+  state_log_ = std::move(log).value();
+  StateLog* state_log = state_log_.get();
+  // The state is small (one entry per node and failure): a whole snapshot each time.
+  return service_->SetStateSaver([state_log](const v1::CoordinatorState& state) {
+    return state_log->WriteSnapshot(state.SerializeAsString());
+  });
 }
 
 absl::Status CoordinatorProcess::WireClusterOperations() {

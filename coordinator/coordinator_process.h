@@ -19,6 +19,7 @@
 #include "coordinator/coordinator_main.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
+#include "coordinator/state_log.h"
 #include "proto/ecps.pb.h"
 #include "runtime/metrics.h"
 #include "runtime/rpc.h"
@@ -69,6 +70,9 @@ class CoordinatorProcess {
  private:
   CoordinatorProcess(const CoordinatorOptions& options, std::string token);
   absl::Status WireClusterOperations();
+  // With options_.state_dir: opens the state log, takes the job over when it holds state, and
+  // has the service save into it.
+  absl::Status OpenStateLog();
   absl::Status WriteFinalStatus();
   // Stops the loop, the service and the gRPC server; idempotent.
   void Shutdown();
@@ -76,6 +80,8 @@ class CoordinatorProcess {
   const CoordinatorOptions options_;
   const std::string token_;  // what it presents: the coordinator's role token
   RealClock clock_;
+  // Before service_, whose state saver writes into it (destroyed after it).
+  std::unique_ptr<StateLog> state_log_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<GrpcCoordinator> glue_;
   GrpcServer server_;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/job_phase.h"
+#include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
 #include "runtime/placement.h"
 #include "runtime/rpc.h"
@@ -455,10 +456,81 @@ void CoordinatorService::FillMapLocked(v1::ClusterMap* map) const {
 
 void CoordinatorService::PublishLocked() {
   const uint64_t version = MapVersionLocked();
+  if (saver_ && (version != published_version_ || clock_->Now() - last_saved_ >= absl::Seconds(1))) {
+    SaveStateLocked();
+  }
   if (version != published_version_) {
     published_version_ = version;
     map_changed_.SignalAll();
   }
+}
+
+}  // namespace ecps
+
+namespace ecps {
+
+void CoordinatorService::SaveStateLocked() {
+  v1::CoordinatorState state;
+  state.set_term(term_);
+  membership_.Save(&state);
+  state.set_phase(phase_);
+  state.set_phase_changes(phase_changes_);
+  state.set_error(error_);
+  state.set_data_lost(data_lost_);
+  for (const v1::FailureEvent& event : history_.events()) *state.add_failures() = event;
+  for (const auto& [worker, step] : worker_resume_step_) {
+    (*state.mutable_worker_resume_step())[worker] = step;
+  }
+  last_saved_ = clock_->Now();
+  if (absl::Status saved = saver_(state); !saved.ok()) {
+    spdlog::error("coordinator: cannot save its state (a takeover would start from an older "
+                  "one): {}", saved.ToString());
+  }
+}
+
+absl::Status CoordinatorService::SetStateSaver(StateSaver saver) {
+  absl::MutexLock lock(&mu_);
+  saver_ = std::move(saver);
+  SaveStateLocked();
+  return absl::OkStatus();
+}
+
+absl::Status CoordinatorService::Restore(const v1::CoordinatorState& state) {
+  absl::MutexLock lock(&mu_);
+  RETURN_IF_ERROR(membership_.Restore(state));
+  term_ = state.term() + 1;
+  phase_ = state.phase();
+  phase_changes_ = state.phase_changes();
+  error_ = state.error();
+  data_lost_ = state.data_lost();
+  history_.Restore({state.failures().begin(), state.failures().end()});
+  worker_resume_step_.clear();
+  for (const auto& [worker, step] : state.worker_resume_step()) worker_resume_step_[worker] = step;
+  const absl::Time now = clock_->Now();
+  if (phase_ != v1::JOB_STARTING) progress_.MarkRunning(now);
+  for (int w = 0; w < membership_.num_workers(); ++w) {
+    absl::StatusOr<NodeRef> holder = membership_.Holder(v1::ROLE_WORKER, w);
+    if (!holder.ok()) continue;
+    progress_.Report(w, *membership_.WorkerProgressOf(w), now);
+    if (membership_.StateOf(holder->instance) == v1::NODE_DEAD) progress_.Stopped(w);
+  }
+  // Every live node gets a fresh deadline, from the takeover's start and its grace (a
+  // finished worker may have exited: its silence is no failure).
+  for (const std::string& instance : membership_.LiveInstances()) {
+    if (membership_.StateOf(instance) != v1::NODE_FINISHED) {
+      detector_.Track(instance, kTakeoverGrace);
+    }
+  }
+  published_version_ = MapVersionLocked();
+  spdlog::warn("coordinator takes job '{}' over as term {}: phase {}, epoch {}, {} live nodes",
+               job_name_, term_, v1::JobPhase_Name(phase_), membership_.epoch(),
+               membership_.LiveInstances().size());
+  return absl::OkStatus();
+}
+
+uint64_t CoordinatorService::term() const {
+  absl::MutexLock lock(&mu_);
+  return term_;
 }
 
 }  // namespace ecps

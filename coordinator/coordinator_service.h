@@ -62,6 +62,7 @@ namespace v1 {
 class CheckpointReport;
 class CheckpointRequest;
 class ClusterMap;
+class CoordinatorState;
 class HeartbeatRequest;
 class HeartbeatResponse;
 class KillRequest;
@@ -77,6 +78,11 @@ class StatusResponse;
 class WatchClusterMapRequest;
 enum JobPhase : int;
 }  // namespace v1
+
+// After a takeover, how much longer than the heartbeat timeout a live node has to heartbeat
+// again: its heartbeats back off up to 2 s while the coordinator is away
+// (runtime/coordinator_grace.h), and its channel's reconnects up to 1 s (runtime/rpc.cc).
+inline constexpr absl::Duration kTakeoverGrace = absl::Seconds(3);
 
 struct CoordinatorServiceOptions {
   // The job fails when not every server is ACTIVE and every worker registered by then.
@@ -244,6 +250,22 @@ class CoordinatorService {
   // runs at the same time as a save.
   void RunPendingRollback();
 
+  // Durable state (docs/recovery.md, "The coordinator's state log"): `saver` is called, under
+  // the service's lock, with the whole state before a membership or phase change is
+  // published (watchers woken, responses sent) and at most once a second otherwise (the
+  // workers' progress). A failed save is logged; the job goes on. Saves once at once and
+  // returns that save's status.
+  using StateSaver = std::function<absl::Status(const v1::CoordinatorState&)>;
+  absl::Status SetStateSaver(StateSaver saver);
+  // Takeover: replaces the membership, phase, failure history and the workers' progress with
+  // `state` (what a saver got), raises the term to state.term + 1, and gives every live node a
+  // fresh heartbeat deadline (one that does not heartbeat within the heartbeat timeout is
+  // declared dead as usual). Call before serving. INVALID_ARGUMENT when the state does not fit
+  // the spec; nothing changes then.
+  absl::Status Restore(const v1::CoordinatorState& state);
+  // 1 for a coordinator that started the job, + 1 per takeover.
+  uint64_t term() const;
+
   v1::JobPhase phase() const;
   std::string error() const;  // why the job failed ("" unless FAILED)
   bool data_lost() const;     // it failed because data was lost
@@ -290,8 +312,10 @@ class CoordinatorService {
   // Ids of server slots that are recovering or dead ("2", "4").
   std::vector<std::string> RecoveringServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillMapLocked(v1::ClusterMap* map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Wakes watchers when the map changed since the last call.
+  // Wakes watchers when the map changed since the last call, after saving the state (with a
+  // saver: on a change, or when the last save is a second old).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The workers' latest step (minimum) and reader positions.
   CheckpointProgress WorkerCut() const ABSL_LOCKS_EXCLUDED(mu_);
   // The status of a save from its report: OK when it committed, else the save's own error
@@ -337,6 +361,9 @@ class CoordinatorService {
   absl::flat_hash_set<std::string> kill_requested_ ABSL_GUARDED_BY(mu_);
   // Replacement workers: the step they resume after (recovered once they report beyond it).
   absl::flat_hash_map<int, int64_t> worker_resume_step_ ABSL_GUARDED_BY(mu_);
+  uint64_t term_ ABSL_GUARDED_BY(mu_) = 1;
+  StateSaver saver_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_saved_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace ecps

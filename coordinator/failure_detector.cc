@@ -1,12 +1,14 @@
 #include "coordinator/failure_detector.h"
 
+#include <algorithm>
+
 namespace ecps {
 
 FailureDetector::FailureDetector(const Clock* clock, Options options)
     : clock_(clock), options_(options) {}
 
-void FailureDetector::Track(const std::string& node) {
-  nodes_[node] = Entry{clock_->Now(), false, false, false};
+void FailureDetector::Track(const std::string& node, absl::Duration grace) {
+  nodes_[node] = Entry{clock_->Now() + grace, false, false, false};
 }
 
 void FailureDetector::Forget(const std::string& node) { nodes_.erase(node); }
@@ -64,7 +66,8 @@ bool FailureDetector::IsDead(const std::string& node) const {
 std::optional<absl::Duration> FailureDetector::SinceHeartbeat(const std::string& node) const {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return std::nullopt;
-  return clock_->Now() - it->second.last_heartbeat;
+  // Not negative within a takeover's grace (Track).
+  return std::max(clock_->Now() - it->second.last_heartbeat, absl::ZeroDuration());
 }
 
 }  // namespace ecps

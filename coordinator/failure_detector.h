@@ -44,7 +44,8 @@ class FailureDetector {
 
   // Starts (or restarts) watching `node`, counting now as a heartbeat; clears any suspicion
   // or death verdict of that node.
-  void Track(const std::string& node);
+  // `grace`: its heartbeat timeout runs from now + grace (a takeover's start).
+  void Track(const std::string& node, absl::Duration grace = absl::ZeroDuration());
   // Stops watching `node` (a finished worker, a replaced instance). No-op when unknown.
   void Forget(const std::string& node);
 

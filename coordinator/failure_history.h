@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -43,6 +44,8 @@ class FailureHistory {
   // Whether the slot has an event that is not recovered yet.
   bool Open(v1::Role role, int id) const;
   const std::vector<v1::FailureEvent>& events() const { return events_; }
+  // A takeover: the events a previous coordinator saved (events()).
+  void Restore(std::vector<v1::FailureEvent> events) { events_ = std::move(events); }
   void Fill(v1::StatusResponse* out) const;
 
  private:

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
 
 namespace ecps {
@@ -27,6 +28,21 @@ struct Membership::Node {
     return NodeRef{role, id, spare, instance, address, worker.done(), pid};
   }
   bool live() const { return registered && state != v1::NODE_DEAD; }
+  // Everything but the heartbeat age.
+  void Fill(v1::NodeInfo* info) const {
+    info->set_role(role);
+    info->set_id(id);
+    info->set_address(address);
+    info->set_metrics_address(metrics_address);
+    info->set_state(state);
+    info->set_instance(instance);
+    info->set_pid(pid);
+    if (role == v1::ROLE_SERVER) {
+      *info->mutable_server() = server;
+    } else {
+      *info->mutable_worker() = worker;
+    }
+  }
 };
 
 std::string NodeName(const NodeRef& node) {
@@ -396,22 +412,64 @@ void Membership::FillStatusNodes(
     for (const Node& node : *table) {
       if (!node.registered) continue;
       v1::NodeInfo* info = out->add_nodes();
-      info->set_role(node.role);
-      info->set_id(node.id);
-      info->set_address(node.address);
-      info->set_metrics_address(node.metrics_address);
-      info->set_state(node.state);
-      info->set_instance(node.instance);
-      info->set_pid(node.pid);
+      node.Fill(info);
       std::optional<absl::Duration> age = since_heartbeat(node.instance);
       info->set_heartbeat_age_ms(age ? absl::ToInt64Milliseconds(*age) : -1);
-      if (node.role == v1::ROLE_SERVER) {
-        *info->mutable_server() = node.server;
-      } else {
-        *info->mutable_worker() = node.worker;
-      }
     }
   }
+}
+
+void Membership::Save(v1::CoordinatorState* state) const {
+  state->set_epoch(epoch_);
+  state->set_version(version_);
+  auto save = [](const std::vector<Node>& table,
+                 google::protobuf::RepeatedPtrField<v1::StoredNode>* out) {
+    for (const Node& node : table) {
+      v1::StoredNode* stored = out->Add();
+      node.Fill(stored->mutable_info());
+      stored->set_registered(node.registered);
+      stored->set_before_suspect(node.before_suspect);
+    }
+  };
+  save(servers_, state->mutable_servers());
+  save(spares_, state->mutable_spares());
+  save(workers_, state->mutable_workers());
+}
+
+absl::Status Membership::Restore(const v1::CoordinatorState& state) {
+  if (state.servers_size() != config_.servers || state.workers_size() != config_.workers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the saved state has ", state.servers_size(), " servers and ", state.workers_size(),
+        " workers; the spec has ", config_.servers, " and ", config_.workers));
+  }
+  auto restore = [](const google::protobuf::RepeatedPtrField<v1::StoredNode>& in,
+                    std::vector<Node>* table) {
+    table->clear();
+    for (const v1::StoredNode& stored : in) {
+      const v1::NodeInfo& info = stored.info();
+      Node node;
+      node.registered = stored.registered();
+      node.role = info.role();
+      node.id = info.id();
+      node.spare = info.role() == v1::ROLE_SERVER && info.id() < 0;
+      node.address = info.address();
+      node.metrics_address = info.metrics_address();
+      node.instance = info.instance();
+      node.pid = info.pid();
+      node.state = info.state();
+      node.before_suspect = stored.before_suspect();
+      node.server = info.server();
+      node.worker = info.worker();
+      table->push_back(std::move(node));
+    }
+  };
+  restore(state.servers(), &servers_);
+  restore(state.spares(), &spares_);
+  restore(state.workers(), &workers_);
+  epoch_ = state.epoch();
+  version_ = state.version();
+  Bump();
+  return absl::OkStatus();
 }
 
 template <typename Self>

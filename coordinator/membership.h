@@ -41,6 +41,7 @@ class RegisterRequest;
 class ServerStats;
 class WorkerProgress;
 class StatusResponse;
+class CoordinatorState;
 enum Role : int;
 enum NodeState : int;
 }  // namespace v1
@@ -156,6 +157,13 @@ class Membership {
   void FillClusterMap(v1::ClusterMap* map) const;
   // Appends one NodeInfo per registered node (servers by id, spares, workers by id) with
   // stats, pid and heartbeat age (from `since_heartbeat`; -1 when it returns nullopt).
+  // The table, epoch and version into `state` (servers, spares, workers, epoch, version).
+  void Save(v1::CoordinatorState* state) const;
+  // Replaces the table, epoch and version with those Save wrote, and bumps the version (a
+  // takeover's map is news to every watcher). INVALID_ARGUMENT when the slot counts differ
+  // from this table's (a different spec); nothing changes then.
+  absl::Status Restore(const v1::CoordinatorState& state);
+
   void FillStatusNodes(
       const std::function<std::optional<absl::Duration>(const std::string&)>& since_heartbeat,
       v1::StatusResponse* out) const;
