@@ -21,6 +21,20 @@ void DrillRunner::Run(const v1::StatusResponse& st, double t, CoordinatorClient*
   for (size_t i = 0; i < faults_.size(); ++i) {
     const FaultSpec& f = faults_[i];
     if (done_[i] || st.step() < f.at_step) continue;
+    if (f.action == "kill_coordinator") {
+      // The launcher's own child (CheckDrills refuses it elsewhere); a new one takes over.
+      for (int c = 0; c < backend_->size(); ++c) {
+        const Child& child = backend_->child(c);
+        if (child.name != "coordinator" || child.exited) continue;
+        done_[i] = true;
+        victims_.insert(static_cast<pid_t>(child.pid));
+        records_.push_back(DrillRecord{f, t, child.pid});
+        backend_->Signal(c, SIGKILL);
+        events->Add(absl::StrFormat("drill at step %d: SIGKILL the coordinator (pid %d)",
+                                    st.step(), child.pid));
+      }
+      continue;
+    }
     const v1::Role role = f.action == "kill_worker" ? v1::ROLE_WORKER : v1::ROLE_SERVER;
     int index = -1;
     int64_t pid = 0;

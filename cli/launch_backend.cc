@@ -72,6 +72,11 @@ absl::StatusOr<int> LaunchBackend::Spawn(const std::string& name,
 absl::Status CheckDrills(const JobSpec& spec, bool signals_roles) {
   if (signals_roles) return absl::OkStatus();
   for (const FaultSpec& f : spec.faults) {
+    if (f.action == "kill_coordinator") {
+      return absl::InvalidArgumentError(
+          "faults: kill_coordinator drills need processes the launcher can signal (ecps run's "
+          "local processes)");
+    }
     if (f.action == "stop_server") {
       return absl::InvalidArgumentError(
           "faults: stop_server drills need processes the launcher can signal (ecps run's local "

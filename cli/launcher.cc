@@ -15,6 +15,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_format.h"
 #include "checkpoint/layout.h"
 #include "cli/drills.h"
 #include "cli/interrupt.h"
@@ -203,7 +204,12 @@ class Job {
         printer_.Event("ecps: " + what + "; log " + c.log_path + ":\n" + TailFile(c.log_path, 8));
       }
       if (c.name == "coordinator" && !finished) {
-        failure = "the coordinator exited before the job finished";
+        if (WIFSIGNALED(c.exit_status)) {
+          // Killed or crashed: a new one takes the job over (Monitor starts it).
+          coordinator_died_ = true;
+        } else {
+          failure = "the coordinator exited before the job finished";
+        }
       }
       if (WIFEXITED(c.exit_status) && WEXITSTATUS(c.exit_status) == kExitCannotAllocate &&
           failure.empty()) {
@@ -238,9 +244,23 @@ class Job {
       if (interrupt_.interrupted()) interrupt_.AwaitExit();
       failure = ReapExited(drills, run.have_status && last.phase() == v1::JOB_FINISHED, &events);
       drills.ContinueStopped(&events);
+      if (failure.empty() && coordinator_died_) failure = RestartCoordinator(spawner, start, last, &run, &events);
       if (!failure.empty()) break;
       auto status = client.Status();
       double t = std::chrono::duration<double>(Clock::now() - start).count();
+      if (status.ok() && !run.coordinator_failures.empty()) {
+        RunRecord::CoordinatorFailure& c = run.coordinator_failures.back();
+        if (c.downtime_s < 0) {
+          c.downtime_s = t - c.t;
+          c.step_restored = status->step();
+          events.Add(absl::StrFormat("the new coordinator answers after %.1f s down (saved step %d)",
+                                     c.downtime_s, c.step_restored));
+          last_ok = Clock::now();
+        } else if (c.step_at_restart < 0 &&
+                   (status->step() != c.step_restored || status->phase() == v1::JOB_FINISHED)) {
+          c.step_at_restart = status->step();
+        }
+      }
       if (status.ok()) {
         last = *status;
         run.have_status = true;
@@ -282,6 +302,27 @@ class Job {
     return Finish(run, last);
   }
 
+  // The coordinator died before the job ended: starts a new one on the same address and state
+  // folder, which takes the job over. Returns why the job must stop, or "".
+  std::string RestartCoordinator(RoleSpawner* spawner, Clock::time_point start,
+                                 const v1::StatusResponse& last, RunRecord* run,
+                                 EventLog* events) {
+    coordinator_died_ = false;
+    RunRecord::CoordinatorFailure c;
+    c.t = std::chrono::duration<double>(Clock::now() - start).count();
+    c.step_at_death = last.step();
+    for (int i = 0; i < children_->size(); ++i) {
+      if (children_->child(i).name == "coordinator") c.pid = children_->child(i).pid;
+    }
+    run->coordinator_failures.push_back(c);
+    events->Add(absl::StrFormat("the coordinator (pid %d) died at step %d; starting a new one",
+                                c.pid, c.step_at_death));
+    if (absl::Status s = spawner->RestartCoordinator(); !s.ok()) {
+      return "the coordinator died and a new one could not start: " + s.ToString();
+    }
+    return "";
+  }
+
   // Writes report.json, stops what is left and prints the outcome. Returns the exit code.
   int Finish(const RunRecord& run, const v1::StatusResponse& last) {
     const JobFacts facts = FactsOf(spec_);
@@ -321,6 +362,7 @@ class Job {
   InterruptStop interrupt_;
   std::string out_;
   std::string token_;
+  bool coordinator_died_ = false;  // ReapExited saw it killed: Monitor starts a new one
 };
 
 }  // namespace

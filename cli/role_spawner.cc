@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/net.h"
@@ -54,6 +55,30 @@ absl::StatusOr<int> RoleSpawner::Spawn(const std::string& name,
 }
 
 absl::StatusOr<std::string> RoleSpawner::StartCoordinator() {
+  std::error_code ec;
+  fs::remove_all(fs::path(setup_.out_dir) / "coordinator-state", ec);
+  if (ec) return absl::InternalError("cannot empty the coordinator's state folder: " + ec.message());
+  auto address = SpawnCoordinator(spec_.cluster.coordinator_port);
+  if (!address.ok()) return address.status();
+  address_ = *address;
+  return address_;
+}
+
+absl::Status RoleSpawner::RestartCoordinator() {
+  // Same host and port: every role dials the address it was given.
+  int port = 0;
+  if (!absl::SimpleAtoi(address_.substr(address_.rfind(':') + 1), &port)) {
+    return absl::InternalError("the coordinator's address " + address_ + " has no port");
+  }
+  auto address = SpawnCoordinator(port);
+  if (!address.ok()) return address.status();
+  if (*address != address_) {
+    return absl::InternalError("the new coordinator advertises " + *address + ", not " + address_);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RoleSpawner::SpawnCoordinator(int port) {
   // The coordinator writes the address it advertises (host:port) where the operator
   // commands look for it (--job DIR); under Slurm it may be on another node, so this is
   // also how the launcher learns it.
@@ -64,16 +89,20 @@ absl::StatusOr<std::string> RoleSpawner::StartCoordinator() {
   fs::remove(address_file, ec);
   std::vector<std::string> argv = {setup_.self,  "coordinator", "--spec", setup_.spec_file,
                                    "--port-file", port_file,    "--address-file", address_file,
-                                   "--host", setup_.bind_host, "--port",
-                                   std::to_string(spec_.cluster.coordinator_port)};
+                                   "--host", setup_.bind_host, "--port", std::to_string(port),
+                                   "--state-dir",
+                                   (fs::path(setup_.out_dir) / "coordinator-state").string()};
   if (!spec_.cluster.advertise.empty()) {
     argv.insert(argv.end(), {"--advertise", spec_.cluster.advertise});
   }
-  if (auto spawned = Spawn("coordinator", argv); !spawned.ok()) return spawned.status();
-  auto address = WaitForAddress(address_file);
-  if (!address.ok()) return address.status();
-  address_ = *address;
-  return address_;
+  // A new coordinator's log goes beside the dead one's: coordinator-2.log, -3 ...
+  ++coordinator_starts_;
+  const std::string log = coordinator_starts_ == 1
+                              ? LogPath("coordinator")
+                              : LogPath("coordinator-" + std::to_string(coordinator_starts_));
+  auto spawned = backend_->Spawn("coordinator", argv, {"ECPS_TOKEN=" + setup_.token}, log);
+  if (!spawned.ok()) return spawned.status();
+  return WaitForAddress(address_file);
 }
 
 absl::Status RoleSpawner::StartServersAndWorkers() {
@@ -131,7 +160,10 @@ absl::StatusOr<std::string> RoleSpawner::WaitForAddress(const std::string& addre
     std::string address;
     if (std::getline(f, address) && CheckDialAddress(address).ok()) return address;
     for (int i : backend_->Poll()) {
+      // A restart waits while the job runs: another role's exit is not this wait's business
+      // (the launcher sees it in the job's status).
       const Child& c = backend_->child(i);
+      if (c.name != "coordinator") continue;
       return absl::InternalError("the coordinator exited (" + DescribeExit(c.exit_status) +
                                  ") before listening; its log " + c.log_path + " ends with:\n" +
                                  TailFile(c.log_path, 10));

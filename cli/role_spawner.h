@@ -34,7 +34,12 @@ class RoleSpawner {
   // Starts the coordinator and waits until it writes the address it advertises (30 s, or
   // 120 s for a backend whose steps may wait for a node). INTERNAL with the end of its log
   // when it exits first, DEADLINE_EXCEEDED, or CANCELLED on a signal.
+  // It keeps its state in DIR/coordinator-state, emptied first (an earlier run's state
+  // there is not this job's).
   absl::StatusOr<std::string> StartCoordinator();
+  // Starts a new coordinator after the first one died, on the same address, on the same
+  // state folder: it takes the job over (docs/recovery.md). Errors as StartCoordinator's.
+  absl::Status RestartCoordinator();
 
   // Starts the servers, then (once each holds its slot) the spares, then the workers. A
   // spare started earlier would take a slot still free. CANCELLED on a signal: no role
@@ -55,6 +60,9 @@ class RoleSpawner {
   std::vector<std::string> WorkerArgv(int id) const;
   absl::StatusOr<int> Spawn(const std::string& name, const std::vector<std::string>& argv);
   absl::StatusOr<std::string> WaitForAddress(const std::string& address_file);
+  // Spawns the coordinator on `port` (0: any) and waits for its address.
+  absl::StatusOr<std::string> SpawnCoordinator(int port);
+  int coordinator_starts_ = 0;
   absl::Status WaitForServersRegistered();
 
   const JobSpec& spec_;

@@ -106,6 +106,19 @@ Json DrillsJson(const RunRecord& run) {
   return out;
 }
 
+Json CoordinatorFailuresJson(const RunRecord& run) {
+  Json out = Json::array();
+  for (const RunRecord::CoordinatorFailure& c : run.coordinator_failures) {
+    out.push_back({{"pid", c.pid},
+                   {"time_s", Rounded(c.t, 3)},
+                   {"downtime_s", Rounded(c.downtime_s, 3)},
+                   {"step_at_death", c.step_at_death},
+                   {"step_restored", c.step_restored},
+                   {"step_at_restart", c.step_at_restart}});
+  }
+  return out;
+}
+
 Json FailuresJson(const RunRecord& run, const v1::StatusResponse& st) {
   Json out = Json::array();
   for (const v1::FailureEvent& e : st.failures()) {
@@ -210,6 +223,7 @@ std::string ReportJson(const JobFacts& job, const RunRecord& run, const v1::Stat
         {"dense_mismatches", scrub.dense_mismatches()}}},
       {"drills", DrillsJson(run)},
       {"failures", FailuresJson(run, last)},
+      {"coordinator_failures", CoordinatorFailuresJson(run)},
       {"final_status", run.have_status ? StatusJson(last) : Json()},
   };
   return Layout(report);
@@ -217,6 +231,14 @@ std::string ReportJson(const JobFacts& job, const RunRecord& run, const v1::Stat
 
 std::string FailureSummary(const RunRecord& run, const v1::StatusResponse& last) {
   std::string out;
+  for (const RunRecord::CoordinatorFailure& c : run.coordinator_failures) {
+    absl::StrAppend(&out, absl::StrFormat("ecps: the coordinator failed at %.1f s (step %d): ",
+                                          c.t, c.step_at_death));
+    absl::StrAppend(&out, c.downtime_s >= 0
+                              ? absl::StrFormat("a new one took the job over in %.1f s (step %d)\n",
+                                                c.downtime_s, c.step_at_restart)
+                              : std::string("no new one answered\n"));
+  }
   for (const v1::FailureEvent& e : last.failures()) {
     const FailureFigures f = Figures(run, e);
     std::string line = absl::StrFormat("ecps: %s failed at %.1f s: detected in %.1f s",

@@ -42,6 +42,19 @@ struct RunRecord {
   double start_unix = 0;     // Unix time (s) of the launcher's time 0
   std::vector<TimelinePoint> timeline;
   std::vector<DrillRecord> drills;
+  // Each death of the coordinator (a new one took the job over, docs/recovery.md).
+  struct CoordinatorFailure {
+    double t = 0;           // when the launcher saw it die
+    double downtime_s = -1;  // until the new one answered (-1: it never did)
+    int64_t pid = 0;
+    int64_t step_at_death = 0;  // the job's step in the last status before it
+    // The step in the new one's first status (from its saved state, up to a second old) and
+    // in its first status after that with another step (the workers' fresh reports); -1
+    // until then.
+    int64_t step_restored = -1;
+    int64_t step_at_restart = -1;
+  };
+  std::vector<CoordinatorFailure> coordinator_failures;
 };
 
 // What the workers' readers saw, from their last progress reports (a finished worker's

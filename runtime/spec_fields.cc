@@ -70,7 +70,8 @@ const std::vector<std::string>& ParityTransports() {
 }
 const std::vector<std::string>& FaultActions() {
   static const auto* values =
-      new std::vector<std::string>{"kill_server", "stop_server", "kill_worker"};
+      new std::vector<std::string>{"kill_server", "stop_server", "kill_worker",
+                                   "kill_coordinator"};
   return *values;
 }
 const std::vector<std::string>& LogLevels() {

@@ -760,10 +760,11 @@ const BadSpec kBadSpecs[] = {
      "bad.yaml:2: job.resume_from: no such checkpoint directory: /nonexistent/ckpt"},
     {"faults_not_list", "faults:\n  at_step: 5\n", "bad.yaml:1: faults: expected a list of faults"},
     {"fault_action", "faults:\n  - at_step: 10\n    action: kill_srv\n",
-     "bad.yaml:3: faults[0].action: must be one of kill_server, stop_server, kill_worker; got "
-     "\"kill_srv\" (did you mean \"kill_server\"?)"},
+     "bad.yaml:3: faults[0].action: must be one of kill_server, stop_server, kill_worker, "
+     "kill_coordinator; got \"kill_srv\" (did you mean \"kill_server\"?)"},
     {"fault_missing_action", "faults:\n  - at_step: 5\n",
-     "bad.yaml:2: faults[0].action: missing; must be one of kill_server, stop_server, kill_worker"},
+     "bad.yaml:2: faults[0].action: missing; must be one of kill_server, stop_server, "
+     "kill_worker, kill_coordinator"},
     {"fault_missing_step", "faults:\n  - action: kill_worker\n",
      "bad.yaml:2: faults[0].at_step: missing"},
     {"fault_server_target", "faults:\n  - {at_step: 10, action: kill_server, target: 2}\n",

@@ -311,6 +311,38 @@ TEST(EndToEndRecovery, KilledServerWithoutSpareGetsANewProcess) {
   fs::remove_all(dir);
 }
 
+// The coordinator is killed mid-training: the servers and the worker train on without it,
+// `ecps run` starts a new one on the same address, which takes the job over from its state
+// log (the same instances, epoch and failure history) and later recovers a killed server.
+TEST(EndToEndRecovery, KilledCoordinatorIsRestartedAndTakesTheJobOver) {
+  fs::path dir = TempDir("coordinator");
+  std::string log;
+  const std::string report = RunToEnd(
+      dir,
+      Spec("kill-coordinator", 500, 3, 1, 1, "  mode: erasure_code\n  k: 2\n  r: 1\n",
+           "  - {at_step: 120, action: kill_coordinator}\n"
+           "  - {at_step: 300, action: kill_server, target: 2}\n"),
+      &log);
+  ASSERT_NE(report.find("\"ok\": true"), std::string::npos) << report << log;
+  EXPECT_EQ(IntField(report, "steps"), 500) << report;
+  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
+      << report;
+  EXPECT_NE(log.find("SIGKILL the coordinator"), std::string::npos) << log;
+  EXPECT_NE(log.find("a new one took the job over in"), std::string::npos) << log;
+  // Training went on while it was down.
+  const int64_t at_death = IntField(report, "step_at_death");
+  const int64_t at_restart = IntField(report, "step_at_restart");
+  EXPECT_GE(at_death, 120) << report;
+  EXPECT_GT(at_restart, at_death) << report;
+  EXPECT_GE(IntField(report, "downtime_s"), 0) << report;
+  // The server killed after the takeover was recovered by the new coordinator.
+  EXPECT_NE(report.find("\"node\": \"server 2\""), std::string::npos) << report;
+  EXPECT_NE(report.find("\"state\": \"recovered\""), std::string::npos) << report;
+  const std::string second = ReadFile(dir / "out" / "logs" / "coordinator-2.log");
+  EXPECT_NE(second.find("as term 2"), std::string::npos) << second;
+  fs::remove_all(dir);
+}
+
 // Polls the job's status until `done` holds (true) or the deadline passes (false).
 bool WaitForStatus(const fs::path& dir, const fs::path& job, std::chrono::seconds deadline,
                    const std::function<bool(const v1::StatusResponse&)>& done,
