@@ -244,7 +244,9 @@ class Job {
       if (interrupt_.interrupted()) interrupt_.AwaitExit();
       failure = ReapExited(drills, run.have_status && last.phase() == v1::JOB_FINISHED, &events);
       drills.ContinueStopped(&events);
-      if (failure.empty() && coordinator_died_) failure = RestartCoordinator(spawner, start, last, &run, &events);
+      if (failure.empty() && coordinator_died_) {
+        failure = RestartCoordinator(spawner, start, last, &run, &events);
+      }
       if (!failure.empty()) break;
       auto status = client.Status();
       double t = std::chrono::duration<double>(Clock::now() - start).count();
@@ -253,8 +255,9 @@ class Job {
         if (c.downtime_s < 0) {
           c.downtime_s = t - c.t;
           c.step_restored = status->step();
-          events.Add(absl::StrFormat("the new coordinator answers after %.1f s down (saved step %d)",
-                                     c.downtime_s, c.step_restored));
+          events.Add(absl::StrFormat(
+              "the new coordinator answers after %.1f s down (saved step %d)", c.downtime_s,
+              c.step_restored));
           last_ok = Clock::now();
         } else if (c.step_at_restart < 0 &&
                    (status->step() != c.step_restored || status->phase() == v1::JOB_FINISHED)) {

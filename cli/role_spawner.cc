@@ -57,7 +57,9 @@ absl::StatusOr<int> RoleSpawner::Spawn(const std::string& name,
 absl::StatusOr<std::string> RoleSpawner::StartCoordinator() {
   std::error_code ec;
   fs::remove_all(fs::path(setup_.out_dir) / "coordinator-state", ec);
-  if (ec) return absl::InternalError("cannot empty the coordinator's state folder: " + ec.message());
+  if (ec) {
+    return absl::InternalError("cannot empty the coordinator's state folder: " + ec.message());
+  }
   auto address = SpawnCoordinator(spec_.cluster.coordinator_port);
   if (!address.ok()) return address.status();
   address_ = *address;

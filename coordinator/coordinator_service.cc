@@ -456,7 +456,8 @@ void CoordinatorService::FillMapLocked(v1::ClusterMap* map) const {
 
 void CoordinatorService::PublishLocked() {
   const uint64_t version = MapVersionLocked();
-  if (saver_ && (version != published_version_ || clock_->Now() - last_saved_ >= absl::Seconds(1))) {
+  if (saver_ &&
+      (version != published_version_ || clock_->Now() - last_saved_ >= absl::Seconds(1))) {
     SaveStateLocked();
   }
   if (version != published_version_) {
