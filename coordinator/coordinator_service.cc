@@ -191,6 +191,7 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
   response->set_epoch(membership_.epoch());
   response->set_phase(phase_);
   response->set_fenced(result.fenced);
+  response->set_term(term_);
   response->set_kill(kill_requested_.contains(request.instance()));
   if (request.role() == v1::ROLE_WORKER) {
     rollback_.FillHeartbeat(request.id(), membership_.num_workers(), response);

@@ -88,7 +88,9 @@ TEST_F(TakeoverTest, NewCoordinatorTakesOverAndKeepsTheLiveNodes) {
   EXPECT_TRUE(found);
 
   // Known instances' heartbeats are simply accepted; a retried registration gets its slot.
-  EXPECT_FALSE(Beat(ServerHeartbeat(0, "s0")).fenced());
+  const v1::HeartbeatResponse answer = Beat(ServerHeartbeat(0, "s0"));
+  EXPECT_FALSE(answer.fenced());
+  EXPECT_EQ(answer.term(), 2u) << "the nodes learn the new term";
   EXPECT_FALSE(Beat(WorkerHeartbeat(0, "w0", 6)).fenced());
   EXPECT_EQ(Register(ServerRegistration(0, "s0")).id(), 0);
   EXPECT_TRUE(Beat(WorkerHeartbeat(1, "w1", 3)).fenced()) << "declared dead before the takeover";

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "runtime/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -110,6 +112,8 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
   absl::Status status = CallWithRetry(
       options, [&](grpc::ClientContext* ctx) { return stub_->Heartbeat(ctx, request, &response); });
   if (!status.ok()) return status;
+  // A deposed coordinator's answer counts as none: the role backs off and keeps its grace.
+  RETURN_IF_ERROR(term_fence_.Check(response.term()));
   return response;
 }
 
@@ -228,6 +232,18 @@ absl::StatusOr<v1::ClusterMap> CoordinatorClient::WaitForMap(
                                        std::to_string(map_.epoch()) + ")");
   }
   return map_;
+}
+
+absl::Status CoordinatorTermFence::Check(uint64_t term) {
+  uint64_t seen = highest_.load();
+  while (term > seen && !highest_.compare_exchange_weak(seen, term)) {
+  }
+  if (term != 0 && term < seen) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "refused an answer of coordinator term ", term, ": term ", seen,
+        " took the job over (docs/recovery.md)"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ecps

@@ -4,7 +4,9 @@
 #ifndef ECPS_RUNTIME_COORDINATOR_CLIENT_H_
 #define ECPS_RUNTIME_COORDINATOR_CLIENT_H_
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <functional>
 #include <map>
@@ -13,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/coordinator_link.h"
@@ -22,6 +25,20 @@ namespace ecps {
 
 // A string that tells this process incarnation apart from any other: pid@host:start-ns.
 std::string MakeInstanceId();
+
+// The highest coordinator term a role has seen (docs/recovery.md, "Fencing a deposed
+// coordinator"): an answer of a lower term is a deposed coordinator's and is refused.
+// Thread-safe.
+class CoordinatorTermFence {
+ public:
+  // Remembers `term` and returns OK when it is at least the highest seen (0, no term given,
+  // is always accepted and changes nothing); FAILED_PRECONDITION otherwise.
+  absl::Status Check(uint64_t term);
+  uint64_t highest() const { return highest_.load(); }
+
+ private:
+  std::atomic<uint64_t> highest_{0};
+};
 
 class CoordinatorClient : public CoordinatorLink {
  public:
@@ -72,6 +89,7 @@ class CoordinatorClient : public CoordinatorLink {
   const std::string sender_;
   const int rpc_timeout_ms_;
   std::string metrics_address_;
+  CoordinatorTermFence term_fence_;  // Heartbeat's
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "gtest/gtest.h"
+#include "runtime/coordinator_client.h"
 
 namespace ecps {
 namespace {
@@ -45,6 +46,19 @@ TEST(CoordinatorGrace, LostOnlyAfterTheWholeGraceWithoutAnAnswer) {
   EXPECT_EQ(grace.LostMessage("h:1", t0 + seconds(61)),
             "no answer from the coordinator at h:1 for 30 s (cluster.coordinator_grace_s = 30): "
             "it is not coming back; stopping");
+}
+
+TEST(CoordinatorTermFence, ALowerTermThanOneSeenIsRefused) {
+  CoordinatorTermFence fence;
+  EXPECT_TRUE(fence.Check(1).ok());
+  EXPECT_TRUE(fence.Check(0).ok()) << "no term given";
+  EXPECT_TRUE(fence.Check(2).ok()) << "a takeover";
+  EXPECT_EQ(fence.highest(), 2u);
+  const absl::Status deposed = fence.Check(1);
+  EXPECT_EQ(deposed.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(deposed.message().find("term 2"), std::string::npos) << deposed;
+  EXPECT_TRUE(fence.Check(2).ok());
+  EXPECT_EQ(fence.highest(), 2u);
 }
 
 }  // namespace
