@@ -89,6 +89,20 @@ int64_t IntField(const std::string& json, const std::string& key) {
   return std::stoll(m[1]);
 }
 
+// Waits for the `ecps run` that StartRun(dir, ...) started as `run` to end, and expects it
+// to succeed after `steps` steps with a clean scrub. Returns report.json, and the run's log.
+std::string ExpectCleanEnd(pid_t run, const fs::path& dir, int64_t steps, std::string* log) {
+  const int status = WaitFor(run, std::chrono::seconds(300));
+  *log = ReadFile(dir / "run.log");
+  EXPECT_NE(status, -1) << "ecps run did not finish; log:\n" << *log;
+  EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0) << *log;
+  const std::string report = ReadFile(dir / "out" / "report.json");
+  EXPECT_EQ(IntField(report, "steps"), steps) << report;
+  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
+      << report;
+  return report;
+}
+
 TEST(EndToEndRecovery, KilledWorkerIsRestartedAndItsPartitionTrainsEverySample) {
   fs::path dir = TempDir("worker");
   constexpr int kSteps = 300, kBatch = 128, kWorkers = 2;
@@ -282,14 +296,8 @@ TEST(EndToEndRecovery, HostileParityConnectionsCostTheServerNoMemory) {
   EXPECT_LT(after, before + 64) << "resident MiB before " << before << ", after " << after;
   for (int fd : hostile) ::close(fd);
 
-  const int status = WaitFor(run, std::chrono::seconds(300));
-  const std::string log = ReadFile(dir / "run.log");
-  ASSERT_NE(status, -1) << "ecps run did not finish; log:\n" << log;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
-  const std::string report = ReadFile(job / "report.json");
-  EXPECT_EQ(IntField(report, "steps"), 1500) << report;
-  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
-      << report;
+  std::string log;
+  ExpectCleanEnd(run, dir, 1500, &log);
   EXPECT_NE(ReadFile(job / "logs" / "server-0.log").find("refused a parity connection"),
             std::string::npos);
   fs::remove_all(dir);
@@ -409,15 +417,9 @@ TEST(EndToEndRecovery, RebuilderKilledWhileHoldingFreezesDoesNotWedgeTheJob) {
   EXPECT_LT(seconds, 6.0) << "the survivors dropped the dead rebuilder's freeze only after "
                           << seconds << " s";
 
-  const int status = WaitFor(run, std::chrono::seconds(300));
-  const std::string log = ReadFile(dir / "run.log");
-  ASSERT_NE(status, -1) << "ecps run did not finish; log:\n" << log;
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << log;
-  const std::string report = ReadFile(job / "report.json");
-  EXPECT_EQ(IntField(report, "steps"), 1500) << report;
+  std::string log;
+  const std::string report = ExpectCleanEnd(run, dir, 1500, &log);
   EXPECT_GT(IntField(report, "steps"), frozen_step);
-  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
-      << report;
   EXPECT_NE(log.find("started a replacement server 1"), std::string::npos) << log;
   // Both deaths of slot 1 (the server, then its rebuilding replacement) were recovered.
   int recovered = 0;
