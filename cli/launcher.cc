@@ -125,8 +125,8 @@ class Job {
     PlaceCheckpoints(flags_, out_, &spec_);
     RETURN_IF_ERROR(CheckWritableFolder(
         flags_.output_dir.empty() ? "job.output_dir" : "--output", out_));
-    RETURN_IF_ERROR(
-        CheckWritableFolder("fault_tolerance.checkpoint.dir", spec_.fault_tolerance.checkpoint.dir));
+    RETURN_IF_ERROR(CheckWritableFolder("fault_tolerance.checkpoint.dir",
+                                        spec_.fault_tolerance.checkpoint.dir));
     if (children_->name() == std::string("local")) {
       RETURN_IF_ERROR(CheckTablesFitThisMachine(spec_, AvailableMemoryBytes()));
     }
