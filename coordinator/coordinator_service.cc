@@ -467,10 +467,6 @@ void CoordinatorService::PublishLocked() {
   }
 }
 
-}  // namespace ecps
-
-namespace ecps {
-
 void CoordinatorService::SaveStateLocked() {
   v1::CoordinatorState state;
   state.set_term(term_);

@@ -253,8 +253,8 @@ class CoordinatorService {
   // Durable state (docs/recovery.md, "The coordinator's state log"): `saver` is called, under
   // the service's lock, with the whole state before a membership or phase change is
   // published (watchers woken, responses sent) and at most once a second otherwise (the
-  // workers' progress). A failed save is logged; the job goes on. Saves once at once and
-  // returns that save's status.
+  // workers' progress). A failed save is logged; the job goes on. Saves once at once (OK
+  // even when that save failed: it was logged, as any other).
   using StateSaver = std::function<absl::Status(const v1::CoordinatorState&)>;
   absl::Status SetStateSaver(StateSaver saver);
   // Takeover: replaces the membership, phase, failure history and the workers' progress with
