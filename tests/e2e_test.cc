@@ -138,12 +138,8 @@ struct Interrupted {
 };
 template <typename Ready>
 Interrupted InterruptWhen(pid_t pid, Ready ready) {
-  const auto deadline = Clock::now() + std::chrono::seconds(60);
-  while (!ready() && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
   Interrupted out;
-  if (!ready()) {
+  if (!PollUntil(ready, std::chrono::seconds(60))) {
     WaitFor(pid, std::chrono::seconds(0));
     return out;
   }
@@ -319,12 +315,7 @@ int FreeLoopbackPort() {
 
 // Waits until `path` holds `text` (true) or `deadline` passes (false).
 bool WaitForText(const fs::path& path, const std::string& text, std::chrono::seconds deadline) {
-  const auto until = Clock::now() + deadline;
-  while (Clock::now() < until) {
-    if (ReadFile(path).find(text) != std::string::npos) return true;
-    std::this_thread::yield();
-  }
-  return false;
+  return PollUntil([&] { return ReadFile(path).find(text) != std::string::npos; }, deadline);
 }
 
 // Roles started one by one, as on a cluster, whose coordinator is SIGKILLed and never comes
@@ -358,12 +349,10 @@ TEST(EndToEnd, RolesWhoseCoordinatorDiedForGoodStopAfterTheGrace) {
   ASSERT_TRUE(WaitForText(worker_log, "the coordinator does not answer", std::chrono::seconds(30)))
       << ReadFile(worker_log);
   const size_t noticed = ReadFile(worker_log).find("the coordinator does not answer");
-  const auto evaluated_after = [&] {
-    return ReadFile(worker_log).find("eval AUC", noticed) != std::string::npos;
-  };
-  const auto until = Clock::now() + std::chrono::seconds(30);
-  while (!evaluated_after() && Clock::now() < until) std::this_thread::yield();
-  EXPECT_TRUE(evaluated_after()) << "no training without the coordinator:\n" << ReadFile(worker_log);
+  EXPECT_TRUE(PollUntil(
+      [&] { return ReadFile(worker_log).find("eval AUC", noticed) != std::string::npos; },
+      std::chrono::seconds(30)))
+      << "no training without the coordinator:\n" << ReadFile(worker_log);
 
   for (const auto& [pid, log] : {std::pair{server, dir / "server.log"}, std::pair{worker, worker_log}}) {
     const int status = WaitFor(pid, std::chrono::seconds(60));
