@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/poll.h"
+
 namespace ecps {
 namespace testing_process {
 
@@ -55,16 +57,6 @@ inline pid_t Start(const std::vector<std::string>& args, const fs::path& log) {
     _exit(127);
   }
   return pid;
-}
-
-// Polls `done` every 10 ms until it holds (true) or `timeout` passes (false).
-inline bool PollUntil(const std::function<bool()>& done, std::chrono::seconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
 }
 
 // Waits for `pid` to exit, up to `timeout`; returns its wait status, or -1 on timeout (then

@@ -6,20 +6,27 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/dlrm.h"
 #include "kernels/spec_config.h"
+#include "tests/poll.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 
 namespace ecps {
 namespace {
 
+// Runs beside Train with its board and stop flag (to stop it while it trains).
+using Beside = std::function<void(ProgressBoard* board, std::atomic<bool>* stop)>;
+
 // Trains worker `worker`'s partition against in-process servers; its final progress, and in
 // *status (when given) what Train returned, which otherwise must be OK.
-v1::WorkerProgress Train(const JobSpec& spec, int worker = 0, absl::Status* status = nullptr) {
+v1::WorkerProgress Train(const JobSpec& spec, int worker = 0, absl::Status* status = nullptr,
+                         const Beside& beside = nullptr) {
   const std::string token = "pipeline";
   auto cluster = TestCluster::Start(spec, token);
   EXPECT_NE(cluster, nullptr);
@@ -36,7 +43,10 @@ v1::WorkerProgress Train(const JobSpec& spec, int worker = 0, absl::Status* stat
   ProgressBoard board;
   std::atomic<bool> stop{false};
   TrainingLoop loop(spec, worker, ps->get(), model->get(), &board, &stop);
+  std::thread side;
+  if (beside) side = std::thread(beside, &board, &stop);
   absl::Status s = loop.Train();
+  if (side.joinable()) side.join();
   if (status != nullptr) {
     *status = s;
   } else {
@@ -183,6 +193,25 @@ TEST(Pipeline, EvaluatesAHeldOutSplitShorterThanABatch) {
   EXPECT_EQ(p.step(), 12);
   EXPECT_EQ(p.eval_step(), 12) << "the final evaluation, at the last step trained";
   EXPECT_GT(p.eval_logloss(), 0);
+}
+
+// A stop (a signal, or the coordinator's grace running out) that comes right after an
+// evaluation, when no push is in flight, ends training with CANCELLED. It used to wait on the
+// finished background task, which threw std::future_error and aborted the worker.
+TEST(Pipeline, AStopRightAfterAnEvaluationEndsTrainingCleanly) {
+  JobSpec spec = SmallSpec(2, 1000000);
+  spec.job.eval_every = 1;  // every step evaluates, so every stop comes right after one
+  spec.job.eval_samples = 64;
+  absl::Status status;
+  const v1::WorkerProgress p =
+      Train(spec, 0, &status, [](ProgressBoard* board, std::atomic<bool>* stop) {
+        EXPECT_TRUE(testing_process::PollUntil([&] { return board->Snapshot().eval_step() >= 3; },
+                              std::chrono::seconds(60)));
+        stop->store(true);
+      });
+  EXPECT_TRUE(absl::IsCancelled(status)) << status;
+  EXPECT_GE(p.step(), 3);
+  EXPECT_LT(p.step(), spec.job.steps);
 }
 
 }  // namespace

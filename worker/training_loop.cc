@@ -237,22 +237,27 @@ absl::Status TrainingLoop::TrainPipelined() {
     }
     return absl::OkStatus();
   };
+  // Waits for the background task before an early return. finish_background() leaves no
+  // task behind (after an evaluation, say), and wait() on that would throw.
+  auto settle_background = [&] {
+    if (background.valid()) background.wait();
+  };
   for (int64_t step = first; step <= spec_.job.steps; ++step) {
     const int64_t i = step - first;
     PreparedBatch& current = batches[i % kSlots];
     if (!current.valid) break;
     if (stop_->load()) {
-      background.wait();
+      settle_background();
       return absl::CancelledError("worker interrupted");
     }
     auto computed = Compute(step, current, dense[i % 2], &grads[i % 2]);
     if (!computed.ok()) {
-      background.wait();
+      settle_background();
       return computed.status();
     }
     losses[i % 2] = *computed;
     if (absl::Status s = CheckFinite(step, losses[i % 2], grads[i % 2]); !s.ok()) {
-      background.wait();
+      settle_background();
       return s;
     }
     if (absl::Status s = finish_background(); !s.ok()) return s;
