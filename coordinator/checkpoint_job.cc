@@ -18,7 +18,8 @@ namespace ecps {
 namespace fs = std::filesystem;
 
 v1::CheckpointReport SaveCheckpointOnServers(
-    const std::vector<std::string>& addresses, const std::string& token, uint64_t epoch,
+    const std::vector<std::string>& addresses, const std::string& token,
+    const CoordinatorStamp& stamp,
     int rpc_timeout_ms, const std::string& root, CheckpointLayout layout,
     const std::function<CheckpointProgress()>& progress,
     const std::function<void(int server, const std::string& address)>& on_unreachable) {
@@ -30,7 +31,7 @@ v1::CheckpointReport SaveCheckpointOnServers(
   }
   RpcOptions options;
   options.deadline_ms = std::max(rpc_timeout_ms, 60000);
-  FrozenServers frozen(stubs, token, epoch, "checkpoint", options);
+  FrozenServers frozen(stubs, token, stamp, "checkpoint", options);
   std::string error = frozen.error();
   // The code the coordinator acts on (ALREADY_EXISTS: that step was saved before).
   absl::StatusCode code = absl::StatusCode::kAborted;
@@ -59,7 +60,7 @@ v1::CheckpointReport SaveCheckpointOnServers(
     for (size_t s = 0; s < stubs.size(); ++s) {
       threads.emplace_back([&, s] {
         v1::SaveCheckpointRequest req;
-        FillHeader(req.mutable_header(), token, epoch, "checkpoint");
+        FillHeader(req.mutable_header(), token, stamp, "checkpoint");
         req.set_tmp_dir(tmp_dir);
         results[s] = CallWithRetry(save_options, [&](grpc::ClientContext* ctx) {
           return stubs[s]->SaveCheckpoint(ctx, req, &saved[s]);
@@ -144,7 +145,8 @@ v1::CheckpointReport SaveCheckpointOnServers(
 }
 
 absl::StatusOr<v1::CheckpointReport> ReloadCheckpointOnServers(
-    const std::vector<std::string>& addresses, const std::string& token, uint64_t epoch,
+    const std::vector<std::string>& addresses, const std::string& token,
+    const CoordinatorStamp& stamp,
     int rpc_timeout_ms, const std::string& root) {
   const auto start = std::chrono::steady_clock::now();
   auto dir = LatestCheckpoint(root);
@@ -159,7 +161,7 @@ absl::StatusOr<v1::CheckpointReport> ReloadCheckpointOnServers(
     threads.emplace_back([&, s] {
       auto stub = v1::ParameterServer::NewStub(MakeChannel(addresses[s], Role::kServer));
       v1::LoadCheckpointRequest req;
-      FillHeader(req.mutable_header(), token, epoch, "rollback");
+      FillHeader(req.mutable_header(), token, stamp, "rollback");
       req.set_dir(*dir);
       v1::LoadCheckpointResponse resp;
       results[s] = CallWithRetry(

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "checkpoint/format.h"
 #include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
 
 namespace ecps {
 
@@ -22,7 +23,8 @@ struct CheckpointProgress {
   std::vector<int64_t> reader_positions;  // one per worker
 };
 
-// Saves a checkpoint of the servers at `addresses` (every server by id) under `root`:
+// Saves a checkpoint of the servers at `addresses` (every server by id) under `root`, as the
+// coordinator `stamp` says (the map's epoch, its term):
 // freezes every server (new updates wait, in-flight ones finish, parity streams drain), asks
 // `progress` for the step and reader positions, BeginCheckpoint, SaveCheckpoint on every
 // server in parallel, CommitCheckpoint with the combined checksums, and always unfreezes
@@ -31,8 +33,8 @@ struct CheckpointProgress {
 // hears at once of a server whose save failed without an answer (AnsweredByPeer): a server
 // killed mid-save, while the others keep training frozen and so cannot report it.
 v1::CheckpointReport SaveCheckpointOnServers(
-    const std::vector<std::string>& addresses, const std::string& token, uint64_t epoch,
-    int rpc_timeout_ms, const std::string& root, CheckpointLayout layout,
+    const std::vector<std::string>& addresses, const std::string& token,
+    const CoordinatorStamp& stamp, int rpc_timeout_ms, const std::string& root, CheckpointLayout layout,
     const std::function<CheckpointProgress()>& progress,
     const std::function<void(int server, const std::string& address)>& on_unreachable = nullptr);
 
@@ -40,8 +42,8 @@ v1::CheckpointReport SaveCheckpointOnServers(
 // checkpoint under `root` (LoadCheckpoint, in parallel). Returns its directory, step and
 // reader positions; an error names the server or the file.
 absl::StatusOr<v1::CheckpointReport> ReloadCheckpointOnServers(
-    const std::vector<std::string>& addresses, const std::string& token, uint64_t epoch,
-    int rpc_timeout_ms, const std::string& root);
+    const std::vector<std::string>& addresses, const std::string& token,
+    const CoordinatorStamp& stamp, int rpc_timeout_ms, const std::string& root);
 
 }  // namespace ecps
 

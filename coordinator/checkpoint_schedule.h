@@ -30,6 +30,17 @@ class CheckpointSchedule {
   // later) and ended at `now`, whether it committed or not (a failed one is not retried before the next interval).
   void PeriodicTried(int64_t step, absl::Time now);
 
+  // The last periodic save tried (its step, when it ended; none before the first), and
+  // whether the final save ran: what a takeover restores (Restore).
+  int64_t last_step() const { return last_step_; }
+  std::optional<absl::Time> last_time() const { return last_time_; }
+  bool final_done() const { return final_done_; }
+  void Restore(int64_t last_step, std::optional<absl::Time> last_time, bool final_done) {
+    last_step_ = last_step;
+    last_time_ = last_time;
+    final_done_ = final_done;
+  }
+
   // A final checkpoint is configured and not saved yet.
   bool final_wanted() const { return save_final_ && !final_done_; }
   bool final_pending() const { return final_pending_; }

@@ -117,7 +117,7 @@ absl::Status CoordinatorProcess::WireClusterOperations() {
   const std::string token = token_;
   const int scrub_timeout_ms = spec.cluster.rpc_timeout_ms;
   service_->SetScrubber([token, scrub_timeout_ms](const v1::ClusterMap& map) {
-    return ScrubServers(ServerAddresses(map), token, map.epoch(), scrub_timeout_ms);
+    return ScrubServers(ServerAddresses(map), token, StampOf(map), scrub_timeout_ms);
   });
 
   // Checkpoints (ecps checkpoint, the final save) go to fault_tolerance.checkpoint.dir.
@@ -140,7 +140,7 @@ absl::Status CoordinatorProcess::WireClusterOperations() {
   service_->SetCheckpointer(
       [token, scrub_timeout_ms, checkpoint_root, layout = *layout, report_unreachable](
           const v1::ClusterMap& map, const std::function<CheckpointProgress()>& progress) {
-        return SaveCheckpointOnServers(ServerAddresses(map), token, map.epoch(),
+        return SaveCheckpointOnServers(ServerAddresses(map), token, StampOf(map),
                                        scrub_timeout_ms, checkpoint_root, layout, progress,
                                        report_unreachable);
       });
@@ -155,7 +155,7 @@ absl::Status CoordinatorProcess::WireClusterOperations() {
   // which loads the last checkpoint), then every server reloads it and every worker rewinds.
   if (spec.fault_tolerance.mode == FaultToleranceMode::kCheckpoint) {
     service_->SetReloader([token, scrub_timeout_ms, checkpoint_root](const v1::ClusterMap& map) {
-      return ReloadCheckpointOnServers(ServerAddresses(map), token, map.epoch(),
+      return ReloadCheckpointOnServers(ServerAddresses(map), token, StampOf(map),
                                        scrub_timeout_ms, checkpoint_root);
     });
     service_->SetServerDeadHandler([svc](int server_id) {

@@ -210,6 +210,7 @@ absl::Status CoordinatorService::Kill(const v1::KillRequest& request,
         absl::StrCat(NodeName(node), " has no live instance to kill"));
   }
   kill_requested_.insert(node.instance);
+  SaveChangeLocked();  // before the admin hears it was asked
   const std::string sender =
       request.header().sender().empty() ? "an admin" : request.header().sender();
   spdlog::warn("{}: kill requested by {}; it dies at its next heartbeat", DescribeNode(node), sender);
@@ -453,6 +454,7 @@ void CoordinatorService::FillMapLocked(v1::ClusterMap* map) const {
   membership_.FillClusterMap(map);
   map->set_phase(phase_);
   map->set_version(MapVersionLocked());
+  map->set_term(term_);
 }
 
 void CoordinatorService::PublishLocked() {
@@ -479,11 +481,26 @@ void CoordinatorService::SaveStateLocked() {
   for (const auto& [worker, step] : worker_resume_step_) {
     (*state.mutable_worker_resume_step())[worker] = step;
   }
+  for (const std::string& instance : kill_requested_) state.add_kill_requested(instance);
+  if (last_scrub_ != nullptr) *state.mutable_last_scrub() = *last_scrub_;
+  if (last_checkpoint_ != nullptr) *state.mutable_last_checkpoint() = *last_checkpoint_;
+  state.set_rollback_generation(rollback_.generation());
+  state.set_rollback_reloaded(rollback_.reloaded());
+  *state.mutable_rollback_to() = rollback_.reloaded_to();
+  state.set_checkpoint_last_step(schedule_.last_step());
+  if (schedule_.last_time()) {
+    state.set_checkpoint_last_unix_micros(absl::ToUnixMicros(*schedule_.last_time()));
+  }
+  state.set_final_checkpoint_done(schedule_.final_done());
   last_saved_ = clock_->Now();
   if (absl::Status saved = saver_(state); !saved.ok()) {
     spdlog::error("coordinator: cannot save its state (a takeover would start from an older "
                   "one): {}", saved.ToString());
   }
+}
+
+void CoordinatorService::SaveChangeLocked() {
+  if (saver_) SaveStateLocked();
 }
 
 absl::Status CoordinatorService::SetStateSaver(StateSaver saver) {
@@ -504,6 +521,18 @@ absl::Status CoordinatorService::Restore(const v1::CoordinatorState& state) {
   history_.Restore({state.failures().begin(), state.failures().end()});
   worker_resume_step_.clear();
   for (const auto& [worker, step] : state.worker_resume_step()) worker_resume_step_[worker] = step;
+  kill_requested_ = {state.kill_requested().begin(), state.kill_requested().end()};
+  last_scrub_ = state.has_last_scrub() ? std::make_unique<v1::ScrubReport>(state.last_scrub())
+                                       : nullptr;
+  last_checkpoint_ = state.has_last_checkpoint()
+                         ? std::make_unique<v1::CheckpointReport>(state.last_checkpoint())
+                         : nullptr;
+  rollback_.Restore(state.rollback_generation(), state.rollback_reloaded(), state.rollback_to());
+  std::optional<absl::Time> last_periodic;
+  if (state.checkpoint_last_unix_micros() != 0) {
+    last_periodic = absl::FromUnixMicros(state.checkpoint_last_unix_micros());
+  }
+  schedule_.Restore(state.checkpoint_last_step(), last_periodic, state.final_checkpoint_done());
   const absl::Time now = clock_->Now();
   if (phase_ != v1::JOB_STARTING) progress_.MarkRunning(now);
   for (int w = 0; w < membership_.num_workers(); ++w) {

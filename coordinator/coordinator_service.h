@@ -316,6 +316,9 @@ class CoordinatorService {
   // saver: on a change, or when the last save is a second old).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Saves now, with a saver: after a change that is not the map's (a kill asked, a report, a
+  // rollback's step), before it is told to anyone.
+  void SaveChangeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The workers' latest step (minimum) and reader positions.
   CheckpointProgress WorkerCut() const ABSL_LOCKS_EXCLUDED(mu_);
   // The status of a save from its report: OK when it committed, else the save's own error

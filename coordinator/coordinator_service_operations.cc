@@ -38,6 +38,7 @@ absl::Status CoordinatorService::Scrub(const v1::ScrubRequest& request,
   *report = scrubber(map);
   absl::MutexLock lock(&mu_);
   last_scrub_ = std::make_unique<v1::ScrubReport>(*report);
+  SaveChangeLocked();
   return absl::OkStatus();
 }
 
@@ -80,6 +81,7 @@ absl::Status CoordinatorService::Checkpoint(const v1::CheckpointRequest& request
   {
     absl::MutexLock lock(&mu_);
     last_checkpoint_ = std::make_unique<v1::CheckpointReport>(*report);
+    SaveChangeLocked();
   }
   if (report->done()) {
     spdlog::info("checkpoint of step {} saved to {} ({} bytes, {:.2f} s)", report->step(),
@@ -112,6 +114,7 @@ void CoordinatorService::RunPendingCheckpoint() {
   absl::MutexLock lock(&mu_);
   last_checkpoint_ = std::make_unique<v1::CheckpointReport>(report);
   schedule_.FinalDone();
+  SaveChangeLocked();
   const absl::Status saved = SaveStatus(report);
   if (saved.ok()) {
     spdlog::info("final checkpoint of step {} saved to {} ({} bytes, {:.2f} s)", report.step(),
@@ -176,6 +179,7 @@ void CoordinatorService::RunPeriodicCheckpoint() {
   absl::Status status = Checkpoint(request, &report);
   absl::MutexLock lock(&mu_);
   schedule_.PeriodicTried(std::max(step, report.step()), clock_->Now());
+  SaveChangeLocked();
   if (!status.ok()) {
     spdlog::warn("periodic checkpoint at step {} not saved: {}", step, status.ToString());
   }
@@ -197,6 +201,7 @@ bool CoordinatorService::BeginRollback() {
       "job '{}': rolling back to the last checkpoint (rollback {}): every worker stops, "
       "every server reloads",
       job_name_, rollback_.generation());
+  SaveChangeLocked();
   return true;
 }
 
@@ -230,6 +235,7 @@ void CoordinatorService::RunPendingRollback() {
     return;
   }
   rollback_.Reloaded(generation, *loaded);
+  SaveChangeLocked();
   spdlog::info("job '{}': every server reloaded {} (step {}); workers resume", job_name_,
                loaded->dir(), loaded->step());
 }
@@ -249,6 +255,7 @@ void CoordinatorService::RunPendingScrub() {
   v1::ScrubReport report = scrubber(map);
   absl::MutexLock lock(&mu_);
   last_scrub_ = std::make_unique<v1::ScrubReport>(report);
+  SaveChangeLocked();
   spdlog::info("{}", FinalScrub::Summary(report));
   if (absl::Status verdict = final_scrub_.Finish(report); !verdict.ok()) {
     FailJobLocked(std::string(verdict.message()));

@@ -19,11 +19,11 @@ uint64_t NewFreezeId() {
 }  // namespace
 
 FrozenServers::FrozenServers(const std::vector<std::unique_ptr<v1::ParameterServer::Stub>>& stubs,
-                             std::string token, uint64_t epoch, std::string sender,
+                             std::string token, CoordinatorStamp stamp, std::string sender,
                              RpcOptions options)
     : stubs_(stubs),
       token_(std::move(token)),
-      epoch_(epoch),
+      stamp_(stamp),
       sender_(std::move(sender)),
       options_(options),
       freeze_id_(NewFreezeId()) {
@@ -37,7 +37,7 @@ FrozenServers::FrozenServers(const std::vector<std::unique_ptr<v1::ParameterServ
 
 absl::Status FrozenServers::Freeze(size_t server, bool on) {
   v1::FreezeRequest req;
-  FillHeader(req.mutable_header(), token_, epoch_, sender_);
+  FillHeader(req.mutable_header(), token_, stamp_, sender_);
   req.set_freeze(on);
   req.set_freeze_id(freeze_id_);
   req.set_owner(kCoordinatorFreezeOwner);

@@ -20,7 +20,7 @@ class FrozenServers {
 
   // Freezes the servers in order; stops at the first that cannot be frozen (see error()).
   FrozenServers(const std::vector<std::unique_ptr<v1::ParameterServer::Stub>>& stubs,
-                std::string token, uint64_t epoch, std::string sender, RpcOptions options);
+                std::string token, CoordinatorStamp stamp, std::string sender, RpcOptions options);
   ~FrozenServers() { Resume().IgnoreError(); }
   FrozenServers(const FrozenServers&) = delete;
   FrozenServers& operator=(const FrozenServers&) = delete;
@@ -35,7 +35,7 @@ class FrozenServers {
 
   const std::vector<std::unique_ptr<v1::ParameterServer::Stub>>& stubs_;
   const std::string token_;
-  const uint64_t epoch_;
+  const CoordinatorStamp stamp_;
   const std::string sender_;
   const RpcOptions options_;
   const uint64_t freeze_id_;  // one lease id on every server, owned by "coordinator"

@@ -47,6 +47,16 @@ class RollbackController {
   // failure): no checkpoint or prune may run.
   bool RollingBack(const WorkerReports& workers) const;
 
+  // The checkpoint the last reload loaded (empty before one).
+  const v1::CheckpointReport& reloaded_to() const { return to_; }
+  // Takeover: the rollback as a saved coordinator had it (its generation, reloaded(),
+  // reloaded_to()).
+  void Restore(uint64_t generation, bool reloaded, const v1::CheckpointReport& to) {
+    generation_ = generation;
+    ready_ = reloaded;
+    to_ = to;
+  }
+
   // What a worker's heartbeat response says of the rollback (nothing before the first).
   void FillHeartbeat(int worker, int num_workers, v1::HeartbeatResponse* response) const;
 

@@ -12,7 +12,7 @@
 namespace ecps {
 
 v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const std::string& token,
-                             uint64_t epoch, int rpc_timeout_ms) {
+                             const CoordinatorStamp& stamp, int rpc_timeout_ms) {
   auto start = std::chrono::steady_clock::now();
   v1::ScrubReport report;
   std::vector<std::unique_ptr<v1::ParameterServer::Stub>> stubs;
@@ -21,12 +21,12 @@ v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const st
   }
   RpcOptions options;
   options.deadline_ms = std::max(rpc_timeout_ms, 60000);
-  FrozenServers frozen(stubs, token, epoch, "scrub", options);
+  FrozenServers frozen(stubs, token, stamp, "scrub", options);
   std::string error = frozen.error();
   // Parity.
   for (size_t s = 0; s < stubs.size() && error.empty(); ++s) {
     v1::ScrubParityRequest req;
-    FillHeader(req.mutable_header(), token, epoch, "scrub");
+    FillHeader(req.mutable_header(), token, stamp, "scrub");
     v1::ScrubParityResponse resp;
     absl::Status st = CallWithRetry(options, [&](grpc::ClientContext* ctx) {
       return stubs[s]->ScrubParity(ctx, req, &resp);
@@ -45,7 +45,7 @@ v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const st
   std::map<int, std::vector<v1::DenseChecksum>> dense;
   for (size_t s = 0; s < stubs.size() && error.empty(); ++s) {
     v1::DenseChecksumsRequest req;
-    FillHeader(req.mutable_header(), token, epoch, "scrub");
+    FillHeader(req.mutable_header(), token, stamp, "scrub");
     v1::DenseChecksumsResponse resp;
     absl::Status st = CallWithRetry(options, [&](grpc::ClientContext* ctx) {
       return stubs[s]->DenseChecksums(ctx, req, &resp);

@@ -13,13 +13,14 @@
 
 #include "absl/status/statusor.h"
 #include "proto/ecps.pb.h"
+#include "runtime/rpc.h"
 
 namespace ecps {
 
-// `addresses`: every server by id. Returns the report; a server that cannot be reached makes
+// `addresses`: every server by id; `stamp` the map's epoch and the coordinator's term. Returns the report; a server that cannot be reached makes
 // the report's error non-empty (and clean false) rather than an error status.
 v1::ScrubReport ScrubServers(const std::vector<std::string>& addresses, const std::string& token,
-                             uint64_t epoch, int rpc_timeout_ms);
+                             const CoordinatorStamp& stamp, int rpc_timeout_ms);
 
 }  // namespace ecps
 

@@ -158,6 +158,14 @@ absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header,
   return absl::OkStatus();
 }
 
+absl::Status ParameterServerCore::CheckCoordinatorTerm(const v1::RequestHeader& header) const {
+  if (absl::Status deposed = coordinator_term_.Check(header.term()); !deposed.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("refused ", header.sender(), "'s request: ", deposed.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
                                        v1::PullResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
@@ -520,6 +528,7 @@ void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
 absl::Status ParameterServerCore::SaveCheckpoint(const v1::SaveCheckpointRequest& request,
                                                  v1::SaveCheckpointResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (absl::Status s = CheckCoordinatorTerm(request.header()); !s.ok()) return s;
   if (request.tmp_dir().empty()) return absl::InvalidArgumentError("checkpoint tmp_dir is empty");
   {
     // Only an uncommitted step-N.tmp folder (BeginCheckpoint's) is written: never a
@@ -598,6 +607,7 @@ absl::Status ParameterServerCore::SaveCheckpoint(const v1::SaveCheckpointRequest
 
 absl::Status ParameterServerCore::LoadCheckpoint(const v1::LoadCheckpointRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (absl::Status s = CheckCoordinatorTerm(request.header()); !s.ok()) return s;
   if (parts_.parity != nullptr) {
     return absl::FailedPreconditionError("rollback to a checkpoint is for modes without parity");
   }

@@ -48,6 +48,7 @@
 #include "ps/rebuilder.h"
 #include "ps/row_code.h"
 #include "ps/update_gate.h"
+#include "runtime/coordinator_term.h"
 #include "runtime/security.h"
 
 namespace ecps {
@@ -144,6 +145,16 @@ class ParameterServerCore {
   // Requests from an epoch older than this are refused (fencing).
   void SetEpoch(uint64_t epoch) { epoch_.store(epoch, std::memory_order_release); }
   uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+
+  // The coordinator's term seen in a heartbeat answer or a cluster map (0: none given).
+  // Requests that carry a lower term than the highest seen (a deposed coordinator's freezes,
+  // scrubs, checkpoint saves and reloads) are refused: CheckCoordinatorTerm.
+  void ObserveCoordinatorTerm(uint64_t term) { coordinator_term_.Check(term).IgnoreError(); }
+  uint64_t coordinator_term() const { return coordinator_term_.highest(); }
+  // For the methods only the coordinator calls (and Freeze): FAILED_PRECONDITION when the
+  // header's term is lower than the highest seen (a deposed coordinator's request), which it
+  // raises otherwise. Term 0 (a server's freeze) passes.
+  absl::Status CheckCoordinatorTerm(const v1::RequestHeader& header) const;
 
   absl::Status Pull(const v1::PullRequest& request, v1::PullResponse* response) const;
   absl::Status Push(const v1::PushRequest& request);
@@ -249,6 +260,8 @@ class ParameterServerCore {
   std::atomic<uint64_t> epoch_{0};
   std::atomic<bool> ready_{false};
   std::atomic<bool> fenced_{false};
+  // The highest coordinator term seen; raised by requests of a higher term too.
+  mutable CoordinatorTermFence coordinator_term_;
   std::atomic<int> tcp_delta_port_{0};
   ServerParts parts_;
   // Parity deltas and dense replica updates from peers (set by Install; it uses parts_).

@@ -113,6 +113,12 @@ absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
     return s;
   }
   const char* what = request.freeze() ? "a freeze" : "a freeze release";
+  // A deposed coordinator may not freeze (its release, like any, is accepted).
+  if (request.freeze()) {
+    if (absl::Status s = CheckCoordinatorTerm(request.header()); !s.ok()) {
+      return Refuse(s, request.header(), what);
+    }
+  }
   if (request.owner().empty()) {
     return Refuse(absl::InvalidArgumentError("freeze without an owner"), request.header(), what);
   }
@@ -175,6 +181,7 @@ absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
 absl::Status ParameterServerCore::ScrubParity(const v1::ScrubParityRequest& request,
                                               v1::ScrubParityResponse* response) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (absl::Status s = CheckCoordinatorTerm(request.header()); !s.ok()) return s;
   if (parts_.parity == nullptr) return absl::OkStatus();
   const Placement& placement = parts_.embeddings->placement();
   const int k = placement.k();
@@ -355,6 +362,7 @@ absl::Status ParameterServerCore::ReadDense(const v1::ReadDenseRequest& request,
 absl::Status ParameterServerCore::DenseChecksums(const v1::DenseChecksumsRequest& request,
                                                  v1::DenseChecksumsResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  if (absl::Status s = CheckCoordinatorTerm(request.header()); !s.ok()) return s;
   for (int t = 0; t < parts_.dense->num_tensors(); ++t) {
     if (!parts_.dense->Holds(t)) continue;
     v1::DenseChecksum* c = response->add_tensors();

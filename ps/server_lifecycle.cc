@@ -146,6 +146,7 @@ HeartbeatAction ServerLifecycle::Heartbeat(std::chrono::steady_clock::time_point
                  grace_.Silent(now).count());
   }
   grace_.Answered(now);
+  core_->ObserveCoordinatorTerm(resp->term());
   if (resp->fenced()) {
     // Declared dead (a pause past the timeout, a partition): refuse everything at once and
     // never adopt the new epoch, so nothing this process still sends is accepted.
@@ -261,6 +262,7 @@ bool ServerLifecycle::FollowMap() {
     case MapStanding::kHeld:
       break;
   }
+  core_->ObserveCoordinatorTerm(map.term());
   if (map.epoch() > core_->epoch()) core_->SetEpoch(map.epoch());
   if (core_->ready()) core_->FollowMap(map);
   for (const auto& [server, address] : peers_.Update(map)) {

@@ -5,6 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "runtime/fake_coordinator_link.h"
+#include "runtime/rpc.h"
 
 namespace ecps {
 namespace {
@@ -337,6 +338,28 @@ TEST_F(ServerLifecycleTest, FollowMapAdoptsANewerEpoch) {
   EXPECT_TRUE(life->FollowMap());
   EXPECT_EQ(core_.epoch(), 6u);
   EXPECT_FALSE(core_.fenced());
+}
+
+// The coordinator's term, from its heartbeat answers and its maps, is what the core refuses a
+// deposed coordinator's requests by (ParameterServerCore::CheckCoordinatorTerm).
+TEST_F(ServerLifecycleTest, TheCoordinatorsTermReachesTheCore) {
+  Registered(0, v1::NODE_ACTIVE);
+  auto life = Make();
+  ASSERT_TRUE(life->Register().ok());
+  v1::HeartbeatResponse answer;
+  answer.set_phase(v1::JOB_RUNNING);
+  answer.set_term(2);
+  coordinator_.QueueHeartbeatResponse(answer);
+  EXPECT_EQ(life->Heartbeat(), HeartbeatAction::kContinue);
+  EXPECT_EQ(core_.coordinator_term(), 2u);
+  v1::ClusterMap map = MapOf(6, {Server("me", v1::NODE_ACTIVE, "host:9")});
+  map.set_term(3);
+  coordinator_.SetMap(map);
+  EXPECT_TRUE(life->FollowMap());
+  EXPECT_EQ(core_.coordinator_term(), 3u);
+  v1::RequestHeader deposed;
+  FillHeader(&deposed, "token", CoordinatorStamp{6, 2}, "scrub");
+  EXPECT_EQ(core_.CheckCoordinatorTerm(deposed).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(ServerLifecycleTest, ExitCodeIsDecidedOnce) {

@@ -99,7 +99,7 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
   }
   if (!status.ok()) return status;
   std::lock_guard<std::mutex> lock(mu_);
-  if (response.map().epoch() >= map_.epoch()) map_ = response.map();
+  TakeMapLocked(response.map());
   return response;
 }
 
@@ -196,7 +196,7 @@ void CoordinatorClient::WatchLoop() {
       backoff_ms = 20;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (map.epoch() >= map_.epoch()) map_ = map;
+        TakeMapLocked(map);
       }
       changed_.notify_all();
     }
@@ -216,6 +216,20 @@ void CoordinatorClient::WatchLoop() {
   }
 }
 
+bool NewerMap(const v1::ClusterMap& held, const v1::ClusterMap& offered) {
+  if (offered.term() != held.term()) return offered.term() > held.term();
+  return offered.epoch() >= held.epoch();
+}
+
+void CoordinatorClient::TakeMapLocked(const v1::ClusterMap& map) {
+  if (absl::Status deposed = term_fence_.Check(map.term()); !deposed.ok()) {
+    spdlog::warn("{}: ignored a cluster map (epoch {}): {}", sender_, map.epoch(),
+                 std::string(deposed.message()));
+    return;
+  }
+  if (NewerMap(map_, map)) map_ = map;
+}
+
 v1::ClusterMap CoordinatorClient::map() const {
   std::lock_guard<std::mutex> lock(mu_);
   return map_;
@@ -232,18 +246,6 @@ absl::StatusOr<v1::ClusterMap> CoordinatorClient::WaitForMap(
                                        std::to_string(map_.epoch()) + ")");
   }
   return map_;
-}
-
-absl::Status CoordinatorTermFence::Check(uint64_t term) {
-  uint64_t seen = highest_.load();
-  while (term > seen && !highest_.compare_exchange_weak(seen, term)) {
-  }
-  if (term != 0 && term < seen) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "refused an answer of coordinator term ", term, ": term ", seen,
-        " took the job over (docs/recovery.md)"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace ecps

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/coordinator_link.h"
+#include "runtime/coordinator_term.h"
 #include "runtime/rpc.h"
 
 namespace ecps {
@@ -26,19 +27,10 @@ namespace ecps {
 // A string that tells this process incarnation apart from any other: pid@host:start-ns.
 std::string MakeInstanceId();
 
-// The highest coordinator term a role has seen (docs/recovery.md, "Fencing a deposed
-// coordinator"): an answer of a lower term is a deposed coordinator's and is refused.
-// Thread-safe.
-class CoordinatorTermFence {
- public:
-  // Remembers `term` and returns OK when it is at least the highest seen (0, no term given,
-  // is always accepted and changes nothing); FAILED_PRECONDITION otherwise.
-  absl::Status Check(uint64_t term);
-  uint64_t highest() const { return highest_.load(); }
-
- private:
-  std::atomic<uint64_t> highest_{0};
-};
+// Whether a role holding `held` takes `offered` instead: one of a later coordinator term
+// always (a takeover), one of an earlier term never (a deposed coordinator's), and within a
+// term one of the same or a later epoch.
+bool NewerMap(const v1::ClusterMap& held, const v1::ClusterMap& offered);
 
 class CoordinatorClient : public CoordinatorLink {
  public:
@@ -81,6 +73,10 @@ class CoordinatorClient : public CoordinatorLink {
 
  private:
   void WatchLoop();
+  // Keeps `map` unless it is older than the one held: a deposed coordinator's (a lower term
+  // than the highest seen) is ignored, one of a newer term replaces the held one, and within
+  // a term the later epoch wins.
+  void TakeMapLocked(const v1::ClusterMap& map);
 
   const std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -89,7 +85,7 @@ class CoordinatorClient : public CoordinatorLink {
   const std::string sender_;
   const int rpc_timeout_ms_;
   std::string metrics_address_;
-  CoordinatorTermFence term_fence_;  // Heartbeat's
+  CoordinatorTermFence term_fence_;  // heartbeat answers' and maps'
 
   mutable std::mutex mu_;
   std::condition_variable changed_;

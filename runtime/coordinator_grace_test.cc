@@ -61,5 +61,20 @@ TEST(CoordinatorTermFence, ALowerTermThanOneSeenIsRefused) {
   EXPECT_EQ(fence.highest(), 2u);
 }
 
+TEST(NewerMap, TheTermComesBeforeTheEpoch) {
+  auto map = [](uint64_t term, uint64_t epoch) {
+    v1::ClusterMap m;
+    m.set_term(term);
+    m.set_epoch(epoch);
+    return m;
+  };
+  EXPECT_TRUE(NewerMap(map(0, 0), map(1, 1))) << "the first map";
+  EXPECT_TRUE(NewerMap(map(1, 3), map(1, 3))) << "same epoch: a newer version";
+  EXPECT_TRUE(NewerMap(map(1, 3), map(1, 4)));
+  EXPECT_FALSE(NewerMap(map(1, 4), map(1, 3)));
+  EXPECT_TRUE(NewerMap(map(1, 4), map(2, 4))) << "a takeover";
+  EXPECT_FALSE(NewerMap(map(2, 4), map(1, 5))) << "a deposed coordinator's later epoch";
+}
+
 }  // namespace
 }  // namespace ecps

@@ -92,6 +92,14 @@ void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoc
   header->set_sender(std::string(sender));
 }
 
+CoordinatorStamp StampOf(const v1::ClusterMap& map) { return {map.epoch(), map.term()}; }
+
+void FillHeader(v1::RequestHeader* header, std::string_view token, const CoordinatorStamp& stamp,
+                std::string_view sender) {
+  FillHeader(header, token, stamp.epoch, sender);
+  header->set_term(stamp.term);
+}
+
 absl::StatusOr<GrpcServer> StartGrpcServer(const std::string& host, int port,
                                            const std::vector<grpc::Service*>& services,
                                            int threads, const TlsIdentity* tls) {

@@ -22,6 +22,7 @@
 
 namespace ecps {
 namespace v1 {
+class ClusterMap;
 class RequestHeader;
 }
 
@@ -68,6 +69,19 @@ absl::Status CallWithRetry(const RpcOptions& options,
 
 // Fills a request header.
 void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoch,
+                std::string_view sender);
+
+// What a coordinator's request to a server carries besides its credential: the epoch of the
+// map it acts on and its own term, which a server checks against the highest it has seen
+// (docs/recovery.md, "Fencing a deposed coordinator").
+struct CoordinatorStamp {
+  uint64_t epoch = 0;
+  uint64_t term = 0;
+};
+// The stamp of a coordinator acting on `map` (the map carries its publisher's term).
+CoordinatorStamp StampOf(const v1::ClusterMap& map);
+// Fills a coordinator's request header.
+void FillHeader(v1::RequestHeader* header, std::string_view token, const CoordinatorStamp& stamp,
                 std::string_view sender);
 
 

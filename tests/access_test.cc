@@ -191,7 +191,7 @@ class LiveClusterAccessTest : public ::testing::Test {
     return resp.payloads();
   }
   v1::ScrubReport Scrub() {
-    return ScrubServers(addresses_, RoleToken(kSecret, Role::kCoordinator), 1, 10000);
+    return ScrubServers(addresses_, RoleToken(kSecret, Role::kCoordinator), {1}, 10000);
   }
 
   JobSpec spec_;

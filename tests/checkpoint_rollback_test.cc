@@ -51,7 +51,7 @@ std::string Save(const JobSpec& spec, TestCluster* cluster, const fs::path& root
   auto layout = CheckpointLayoutFor(spec);
   EXPECT_TRUE(layout.ok());
   v1::CheckpointReport report = SaveCheckpointOnServers(
-      addresses, kToken, map.epoch(), 10000, root.string(), *layout, [step] {
+      addresses, kToken, StampOf(map), 10000, root.string(), *layout, [step] {
         return CheckpointProgress{step, {step * 128}};
       });
   EXPECT_TRUE(report.done()) << report.error();
@@ -87,7 +87,7 @@ TEST(CheckpointRollback, ServerGoneMidSaveIsReportedAtOnce) {
   ASSERT_TRUE(layout.ok());
   std::vector<std::pair<int, std::string>> reported;
   v1::CheckpointReport report = SaveCheckpointOnServers(
-      addresses, kToken, map.epoch(), 10000, root.string(), *layout,
+      addresses, kToken, StampOf(map), 10000, root.string(), *layout,
       [&] {
         cluster->Stop(1);  // every server is frozen now; the saves come next
         return CheckpointProgress{10, {1280}};
@@ -118,7 +118,7 @@ TEST(CheckpointRollback, EveryServerReloadsTheCheckpointByteForByte) {
   std::vector<std::string> addresses;
   for (const auto& s : map.servers()) addresses.push_back(s.address());
   auto reloaded =
-      ReloadCheckpointOnServers(addresses, kToken, map.epoch(), 10000, (root / "a").string());
+      ReloadCheckpointOnServers(addresses, kToken, StampOf(map), 10000, (root / "a").string());
   ASSERT_TRUE(reloaded.ok()) << reloaded.status();
   EXPECT_EQ(reloaded->dir(), saved);
   EXPECT_EQ(reloaded->step(), 15);
@@ -139,7 +139,7 @@ TEST(CheckpointRollback, ReloadRefusesAMissingCheckpointNamingTheRoot) {
   std::vector<std::string> addresses;
   for (const auto& s : map.servers()) addresses.push_back(s.address());
   auto reloaded =
-      ReloadCheckpointOnServers(addresses, kToken, map.epoch(), 10000, "/nonexistent/ckpt-root");
+      ReloadCheckpointOnServers(addresses, kToken, StampOf(map), 10000, "/nonexistent/ckpt-root");
   ASSERT_FALSE(reloaded.ok());
   EXPECT_NE(reloaded.status().message().find("/nonexistent/ckpt-root"), std::string::npos)
       << reloaded.status();

@@ -63,7 +63,7 @@ void Train(const JobSpec& spec, TestCluster* cluster, int workers) {
 }
 
 void ExpectClean(const TestCluster& cluster) {
-  v1::ScrubReport report = ScrubServers(Addresses(cluster), kToken, 1, 10000);
+  v1::ScrubReport report = ScrubServers(Addresses(cluster), kToken, {1}, 10000);
   EXPECT_TRUE(report.error().empty()) << report.error();
   EXPECT_GT(report.stripes_checked(), 0);
   EXPECT_EQ(report.parity_mismatches(), 0) << report.DebugString();
@@ -267,6 +267,50 @@ TEST(ReadRows, ReadsParityInTheSameRequest) {
   EXPECT_TRUE(refused.payloads().empty());
 }
 
+// A coordinator that was taken over (a lower term than the servers heard of) can neither
+// freeze nor scrub nor save: every call it makes is refused, naming both terms, and nothing
+// stays frozen. Its successor, and a later one, are obeyed.
+TEST(Scrub, ADeposedCoordinatorIsRefusedByEveryServer) {
+  JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
+  auto cluster = TestCluster::Start(spec, kToken);
+  ASSERT_NE(cluster, nullptr);
+  for (int s = 0; s < 3; ++s) cluster->core(s)->ObserveCoordinatorTerm(2);
+  const v1::ScrubReport deposed = ScrubServers(Addresses(*cluster), kToken, {1, 1}, 10000);
+  EXPECT_FALSE(deposed.clean());
+  EXPECT_NE(deposed.error().find("cannot freeze server 0"), std::string::npos) << deposed.error();
+  EXPECT_NE(deposed.error().find("coordinator term 1 was deposed: term 2 took the job over"),
+            std::string::npos)
+      << deposed.error();
+  auto stub = v1::ParameterServer::NewStub(MakeChannel(cluster->address(1), Role::kServer));
+  for (auto call : {+[](v1::ParameterServer::Stub* stub, const v1::RequestHeader& header) {
+                      v1::SaveCheckpointRequest req;
+                      *req.mutable_header() = header;
+                      req.set_tmp_dir("/nonexistent/never-written");
+                      v1::SaveCheckpointResponse resp;
+                      grpc::ClientContext ctx;
+                      return stub->SaveCheckpoint(&ctx, req, &resp);
+                    },
+                    +[](v1::ParameterServer::Stub* stub, const v1::RequestHeader& header) {
+                      v1::ScrubParityRequest req;
+                      *req.mutable_header() = header;
+                      v1::ScrubParityResponse resp;
+                      grpc::ClientContext ctx;
+                      return stub->ScrubParity(&ctx, req, &resp);
+                    }}) {
+    v1::RequestHeader header;
+    FillHeader(&header, kToken, CoordinatorStamp{1, 1}, "coordinator");
+    const grpc::Status refused = call(stub.get(), header);
+    EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(refused.error_message().find("was deposed"), std::string::npos)
+        << refused.error_message();
+  }
+  const v1::ScrubReport current = ScrubServers(Addresses(*cluster), kToken, {1, 2}, 10000);
+  EXPECT_TRUE(current.clean()) << current.error();
+  const v1::ScrubReport later = ScrubServers(Addresses(*cluster), kToken, {1, 3}, 10000);
+  EXPECT_TRUE(later.clean()) << later.error();
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(cluster->core(s)->coordinator_term(), 3u);
+}
+
 TEST(Scrub, DetectsACorruptedParityRow) {
   JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
   auto cluster = TestCluster::Start(spec, kToken);
@@ -289,7 +333,7 @@ TEST(Scrub, DetectsACorruptedParityRow) {
   d->set_delta(delta);
   v1::ParityDeltaAck ack;
   ASSERT_TRUE(cluster->core(holder)->ApplyParityDeltas(batch, &ack).ok());
-  v1::ScrubReport report = ScrubServers(Addresses(*cluster), kToken, 1, 10000);
+  v1::ScrubReport report = ScrubServers(Addresses(*cluster), kToken, {1}, 10000);
   EXPECT_EQ(report.parity_mismatches(), 1);
   EXPECT_FALSE(report.clean());
   ASSERT_GE(report.mismatches_size(), 1);

@@ -149,7 +149,7 @@ bool WaitDeltasDelivered(const JobSpec& spec, TestCluster* cluster) {
 
 void ExpectClean(TestCluster* cluster) {
   v1::ScrubReport report =
-      ScrubServers(Addresses(cluster->current_map()), kToken, cluster->current_map().epoch(), 10000);
+      ScrubServers(Addresses(cluster->current_map()), kToken, StampOf(cluster->current_map()), 10000);
   EXPECT_TRUE(report.clean()) << report.DebugString();
   EXPECT_GT(report.stripes_checked(), 0);
 }
