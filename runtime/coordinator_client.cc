@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -23,10 +24,10 @@ std::string MakeInstanceId() {
 }
 
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,
-                                     std::string sender, int rpc_timeout_ms)
-    : address_(address),
-      channel_(MakeChannel(address, Role::kCoordinator)),
-      stub_(v1::Coordinator::NewStub(channel_)),
+                                     std::string sender, int rpc_timeout_ms,
+                                     std::string address_file)
+    : finder_(address, std::move(address_file)),
+      stub_(v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator))),
       token_(std::move(token)),
       sender_(std::move(sender)),
       rpc_timeout_ms_(rpc_timeout_ms) {}
@@ -39,6 +40,30 @@ CoordinatorClient::~CoordinatorClient() {
   }
   changed_.notify_all();
   if (watcher_.joinable()) watcher_.join();
+}
+
+std::string CoordinatorClient::address() const {
+  std::lock_guard<std::mutex> lock(dial_mu_);
+  return finder_.address();
+}
+
+std::shared_ptr<v1::Coordinator::Stub> CoordinatorClient::stub() const {
+  std::lock_guard<std::mutex> lock(dial_mu_);
+  return stub_;
+}
+
+bool CoordinatorClient::FindMoved(const absl::Status& failed) {
+  if (!absl::IsUnavailable(failed) && !absl::IsDeadlineExceeded(failed)) return false;
+  std::lock_guard<std::mutex> lock(dial_mu_);
+  const std::string before = finder_.address();
+  std::optional<std::string> moved = finder_.Refresh();
+  if (!moved.has_value()) return false;
+  // Calls in flight finish on the old channel; every later one, and the map watch's next
+  // stream, goes to the new address.
+  stub_ = v1::Coordinator::NewStub(MakeChannel(*moved, Role::kCoordinator));
+  spdlog::warn("{}: the coordinator moved from {} to {} ({}); dialling the new address", sender_,
+               before, *moved, finder_.address_file());
+  return true;
 }
 
 uint64_t CoordinatorClient::epoch() const {
@@ -77,18 +102,19 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
     const auto attempt_end =
         std::min(deadline, Clock::now() + std::chrono::milliseconds(std::min(rpc_timeout_ms_, 5000)));
     ctx.set_deadline(std::chrono::system_clock::now() + (attempt_end - Clock::now()));
-    status = FromGrpcStatus(stub_->Register(&ctx, request, &response));
+    status = FromGrpcStatus(stub()->Register(&ctx, request, &response));
     if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) break;
+    FindMoved(status);
     const auto now = Clock::now();
     if (now >= deadline) {
       status = absl::DeadlineExceededError(absl::StrFormat(
           "the coordinator at %s did not answer within %.0f s (cluster.connect_timeout_s): %s",
-          address_, wait_ms / 1000.0, status.message()));
+          this->address(), wait_ms / 1000.0, status.message()));
       break;
     }
     if (now >= next_note) {
       spdlog::info("{}: waiting for the coordinator at {} ({:.0f} s of {:.0f} s): {}", sender_,
-                   address_, std::chrono::duration<double>(now - start).count(),
+                   this->address(), std::chrono::duration<double>(now - start).count(),
                    wait_ms / 1000.0, std::string(status.message()));
       next_note = now + std::chrono::seconds(10);
     }
@@ -109,9 +135,13 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
   options.max_attempts = 1;
-  absl::Status status = CallWithRetry(
-      options, [&](grpc::ClientContext* ctx) { return stub_->Heartbeat(ctx, request, &response); });
-  if (!status.ok()) return status;
+  absl::Status status = CallWithRetry(options, [&](grpc::ClientContext* ctx) {
+    return stub()->Heartbeat(ctx, request, &response);
+  });
+  if (!status.ok()) {
+    FindMoved(status);
+    return status;
+  }
   // A deposed coordinator's answer counts as none: the role backs off and keeps its grace.
   RETURN_IF_ERROR(term_fence_.Check(response.term()));
   return response;
@@ -128,9 +158,11 @@ absl::Status CoordinatorClient::ReportFailure(v1::Role role, int id, const std::
   v1::ReportFailureResponse response;
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
-  return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
-    return stub_->ReportFailure(ctx, request, &response);
+  absl::Status status = CallWithRetry(options, [&](grpc::ClientContext* ctx) {
+    return stub()->ReportFailure(ctx, request, &response);
   });
+  FindMoved(status);
+  return status;
 }
 
 void CoordinatorClient::ReportServerUnreachable(int id, const std::string& reason,
@@ -154,8 +186,10 @@ absl::StatusOr<v1::StatusResponse> CoordinatorClient::Status() {
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
   options.max_attempts = 2;
-  absl::Status status = CallWithRetry(
-      options, [&](grpc::ClientContext* ctx) { return stub_->Status(ctx, request, &response); });
+  auto call = [&](grpc::ClientContext* ctx) { return stub()->Status(ctx, request, &response); };
+  absl::Status status = CallWithRetry(options, call);
+  // Moved: the new address is asked at once (an operator's one status, the launcher's poll).
+  if (!status.ok() && FindMoved(status)) status = CallWithRetry(options, call);
   if (!status.ok()) return status;
   return response;
 }
@@ -169,8 +203,10 @@ absl::Status CoordinatorClient::Kill(v1::Role role, int id) {
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
   options.max_attempts = 3;
-  return CallWithRetry(
-      options, [&](grpc::ClientContext* ctx) { return stub_->Kill(ctx, request, &response); });
+  absl::Status status = CallWithRetry(
+      options, [&](grpc::ClientContext* ctx) { return stub()->Kill(ctx, request, &response); });
+  FindMoved(status);
+  return status;
 }
 
 void CoordinatorClient::StartWatch() {
@@ -190,7 +226,7 @@ void CoordinatorClient::WatchLoop() {
       watch_context_ = &context;
       FillHeader(request.mutable_header(), token_, map_.epoch(), sender_);
     }
-    auto reader = stub_->WatchClusterMap(&context, request);
+    auto reader = stub()->WatchClusterMap(&context, request);
     v1::ClusterMap map;
     while (reader->Read(&map)) {
       backoff_ms = 20;
@@ -210,6 +246,7 @@ void CoordinatorClient::WatchLoop() {
       spdlog::error("cluster map watch refused: {}", status.error_message());
       return;
     }
+    FindMoved(FromGrpcStatus(status));
     std::unique_lock<std::mutex> lock(mu_);
     changed_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stopping_; });
     backoff_ms = std::min(1000, backoff_ms * 2);

@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/ecps.grpc.pb.h"
+#include "runtime/coordinator_finder.h"
 #include "runtime/coordinator_link.h"
 #include "runtime/coordinator_term.h"
 #include "runtime/rpc.h"
@@ -34,8 +35,11 @@ bool NewerMap(const v1::ClusterMap& held, const v1::ClusterMap& offered);
 
 class CoordinatorClient : public CoordinatorLink {
  public:
+  // `address_file`: empty, or the file a relaunched coordinator writes its address into
+  // (coordinator_finder.h); every call that finds no coordinator reads it again and, when it
+  // names another address, dials that one from then on.
   CoordinatorClient(const std::string& address, std::string token, std::string sender,
-                    int rpc_timeout_ms);
+                    int rpc_timeout_ms, std::string address_file = "");
   ~CoordinatorClient() override;
 
   // Registers; while the coordinator does not answer (not started yet, its name not
@@ -67,6 +71,8 @@ class CoordinatorClient : public CoordinatorLink {
   // Sent with Register: where this role serves /metrics (host:port; empty: nowhere).
   void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
 
+  // The address dialled now.
+  std::string address() const;
   const std::string& token() const { return token_; }
   const std::string& sender() const { return sender_; }
   uint64_t epoch() const override;
@@ -77,10 +83,15 @@ class CoordinatorClient : public CoordinatorLink {
   // than the highest seen) is ignored, one of a newer term replaces the held one, and within
   // a term the later epoch wins.
   void TakeMapLocked(const v1::ClusterMap& map);
+  std::shared_ptr<v1::Coordinator::Stub> stub() const;
+  // After a call that found no coordinator (UNAVAILABLE, DEADLINE_EXCEEDED): reads the
+  // address file again and dials the address it names when that moved. Returns whether it
+  // moved.
+  bool FindMoved(const absl::Status& failed);
 
-  const std::string address_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  mutable std::mutex dial_mu_;
+  CoordinatorFinder finder_;                     // guarded by dial_mu_
+  std::shared_ptr<v1::Coordinator::Stub> stub_;  // guarded by dial_mu_
   const std::string token_;
   const std::string sender_;
   const int rpc_timeout_ms_;
