@@ -24,6 +24,11 @@ const FlagSpec kAdvertise = {"advertise", "A",
 const FlagSpec kCoordinator = {"coordinator", "ADDR",
                                "the coordinator (host:port; default: $ECPS_COORDINATOR, else "
                                "cluster.coordinator)"};
+const FlagSpec kCoordinatorFile = {
+    "coordinator-file", "F",
+    "the file the coordinator writes its address into (its --address-file, on a folder "
+    "every node sees): read again whenever the coordinator stops answering, so a coordinator "
+    "relaunched elsewhere is found; the address when none of the above is set"};
 const FlagSpec kOutput = {"output", "DIR", "the job's folder (default: job.output_dir)"};
 
 }  // namespace
@@ -98,16 +103,19 @@ const std::vector<CommandSpec>& CommandTable() {
          "takes the job over (docs/recovery.md)"},
         kToken, kLogLevel}},
       {"server",
-       "--spec SPEC [--coordinator ADDR] [--id N] [--host H] [--advertise A] [--port P]",
+       "--spec SPEC [--coordinator ADDR] [--coordinator-file F] [--id N] [--host H]\n"
+       "              [--advertise A] [--port P]",
        "a parameter server of a cluster deployment (docs/deploy.md)",
-       {kSpec, kCoordinator,
+       {kSpec, kCoordinator, kCoordinatorFile,
         {"id", "N", "the server slot to take (default: any free one; -1: a spare)"},
         kHost, kAdvertise,
         {"port", "P", "the port to listen on (default 0: any)"},
         kToken, kLogLevel}},
-      {"worker", "--spec SPEC [--coordinator ADDR] --id N [--host H] [--port P]",
+      {"worker",
+       "--spec SPEC [--coordinator ADDR] [--coordinator-file F] --id N [--host H] [--port P]",
        "a worker of a cluster deployment (docs/deploy.md)",
-       {kSpec, kCoordinator, {"id", "N", "the worker's id, in [0, cluster.workers)"}, kHost,
+       {kSpec, kCoordinator, kCoordinatorFile,
+        {"id", "N", "the worker's id, in [0, cluster.workers)"}, kHost,
         {"port", "P", "the port of its gRPC health service (default 0: any)"}, kToken,
         kLogLevel}},
   };
@@ -122,7 +130,8 @@ const std::string& CommandNotes() {
       "host's first non-loopback IPv4 address). ADDR (host:port, a DNS name allowed):\n"
       "--coordinator, else $ECPS_COORDINATOR, else cluster.coordinator. A role keeps trying\n"
       "to reach the coordinator for cluster.connect_timeout_s, so the roles may start in any\n"
-      "order.\n"
+      "order. With --coordinator-file F (the coordinator's --address-file) a role that loses\n"
+      "its coordinator reads F again, and finds one relaunched at another address.\n"
       "\n"
       "Every role takes --token T (default: $ECPS_TOKEN) and --log-level L. The operator\n"
       "commands (checkpoint, scrub, status, kill) take --job DIR instead of ADDR: the output\n"

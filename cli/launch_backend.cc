@@ -38,14 +38,13 @@ class SlurmBackend : public LaunchBackend {
   std::vector<std::string> Wrap(const std::string& name,
                                 const std::vector<std::string>& argv) override {
     const bool worker = name.rfind("worker-", 0) == 0;
-    return SrunCommand(srun_, name, next_node_++ % nodes_, argv, worker ? worker_gpus_ : 0);
+    return SrunCommand(srun_, name, nodes_.Place(name), argv, worker ? worker_gpus_ : 0);
   }
 
  private:
   const std::string srun_;
-  const int nodes_;
+  SlurmNodePicker nodes_;
   const int worker_gpus_;
-  int next_node_ = 0;
 };
 
 // The first executable `name` on $PATH, or "".
@@ -103,6 +102,12 @@ absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend(int worker_gpus)
   if (n == nullptr) n = std::getenv("SLURM_NNODES");
   if (n != nullptr && (!absl::SimpleAtoi(n, &nodes) || nodes < 1)) nodes = 1;
   return std::unique_ptr<LaunchBackend>(std::make_unique<SlurmBackend>(srun, nodes, worker_gpus));
+}
+
+int SlurmNodePicker::Place(const std::string& name) {
+  auto [it, first] = last_.try_emplace(name, 0);
+  it->second = first ? next_++ % nodes_ : (it->second + 1) % nodes_;
+  return it->second;
 }
 
 std::vector<std::string> SrunCommand(const std::string& srun, const std::string& name, int node,

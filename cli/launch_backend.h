@@ -9,6 +9,7 @@
 #ifndef ECPS_CLI_LAUNCH_BACKEND_H_
 #define ECPS_CLI_LAUNCH_BACKEND_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,22 @@ std::unique_ptr<LaunchBackend> MakeLocalBackend();
 // allocation's nodes round-robin in the order they start (the coordinator on the first).
 // `worker_gpus` > 0: each worker's step asks for that many GPUs (cluster.worker_device: cuda).
 absl::StatusOr<std::unique_ptr<LaunchBackend>> MakeSlurmBackend(int worker_gpus = 0);
+
+// Which node of a Slurm allocation a step goes to (srun --relative): round-robin over the
+// `nodes` in the order the steps start (the coordinator on the first), except that a name
+// started before (the coordinator started again after it died) goes to the node after the
+// one it had, so that a node that took its process down does not take the next one too.
+// Not thread-safe.
+class SlurmNodePicker {
+ public:
+  explicit SlurmNodePicker(int nodes) : nodes_(nodes < 1 ? 1 : nodes) {}
+  int Place(const std::string& name);
+
+ private:
+  const int nodes_;
+  int next_ = 0;
+  std::map<std::string, int> last_;  // the node each name had last
+};
 
 // The command line of one role's job step: srun ... -- argv. `node` is the node's index in
 // the allocation (srun --relative); `gpus` > 0 adds --gpus. Exposed for tests.

@@ -45,6 +45,21 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
+// How many times a job's coordinator is started again after dying before the job ended; one
+// more death fails the job (a coordinator that cannot live is not worth a loop).
+constexpr int kMaxCoordinatorRestarts = 3;
+
+// Whether a coordinator that exited so before the job ended is started again: killed or
+// crashed (srun reports a task killed by signal N as exit 128+N), or failed. Not for 0 (it
+// ended the job's service, which the launcher has not seen end), 2 (a bad spec or flag, the
+// same for any new one) nor kExitDataLost (the job failed for good).
+bool CoordinatorRestartable(int exit_status) {
+  if (WIFSIGNALED(exit_status)) return true;
+  if (!WIFEXITED(exit_status)) return false;
+  const int code = WEXITSTATUS(exit_status);
+  return code != 0 && code != 2 && code != kExitDataLost;
+}
+
 std::string RandomToken() {
   std::random_device rd;
   std::string token;
@@ -204,11 +219,12 @@ class Job {
         printer_.Event("ecps: " + what + "; log " + c.log_path + ":\n" + TailFile(c.log_path, 8));
       }
       if (c.name == "coordinator" && !finished) {
-        if (WIFSIGNALED(c.exit_status)) {
-          // Killed or crashed: a new one takes the job over (Monitor starts it).
+        if (CoordinatorRestartable(c.exit_status)) {
+          // Killed, crashed or failed: a new one takes the job over (Monitor starts it).
           coordinator_died_ = true;
         } else {
-          failure = "the coordinator exited before the job finished";
+          failure = "the coordinator exited before the job finished (" +
+                    DescribeExit(c.exit_status) + ")";
         }
       }
       if (WIFEXITED(c.exit_status) && WEXITSTATUS(c.exit_status) == kExitCannotAllocate &&
@@ -224,8 +240,9 @@ class Job {
   // Polls the coordinator every monitoring.metrics_interval_ms until the job ends: the
   // metrics row, the progress line, the failure history, the drills and the replacements.
   int Monitor(RoleSpawner* spawner) {
+    // With the address file: a restarted coordinator may listen elsewhere.
     CoordinatorClient client(spawner->address(), RoleToken(token_, Role::kAdmin), "launcher",
-                             spec_.cluster.rpc_timeout_ms);
+                             spec_.cluster.rpc_timeout_ms, spawner->AddressFile());
     std::ofstream csv((fs::path(out_) / "metrics.csv").string());
     csv << kMetricsCsvHeader;
     const auto start = Clock::now();
@@ -246,6 +263,9 @@ class Job {
       drills.ContinueStopped(&events);
       if (failure.empty() && coordinator_died_) {
         failure = RestartCoordinator(spawner, start, last, &run, &events);
+        // The silence that fails the job counts from the new coordinator's start (a Slurm
+        // step may wait for a node), not from the old one's last answer.
+        last_ok = Clock::now();
       }
       if (!failure.empty()) break;
       auto status = client.Status();
@@ -305,8 +325,9 @@ class Job {
     return Finish(run, last);
   }
 
-  // The coordinator died before the job ended: starts a new one on the same address and state
-  // folder, which takes the job over. Returns why the job must stop, or "".
+  // The coordinator died before the job ended: starts a new one on the same state folder,
+  // which takes the job over (RoleSpawner::RestartCoordinator), unless it died
+  // kMaxCoordinatorRestarts times already. Returns why the job must stop, or "".
   std::string RestartCoordinator(RoleSpawner* spawner, Clock::time_point start,
                                  const v1::StatusResponse& last, RunRecord* run,
                                  EventLog* events) {
@@ -318,11 +339,19 @@ class Job {
       if (children_->child(i).name == "coordinator") c.pid = children_->child(i).pid;
     }
     run->coordinator_failures.push_back(c);
-    events->Add(absl::StrFormat("the coordinator (pid %d) died at step %d; starting a new one",
-                                c.pid, c.step_at_death));
+    const int restarts = static_cast<int>(run->coordinator_failures.size());
+    if (restarts > kMaxCoordinatorRestarts) {
+      events->Add(
+          absl::StrFormat("the coordinator (pid %d) died at step %d", c.pid, c.step_at_death));
+      return absl::StrFormat("the coordinator died %d times; not starting another", restarts);
+    }
+    events->Add(absl::StrFormat(
+        "the coordinator (pid %d) died at step %d; starting a new one (restart %d of %d)", c.pid,
+        c.step_at_death, restarts, kMaxCoordinatorRestarts));
     if (absl::Status s = spawner->RestartCoordinator(); !s.ok()) {
       return "the coordinator died and a new one could not start: " + s.ToString();
     }
+    events->Add("the new coordinator listens at " + spawner->address());
     return "";
   }
 

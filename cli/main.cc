@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -137,10 +138,13 @@ std::string BindHost(const Args& a, const JobSpec& spec) {
 }
 
 // The coordinator a server or worker dials: --coordinator, $ECPS_COORDINATOR, then
-// cluster.coordinator. Prints the error and returns false when none is set or it is bad.
-bool CoordinatorAddress(const Args& a, const JobSpec& spec, std::string* out) {
+// cluster.coordinator, then what --coordinator-file names now (it is read again whenever the
+// coordinator stops answering: *file). Prints the error and returns false when none is set
+// or it is bad.
+bool CoordinatorAddress(const Args& a, const JobSpec& spec, std::string* out, std::string* file) {
   const std::string& role = a.command;
   const char* env = std::getenv("ECPS_COORDINATOR");
+  *file = a.Get("coordinator-file");
   std::string from;
   if (a.Has("coordinator")) {
     *out = a.Get("coordinator");
@@ -152,9 +156,15 @@ bool CoordinatorAddress(const Args& a, const JobSpec& spec, std::string* out) {
     *out = spec.cluster.coordinator;
     from = "cluster.coordinator";
   }
+  if (out->empty() && !file->empty()) {
+    std::ifstream f(*file);
+    std::getline(f, *out);
+    from = "--coordinator-file " + *file;
+  }
   if (out->empty()) {
     UsageError(role, role + " needs the coordinator's address: --coordinator HOST:PORT, "
-                     "ECPS_COORDINATOR or cluster.coordinator in the spec");
+                            "ECPS_COORDINATOR, cluster.coordinator in the spec, or a "
+                            "--coordinator-file that holds it");
     return false;
   }
   if (absl::Status s = CheckDialAddress(*out); !s.ok()) {
@@ -325,7 +335,9 @@ int Main(int argc, char** argv) {
   if (command == "server") {
     ServerOptions options;
     if (!LoadRole(a, &options.spec)) return 2;
-    if (!CoordinatorAddress(a, options.spec, &options.coordinator)) return 2;
+    if (!CoordinatorAddress(a, options.spec, &options.coordinator, &options.coordinator_file)) {
+      return 2;
+    }
     options.listen_host = BindHost(a, options.spec);
     options.advertise = a.Get("advertise", options.spec.cluster.advertise);
     if (!IntFlag(a, "port", 0, &options.port) || !IntFlag(a, "id", -1, &options.requested_id)) {
@@ -339,7 +351,9 @@ int Main(int argc, char** argv) {
     WorkerOptions options;
     if (!a.Has("id")) return UsageError(command, "worker needs --id N");
     if (!LoadRole(a, &options.spec)) return 2;
-    if (!CoordinatorAddress(a, options.spec, &options.coordinator)) return 2;
+    if (!CoordinatorAddress(a, options.spec, &options.coordinator, &options.coordinator_file)) {
+      return 2;
+    }
     if (!IntFlag(a, "id", 0, &options.id)) return 2;
     if (options.id < 0 || options.id >= options.spec.cluster.workers) {
       return UsageError(command, "--id must be in [0, cluster.workers)");

@@ -5,7 +5,6 @@
 #include <fstream>
 #include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/net.h"
@@ -22,14 +21,20 @@ RoleSpawner::RoleSpawner(const JobSpec& spec, RoleSetup setup, LaunchBackend* ba
                          const std::atomic<int>* interrupted)
     : spec_(spec), setup_(std::move(setup)), backend_(backend), interrupted_(interrupted) {}
 
+std::string RoleSpawner::AddressFile() const {
+  return (fs::path(setup_.out_dir) / "coordinator.address").string();
+}
+
 std::string RoleSpawner::LogPath(const std::string& name) const {
   return (fs::path(setup_.out_dir) / "logs" / (name + ".log")).string();
 }
 
 std::vector<std::string> RoleSpawner::ServerArgv(int id) const {
-  std::vector<std::string> argv = {setup_.self, "server",       "--spec", setup_.spec_file,
-                                   "--coordinator", address_,   "--id",   std::to_string(id),
-                                   "--host",      setup_.bind_host};
+  // The address file too: a relaunched coordinator may listen elsewhere.
+  std::vector<std::string> argv = {setup_.self,          "server",        "--spec",
+                                   setup_.spec_file,     "--coordinator", address_,
+                                   "--coordinator-file", AddressFile(),   "--id",
+                                   std::to_string(id),   "--host",        setup_.bind_host};
   if (!spec_.cluster.advertise.empty()) {
     argv.insert(argv.end(), {"--advertise", spec_.cluster.advertise});
   }
@@ -38,8 +43,10 @@ std::vector<std::string> RoleSpawner::ServerArgv(int id) const {
 
 std::vector<std::string> RoleSpawner::WorkerArgv(int id) const {
   // --host as for servers: the worker's health service and /metrics bind where the job does.
-  return {setup_.self, "worker", "--spec",  setup_.spec_file, "--coordinator",
-          address_,    "--id",   std::to_string(id), "--host", setup_.bind_host};
+  return {setup_.self,          "worker",        "--spec",
+          setup_.spec_file,     "--coordinator", address_,
+          "--coordinator-file", AddressFile(),   "--id",
+          std::to_string(id),   "--host",        setup_.bind_host};
 }
 
 absl::StatusOr<int> RoleSpawner::Spawn(const std::string& name,
@@ -67,16 +74,11 @@ absl::StatusOr<std::string> RoleSpawner::StartCoordinator() {
 }
 
 absl::Status RoleSpawner::RestartCoordinator() {
-  // Same host and port: every role dials the address it was given.
-  int port = 0;
-  if (!absl::SimpleAtoi(address_.substr(address_.rfind(':') + 1), &port)) {
-    return absl::InternalError("the coordinator's address " + address_ + " has no port");
-  }
-  auto address = SpawnCoordinator(port);
+  // Started as the first one was: on cluster.coordinator_port (0: any free port), and on
+  // another node under Slurm. The roles find it through the address file it writes.
+  auto address = SpawnCoordinator(spec_.cluster.coordinator_port);
   if (!address.ok()) return address.status();
-  if (*address != address_) {
-    return absl::InternalError("the new coordinator advertises " + *address + ", not " + address_);
-  }
+  address_ = *address;
   return absl::OkStatus();
 }
 
@@ -85,7 +87,7 @@ absl::StatusOr<std::string> RoleSpawner::SpawnCoordinator(int port) {
   // commands look for it (--job DIR); under Slurm it may be on another node, so this is
   // also how the launcher learns it.
   const std::string port_file = (fs::path(setup_.out_dir) / "coordinator.port").string();
-  const std::string address_file = (fs::path(setup_.out_dir) / "coordinator.address").string();
+  const std::string address_file = AddressFile();
   std::error_code ec;
   fs::remove(port_file, ec);
   fs::remove(address_file, ec);

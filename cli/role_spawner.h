@@ -37,8 +37,10 @@ class RoleSpawner {
   // It keeps its state in DIR/coordinator-state, emptied first (an earlier run's state
   // there is not this job's).
   absl::StatusOr<std::string> StartCoordinator();
-  // Starts a new coordinator after the first one died, on the same address, on the same
-  // state folder: it takes the job over (docs/recovery.md). Errors as StartCoordinator's.
+  // Starts a new coordinator after the last one died, on the same state folder: it takes the
+  // job over (docs/recovery.md). It may listen elsewhere (another port, under Slurm another
+  // node): address() becomes its address, and the roles, which all get the address file
+  // (--coordinator-file), find it there. Errors as StartCoordinator's.
   absl::Status RestartCoordinator();
 
   // Starts the servers, then (once each holds its slot) the spares, then the workers. A
@@ -52,6 +54,8 @@ class RoleSpawner {
 
   // DIR/logs/NAME.log.
   std::string LogPath(const std::string& name) const;
+  // DIR/coordinator.address: the address the coordinator advertises, written once it listens.
+  std::string AddressFile() const;
   const std::string& address() const { return address_; }
 
  private:

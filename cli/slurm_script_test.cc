@@ -112,6 +112,22 @@ TEST(SrunCommandTest, AGpuWorkersStepAsksForItsGpus) {
                           "--gpus=2", "--", "/opt/ecps", "worker"));
 }
 
+TEST(SlurmNodePickerTest, RoundRobinAndARestartedStepMovesOn) {
+  SlurmNodePicker nodes(2);
+  EXPECT_EQ(nodes.Place("coordinator"), 0);
+  EXPECT_EQ(nodes.Place("server-0"), 1);
+  EXPECT_EQ(nodes.Place("server-1"), 0);
+  EXPECT_EQ(nodes.Place("worker-0"), 1);
+  // The coordinator started again goes to the node after its last, and on around.
+  EXPECT_EQ(nodes.Place("coordinator"), 1);
+  EXPECT_EQ(nodes.Place("coordinator"), 0);
+  // New names carry on the round-robin where it was.
+  EXPECT_EQ(nodes.Place("server-1-r1"), 0);
+  SlurmNodePicker one(1);
+  EXPECT_EQ(one.Place("coordinator"), 0);
+  EXPECT_EQ(one.Place("coordinator"), 0);
+}
+
 TEST(LaunchBackendTest, SlurmNeedsAnAllocation) {
   unsetenv("SLURM_JOB_ID");
   auto backend = MakeSlurmBackend();

@@ -81,7 +81,7 @@ int RunServer(const ServerOptions& options) {
   const std::string name = "server-" + std::to_string(options.requested_id);
   // It checks callers with the job secret (options.token) and presents its role token.
   CoordinatorClient coordinator(options.coordinator, core.token(), name,
-                                spec.cluster.rpc_timeout_ms);
+                                spec.cluster.rpc_timeout_ms, options.coordinator_file);
   ServerLifecycle life(options, MakeInstanceId(), address, &coordinator, &core, &g_stop);
   // Declared after `life` and `core`, which its callback reads: destroyed first.
   std::unique_ptr<MetricsEndpoint> metrics =

@@ -14,6 +14,9 @@ inline constexpr int kExitCannotAllocate = 3;
 struct ServerOptions {
   JobSpec spec;
   std::string coordinator;          // host:port
+  // Empty, or the file the coordinator writes its address into: read again when the
+  // coordinator stops answering (runtime/coordinator_finder.h).
+  std::string coordinator_file;
   std::string token;  // the job secret (docs/security.md)
   std::string listen_host = "127.0.0.1";
   std::string advertise;            // what peers dial; empty: see AdvertiseHost (runtime/net.h)

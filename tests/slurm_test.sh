@@ -6,10 +6,13 @@
 # Brings up a private cluster on this host (tests/slurm/cluster.sh: munged, slurmctld and two
 # slurmd as two virtual nodes, every file in a temp dir), writes the sbatch script for a
 # small erasure-coded job over both nodes, submits it, SIGKILLs one server step's process
-# mid training, waits for the job and checks its report: the server was replaced by a new
-# job step and rebuilt online, every configured sample trained, the scrub clean. Also
-# checks that the job token is on no command line. Every daemon it started is stopped by
-# pid, also on failure. Exits 77 (CTest: skipped) when not root or Slurm is not installed.
+# mid training, then, once that server is rebuilt, the coordinator step's process; waits
+# for the job and checks its report: the server was replaced by a new job step and rebuilt
+# online; the coordinator was relaunched as a new step on the other node, on another
+# address, which the roles found through the job's address file, and it took the job over;
+# every configured sample trained, the scrub clean. Also checks that the job token is on no
+# command line. Every daemon it started is stopped by pid, also on failure. Exits 77 (CTest:
+# skipped) when not root or Slurm is not installed.
 set -euo pipefail
 ecps="$(realpath "${1:?usage: slurm_test.sh ECPS_BINARY}")"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,7 +41,7 @@ trap cleanup EXIT
 # shellcheck disable=SC1091
 . "$cluster/env"
 
-steps=1500
+steps=3000
 cat >"$work/spec.yaml" <<EOF
 job: {name: slurmtest, steps: $steps, eval_every: 0, eval_samples: 2048}
 cluster:
@@ -96,6 +99,35 @@ victim="$(status_field "[n['pid'] for n in d['nodes'] if n.get('role') == 'ROLE_
 kill -9 "$victim"
 echo "slurm_test: killed server 1 (pid $victim)"
 
+# Once server 1's replacement is rebuilt (ACTIVE, another pid), SIGKILL the coordinator's own
+# process: its step ends (srun: 137) and the launcher relaunches it on the other node.
+server_rebuilt() {
+  [ "$(status_field "any(n.get('role') == 'ROLE_SERVER' and n.get('id', 0) == 1 and n.get('state') == 'NODE_ACTIVE' and int(n.get('pid', 0)) != $victim for n in d['nodes'])")" = True ]
+}
+wait_for "server 1's replacement to be rebuilt" 120 server_rebuilt
+coordinator_node() { squeue -h -s -j "$job_id" -o "%j %N" | sed -n 's/^coordinator //p'; }
+first_node="$(coordinator_node)"
+first_address="$(cat "$out/coordinator.address")"
+step_before="$(status_field "int(d.get('step', 0))")"
+# The role's own process (its step's srun names the same command line after its options).
+coordinator="$(pgrep -f -- "^$ecps coordinator --spec $out/spec.resolved.yaml")" ||
+  fail "no coordinator process of this job"
+[ "$(wc -w <<<"$coordinator")" -eq 1 ] || fail "several coordinator processes: $coordinator"
+kill -9 "$coordinator"
+echo "slurm_test: killed the coordinator (pid $coordinator on $first_node, $first_address) at step $step_before"
+relaunched() {
+  [ -f "$out/logs/coordinator-2.log" ] && grep -q "as term 2" "$out/logs/coordinator-2.log" &&
+    [ -n "$(status_field "int(d.get('step', 0))")" ]
+}
+wait_for "a relaunched coordinator to take the job over" 120 relaunched
+second_node="$(coordinator_node)"
+second_address="$(cat "$out/coordinator.address")"
+echo "slurm_test: the new coordinator runs on ${second_node:-?} at $second_address"
+[ -n "$second_node" ] && [ "$second_node" != "$first_node" ] ||
+  fail "the coordinator was not relaunched on the other node ($first_node, then '$second_node')"
+[ "$second_address" != "$first_address" ] ||
+  fail "the new coordinator listens at the old address $first_address: no move to find"
+
 job_over() {
   local state
   state="$(scontrol show job "$job_id" -o 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')"
@@ -129,4 +161,20 @@ sys.exit(1 if problems else 0)
 EOF
 [ -f "$out/logs/server-1-r1.log" ] || fail "no replacement step's log (logs/server-1-r1.log)"
 grep -q "slurmtest" <(scontrol show job "$job_id" -o) || fail "scontrol does not know the job"
+# The coordinator's death and takeover, in the report.
+/usr/bin/python3 - "$out/report.json" <<'EOF' || fail "the report does not show the coordinator's relaunch"
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r.get("coordinator_failures", [])
+if len(c) != 1 or c[0].get("downtime_s", -1) < 0 or c[0].get("step_at_restart", -1) < 0:
+    print("report: coordinator_failures", c)
+    sys.exit(1)
+print(f"slurm_test: coordinator died at step {c[0].get('step_at_death')}, answered again "
+      f"after {c[0].get('downtime_s')} s, training went on to step {c[0].get('step_at_restart')}")
+EOF
+# Every role found the moved coordinator through the address file.
+for role in server-0 server-2 worker-0; do
+  grep -q "the coordinator moved from $first_address to $second_address" "$out/logs/$role.log" ||
+    fail "$role did not find the moved coordinator (logs/$role.log)"
+done
 echo "slurm_test: PASS"

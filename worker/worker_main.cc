@@ -35,7 +35,7 @@ int RunWorker(const WorkerOptions& options) {
   }
   spdlog::info("{}: health service on {}", name, health->address);
   CoordinatorClient coordinator(options.coordinator, options.token, name,
-                                spec.cluster.rpc_timeout_ms);
+                                spec.cluster.rpc_timeout_ms, options.coordinator_file);
   WorkerLifecycle life(options, MakeInstanceId(), &coordinator, &g_stop);
   // Declared after `life`, which its callback reads: destroyed first.
   std::unique_ptr<MetricsEndpoint> metrics =

@@ -11,6 +11,9 @@ namespace ecps {
 struct WorkerOptions {
   JobSpec spec;
   std::string coordinator;  // host:port
+  // Empty, or the file the coordinator writes its address into: read again when the
+  // coordinator stops answering (runtime/coordinator_finder.h).
+  std::string coordinator_file;
   std::string token;  // its role token (runtime/security.h: PresentedToken)
   int id = 0;               // worker index: reads partition id of spec.cluster.workers
   // Where its gRPC health service (runtime/health.h) and /metrics listen; a worker serves
