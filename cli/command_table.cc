@@ -91,7 +91,7 @@ const std::vector<CommandSpec>& CommandTable() {
        {{"dir", "DIR", "where the files go (default: job.output_dir/k8s)", 'o'}}},
       {"coordinator",
        "--spec SPEC [--host H] [--advertise A] [--port P] [--port-file F]\n"
-       "              [--address-file F] [--final-status F] [--state-dir DIR]",
+       "              [--address-file F] [--final-status F] [--state-dir DIR] [--linger-ms N]",
        "the coordinator of a cluster deployment (docs/deploy.md)",
        {kSpec, kHost, kAdvertise,
         {"port", "P", "the port to listen on (default: cluster.coordinator_port; 0: any)"},
@@ -101,6 +101,9 @@ const std::vector<CommandSpec>& CommandTable() {
         {"state-dir", "DIR",
          "keep the coordinator's state here; a coordinator started on a folder with state "
          "takes the job over (docs/recovery.md)"},
+        {"linger-ms", "N",
+         "keep serving the status N ms after the job ended, then exit (default 2000); -1: "
+         "until SIGTERM (under a supervisor that restarts what exits, as Kubernetes does)"},
         kToken, kLogLevel}},
       {"server",
        "--spec SPEC [--coordinator ADDR] [--coordinator-file F] [--id N] [--host H]\n"

@@ -326,6 +326,8 @@ int Main(int argc, char** argv) {
     options.final_status_file = a.Get("final-status");
     options.state_dir = a.Get("state-dir");
     if (!IntFlag(a, "port", options.spec.cluster.coordinator_port, &options.port)) return 2;
+    if (!IntFlag(a, "linger-ms", options.linger_ms, &options.linger_ms)) return 2;
+    if (options.linger_ms < -1) return UsageError(command, "--linger-ms must be -1 or more");
     options.port_file = a.Get("port-file");
     options.token = TokenFrom(a);
     if (options.token.empty()) options.token = options.spec.job.token;

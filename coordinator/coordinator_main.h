@@ -27,7 +27,10 @@ struct CoordinatorOptions {
   // When set, the job's last StatusResponse as JSON, written as the coordinator exits (for
   // deployments without `ecps run`, which writes report.json instead).
   std::string final_status_file;
-  int linger_ms = 2000;             // time to keep serving Status after the job ended
+  // Time to keep serving Status after the job ended; -1: until SIGTERM or SIGINT (under
+  // Kubernetes, which starts again a coordinator that exits: one that takes over a job that
+  // has ended serves its final status and nothing else).
+  int linger_ms = 2000;
   int startup_timeout_ms = -1;      // every server ACTIVE and every worker registered by
                                     // then; -1: cluster.connect_timeout_s (roles start in
                                     // any order and wait that long for the coordinator)
@@ -38,8 +41,9 @@ struct CoordinatorOptions {
                                     // at most 100 ms
 };
 
-// Runs the coordinator until the job finishes or fails, then keeps serving for linger_ms so
-// the launcher can read the final Status (or until SIGTERM/SIGINT), then shuts down cleanly
+// Runs the coordinator until the job finishes or fails, then keeps serving for linger_ms (-1:
+// for good) so the launcher can read the final Status (or until SIGTERM/SIGINT), then shuts
+// down cleanly
 // (open WatchClusterMap streams end). Returns the process exit code: 0 when the job
 // finished, kExitDataLost when it failed for data loss, 1 when it failed otherwise, could
 // not start (bad spec, port in use) or was interrupted before it finished.

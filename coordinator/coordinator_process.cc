@@ -234,7 +234,10 @@ void CoordinatorProcess::Serve(const std::function<int(absl::Duration)>& wait_fo
     if (!ended_at && (phase == v1::JOB_FINISHED || phase == v1::JOB_FAILED)) {
       ended_at = absl::Now();
     }
-    if (ended_at && absl::Now() - *ended_at >= absl::Milliseconds(options_.linger_ms)) return;
+    if (ended_at && options_.linger_ms >= 0 &&
+        absl::Now() - *ended_at >= absl::Milliseconds(options_.linger_ms)) {
+      return;
+    }
   }
 }
 

@@ -54,7 +54,7 @@ class CoordinatorProcess {
   absl::Status Start();
 
   // Runs failure detection and the long cluster operations on their own threads, and
-  // returns once the job ended and options.linger_ms passed, or when
+  // returns once the job ended and options.linger_ms passed (-1: never), or when
   // `wait_for_signal(period)` (it waits up to `period`) returns a signal number.
   void Serve(const std::function<int(absl::Duration)>& wait_for_signal);
 

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -151,6 +152,52 @@ TEST(CoordinatorProcessTest, ASignalEndsServingBeforeTheJobEnds) {
   (*process)->Serve([&waits](absl::Duration) { return ++waits == 3 ? SIGTERM : 0; });
   EXPECT_EQ(waits, 3);
   EXPECT_EQ((*process)->Stop(), 1);
+}
+
+// Kubernetes starts a coordinator again whenever it exits, also after the job ended. One that
+// takes over an ended job keeps the end (FINISHED and FAILED are final: no startup timeout,
+// no failure detection, nothing starts again) and, with linger_ms -1, serves it until a
+// signal instead of exiting into the next restart.
+TEST(CoordinatorProcessTest, ATakeoverOfAnEndedJobServesTheEndUntilASignal) {
+  const std::string dir = TempPath("ended-state");
+  std::filesystem::remove_all(dir);
+  CoordinatorOptions options = Options();
+  options.state_dir = dir;
+  options.startup_timeout_ms = 100;
+  options.linger_ms = 10;
+  {
+    auto first = CoordinatorProcess::Create(options);
+    ASSERT_TRUE(first.ok()) << first.status();
+    ASSERT_TRUE((*first)->Start().ok());
+    (*first)->Serve(NoSignal);  // nobody joins: the job fails at the startup timeout
+    ASSERT_EQ((*first)->service()->phase(), v1::JOB_FAILED);
+    EXPECT_EQ((*first)->Stop(), 1);
+  }
+  // As `ecps run` keeps it (linger 10 ms): the restored end is served briefly, then it exits.
+  {
+    auto brief = CoordinatorProcess::Create(options);
+    ASSERT_TRUE(brief.ok()) << brief.status();
+    EXPECT_EQ((*brief)->service()->phase(), v1::JOB_FAILED);
+    ASSERT_TRUE((*brief)->Start().ok());
+    int waits = 0;
+    (*brief)->Serve(
+        [&waits](absl::Duration period) { return ++waits == 50 ? SIGTERM : NoSignal(period); });
+    EXPECT_LT(waits, 50);
+    EXPECT_EQ((*brief)->Stop(), 1);
+  }
+  // As `ecps k8s` runs it (--linger-ms -1): it serves the end until the signal.
+  options.linger_ms = -1;
+  auto kept = CoordinatorProcess::Create(options);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ((*kept)->service()->term(), 3u);
+  ASSERT_TRUE((*kept)->Start().ok());
+  int waits = 0;
+  (*kept)->Serve(
+      [&waits](absl::Duration period) { return ++waits == 20 ? SIGTERM : NoSignal(period); });
+  EXPECT_EQ(waits, 20);
+  EXPECT_EQ((*kept)->service()->phase(), v1::JOB_FAILED);
+  EXPECT_EQ((*kept)->Stop(), 1);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
