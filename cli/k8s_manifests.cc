@@ -39,6 +39,10 @@ constexpr int kExecProbeDeadlineMs = 4000;
 // StatefulSet's controller-revision-hash label (<job>-server-<10 characters>) are the
 // longest, within 63 characters up to 45 for the job.
 constexpr size_t kMaxJobName = 45;
+// The coordinator's state claim (its volumeClaimTemplate "state"): the log holds a few
+// snapshots of some KiB; 1Gi is the least many provisioners hand out.
+constexpr const char* kStateVolume = "state";
+constexpr const char* kStateClaimSize = "1Gi";
 
 // The files, in the order they are applied (kubectl reads a folder in name order); the
 // command removes those of an earlier run that this spec does not write.
@@ -48,16 +52,19 @@ constexpr const char* kCoordinatorTlsFile = "02-coordinator-tls.secret.yaml";
 constexpr const char* kServerTlsFile = "03-server-tls.secret.yaml";
 constexpr const char* kWorkerTlsFile = "04-worker-tls.secret.yaml";
 constexpr const char* kCoordinatorServiceFile = "10-coordinator.service.yaml";
+constexpr const char* kCoordinatorSetFile = "11-coordinator.statefulset.yaml";
+// What the coordinator was before it kept its state: a Job. Never written; removed from a
+// folder an earlier version wrote, so that `kubectl apply -f DIR` does not start both.
 constexpr const char* kCoordinatorJobFile = "11-coordinator.job.yaml";
 constexpr const char* kServerServiceFile = "20-server.service.yaml";
 constexpr const char* kServerSetFile = "21-server.statefulset.yaml";
 constexpr const char* kSpareSetFile = "22-spare.statefulset.yaml";
 constexpr const char* kWorkerJobFile = "30-worker.job.yaml";
 constexpr const char* kAllFiles[] = {
-    kConfigMapFile,      kSecretFile,        kCoordinatorTlsFile,
-    kServerTlsFile,      kWorkerTlsFile,     kCoordinatorServiceFile,
-    kCoordinatorJobFile, kServerServiceFile, kServerSetFile,
-    kSpareSetFile,       kWorkerJobFile};
+    kConfigMapFile,      kSecretFile,         kCoordinatorTlsFile,
+    kServerTlsFile,      kWorkerTlsFile,      kCoordinatorServiceFile,
+    kCoordinatorSetFile, kCoordinatorJobFile, kServerServiceFile,
+    kServerSetFile,      kSpareSetFile,       kWorkerJobFile};
 
 // A YAML value that keeps its type, so that a string that would read as a number or a
 // boolean ("9400", "2", "true") is written quoted: Kubernetes wants strings there
@@ -410,8 +417,13 @@ Yaml Container(const JobSpec& spec, const Names& n, PodRole role) {
   Yaml args = List({});
   switch (role) {
     case PodRole::kCoordinator:
-      args = List({"coordinator", "--spec", spec_flag, "--host", "0.0.0.0", "--port",
-                   absl::StrCat(port), "--advertise", absl::StrCat(n.coordinator, ".", n.ns, ".svc")});
+      // --state-dir on the pod's claim: a coordinator that Kubernetes starts again takes the
+      // job over. --linger-ms -1: after the job ended it serves the final status until the
+      // objects are deleted, since one that exits would only be started again.
+      args =
+          List({"coordinator", "--spec", spec_flag, "--host", "0.0.0.0", "--port",
+                absl::StrCat(port), "--advertise", absl::StrCat(n.coordinator, ".", n.ns, ".svc"),
+                "--state-dir", kK8sStateDir, "--linger-ms", "-1"});
       break;
     case PodRole::kServer:
       command = List({"sh", "-c", ServerScript(n)});
@@ -444,6 +456,9 @@ Yaml Container(const JobSpec& spec, const Names& n, PodRole role) {
   if (role != PodRole::kWorker) {
     mounts.Add(Map({{"name", "checkpoints"},
                     {"mountPath", PodPath(spec.fault_tolerance.checkpoint.dir)}}));
+  }
+  if (role == PodRole::kCoordinator) {
+    mounts.Add(Map({{"name", kStateVolume}, {"mountPath", kK8sStateMount}}));
   }
   if (spec.security.tls.enabled()) {
     mounts.Add(Map({{"name", "tls"}, {"mountPath", kK8sTlsDir}, {"readOnly", true}}));
@@ -503,7 +518,9 @@ Yaml PodTemplate(const JobSpec& spec, const Names& n, PodRole role, const char* 
     pod.Set("nodeSelector", std::move(selector));
   }
   const bool tls = spec.security.tls.enabled();
-  if ((!k8s.checkpoint_claim.empty() && role != PodRole::kWorker) || tls) {
+  // The coordinator's state claim is always a volume of its own.
+  if ((!k8s.checkpoint_claim.empty() && role != PodRole::kWorker) || tls ||
+      role == PodRole::kCoordinator) {
     // OnRootMismatch: the files of a large claim are not walked at every start.
     pod.Set("securityContext",
             Map({{"fsGroup", kImageGid}, {"fsGroupChangePolicy", "OnRootMismatch"}}));
@@ -583,18 +600,34 @@ Yaml Service(const Names& n, const std::string& name, PodRole role, int port, bo
               {"spec", std::move(spec)}});
 }
 
-// The coordinator is a Job of one pod, not a Deployment: a Deployment's pod restarts
-// whatever way it ends, and a coordinator that restarts after the job FINISHED (exit 0)
-// would start the whole job again with the servers the StatefulSet restarts too; one that
-// crashed mid-job cannot be restarted either (the membership, the epochs and the progress are
-// in its memory). So it runs once: its exit code (0 finished, 4 data lost, 1 failed) is the
-// Job's outcome (`kubectl wait --for=condition=complete`).
-Yaml CoordinatorJob(const JobSpec& spec, const Names& n) {
-  return Map({{"apiVersion", "batch/v1"},
-              {"kind", "Job"},
-              {"metadata", Metadata(n, n.coordinator, Labels(n, PodRole::kCoordinator))},
-              {"spec", Map({{"backoffLimit", 0},
-                            {"template", PodTemplate(spec, n, PodRole::kCoordinator, "Never")}})}});
+// The coordinator: a StatefulSet of one pod, which Kubernetes starts again when it dies
+// (restartPolicy Always, on this node or, once the pod is deleted, another), with a claim of
+// its own from a volumeClaimTemplate for --state-dir: the claim outlives the pod, so the new
+// coordinator takes the job over from the state log. A StatefulSet rather than a Deployment:
+// it never runs two pods of one identity (a replacement waits until the old pod is gone, also
+// from a node that stopped answering), which is what a single-writer log needs; a Deployment's
+// ReplicaSet starts a new pod as soon as the old one is terminating. A coordinator started
+// again after the job ended restores FINISHED or FAILED, which are final, and starts nothing;
+// with --linger-ms -1 it then serves that status until deleted.
+Yaml CoordinatorSet(const JobSpec& spec, const Names& n) {
+  // No storageClassName: the cluster's default StorageClass.
+  Yaml claim_spec = Map({{"accessModes", List({"ReadWriteOnce"})},
+                         {"resources", Map({{"requests", Map({{"storage", kStateClaimSize}})}})}});
+  Yaml claim = Map(
+      {{"metadata", Map({{"name", kStateVolume}, {"labels", Labels(n, PodRole::kCoordinator)}})},
+       {"spec", std::move(claim_spec)}});
+  return Map(
+      {{"apiVersion", "apps/v1"},
+       {"kind", "StatefulSet"},
+       {"metadata", Metadata(n, n.coordinator, Labels(n, PodRole::kCoordinator))},
+       {"spec", Map({{"serviceName", n.coordinator},
+                     {"replicas", 1},
+                     // As for the servers: a changed template applies to a pod deleted by hand, not
+                     // to the coordinator of a running job.
+                     {"updateStrategy", Map({{"type", "OnDelete"}})},
+                     {"selector", Map({{"matchLabels", SelectorLabels(n, PodRole::kCoordinator)}})},
+                     {"template", PodTemplate(spec, n, PodRole::kCoordinator, "Always")},
+                     {"volumeClaimTemplates", List({std::move(claim)})}})}});
 }
 
 Yaml ServerSet(const JobSpec& spec, const Names& n, PodRole role) {
@@ -845,8 +878,11 @@ absl::StatusOr<std::vector<K8sManifest>> K8sManifests(const JobSpec& spec, const
   add(kCoordinatorServiceFile, "Service", n.coordinator,
       Service(n, n.coordinator, PodRole::kCoordinator, CoordinatorPort(spec), false),
       absl::StrCat("# The coordinator's address for every role: ", n.coordinator_address, "\n"));
-  add(kCoordinatorJobFile, "Job", n.coordinator, CoordinatorJob(spec, n),
-      "# The coordinator runs once; the Job completes when the job finishes.\n");
+  add(kCoordinatorSetFile, "StatefulSet", n.coordinator, CoordinatorSet(spec, n),
+      absl::StrCat("# The coordinator, started again when it dies; its state claim (", kStateVolume,
+                   "-", n.coordinator,
+                   "-0) lets the new one take the job over.\n# After the "
+                   "job ended it serves the final status until deleted.\n"));
   add(kServerServiceFile, "Service", n.server,
       Service(n, n.server, PodRole::kServer, kK8sServerPort, true),
       absl::StrCat("# Stable DNS names for servers and spares: <pod>.", n.server_domain, "\n"));
@@ -933,10 +969,11 @@ int RunK8sCommand(const std::string& spec_path, const std::string& dir) {
                 "no data volume is mounted\n", spec->data.paths.front().c_str());
   }
   const std::string& ns = spec->k8s.namespace_name;
-  std::printf("apply them with: kubectl apply -f %s\n"
-              "wait for the end: kubectl -n %s wait --for=condition=complete job/%s-coordinator "
-              "--timeout=-1s\n",
-              out_dir.c_str(), ns.c_str(), spec->job.name.c_str());
+  std::printf(
+      "apply them with: kubectl apply -f %s\n"
+      "wait for the end: kubectl -n %s wait --for=condition=complete job/%s-worker "
+      "--timeout=-1s\n",
+      out_dir.c_str(), ns.c_str(), spec->job.name.c_str());
   return 0;
 }
 

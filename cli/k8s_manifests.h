@@ -5,7 +5,8 @@
 //
 // The objects: a ConfigMap with the spec the pods read, a Secret with the job token (with
 // security.tls, also one Secret per role with its certificate and key), the coordinator (a
-// Job of one pod and a Service in front of it), the servers (a StatefulSet whose pod ordinal
+// StatefulSet of one pod with a claim for its state log, and a Service in front of it), the
+// servers (a StatefulSet whose pod ordinal
 // is the server id, and a headless Service that gives each pod a stable DNS name), the spares
 // (a StatefulSet of their own) and the workers (an Indexed Job whose completion index is the
 // worker id).
@@ -32,6 +33,11 @@ inline constexpr int kK8sMetricsPort = 9400;      // when monitoring.metrics_por
 // relative to (deploy/Containerfile's WORKDIR, made the pods' working directory).
 inline constexpr char kK8sSpecPath[] = "/etc/ecps/spec.yaml";
 inline constexpr char kK8sWorkDir[] = "/srv/ecps";
+// Where the coordinator's pod mounts its state claim, and its --state-dir in there: a folder
+// of its own, since the log owns every file of its folder and a new volume may hold others
+// (lost+found).
+inline constexpr char kK8sStateMount[] = "/var/lib/ecps";
+inline constexpr char kK8sStateDir[] = "/var/lib/ecps/coordinator-state";
 // With security.tls, where a pod finds its role's certificate: its role's Secret, mounted
 // read-only, with the file names of a kubernetes.io/tls Secret. The spec the pods read names
 // these for every role; each pod holds its own role's files there and no other's.

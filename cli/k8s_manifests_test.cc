@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -130,14 +131,14 @@ JobSpec PodSpecFrom(const Objects& objects) {
 
 TEST(K8sManifestsTest, OneFilePerObjectInTheOrderToApplyThem) {
   Objects objects = Generate(Spec(kJob));
-  EXPECT_THAT(objects.files(),
-              ElementsAre("00-spec.configmap.yaml", "01-token.secret.yaml",
-                          "10-coordinator.service.yaml", "11-coordinator.job.yaml",
-                          "20-server.service.yaml", "21-server.statefulset.yaml",
-                          "22-spare.statefulset.yaml", "30-worker.job.yaml"));
-  for (const char* object : {"Job/ctr-coordinator", "Service/ctr-coordinator",
-                             "StatefulSet/ctr-server", "Service/ctr-server",
-                             "StatefulSet/ctr-spare", "Job/ctr-worker", "Secret/ctr-token"}) {
+  EXPECT_THAT(
+      objects.files(),
+      ElementsAre("00-spec.configmap.yaml", "01-token.secret.yaml", "10-coordinator.service.yaml",
+                  "11-coordinator.statefulset.yaml", "20-server.service.yaml",
+                  "21-server.statefulset.yaml", "22-spare.statefulset.yaml", "30-worker.job.yaml"));
+  for (const char* object :
+       {"StatefulSet/ctr-coordinator", "Service/ctr-coordinator", "StatefulSet/ctr-server",
+        "Service/ctr-server", "StatefulSet/ctr-spare", "Job/ctr-worker", "Secret/ctr-token"}) {
     EXPECT_EQ(objects.Get(object)["metadata"]["namespace"].as<std::string>(), "ml") << object;
   }
   // Without spares there is no spare StatefulSet.
@@ -177,7 +178,7 @@ TEST(K8sManifestsTest, TheSpecInThePodsPointsAtTheServiceAndHoldsNoToken) {
 TEST(K8sManifestsTest, EveryRoleGetsTheTokenTheSpecAndTheCoordinator) {
   Objects objects = Generate(Spec(kJob));
   const std::string coordinator = PodSpecFrom(objects).cluster.coordinator;
-  for (const char* workload : {"Job/ctr-coordinator", "StatefulSet/ctr-server",
+  for (const char* workload : {"StatefulSet/ctr-coordinator", "StatefulSet/ctr-server",
                                "StatefulSet/ctr-spare", "Job/ctr-worker"}) {
     SCOPED_TRACE(workload);
     const YAML::Node w = objects.Get(workload);
@@ -188,7 +189,7 @@ TEST(K8sManifestsTest, EveryRoleGetsTheTokenTheSpecAndTheCoordinator) {
     // The workers get their role token only; the others the secret (docs/security.md).
     EXPECT_EQ(token["key"].as<std::string>(),
               std::string(workload) == "Job/ctr-worker" ? "worker-token" : "token");
-    if (std::string(workload) != "Job/ctr-coordinator") {
+    if (std::string(workload) != "StatefulSet/ctr-coordinator") {
       EXPECT_EQ(EnvOf(c, "ECPS_COORDINATOR")["value"].as<std::string>(), coordinator);
     }
     // The spec: the ConfigMap's key, mounted where the flags say.
@@ -212,7 +213,7 @@ TEST(K8sManifestsTest, EveryRoleGetsTheTokenTheSpecAndTheCoordinator) {
 
 TEST(K8sManifestsTest, ServicesSelectTheirRolesOnTheirPorts) {
   Objects objects = Generate(Spec(kJob));
-  const YAML::Node coordinator = objects.Get("Job/ctr-coordinator");
+  const YAML::Node coordinator = objects.Get("StatefulSet/ctr-coordinator");
   const YAML::Node coordinator_service = objects.Get("Service/ctr-coordinator");
   EXPECT_TRUE(Selects(coordinator_service["spec"]["selector"],
                       coordinator["spec"]["template"]["metadata"]["labels"]));
@@ -222,8 +223,11 @@ TEST(K8sManifestsTest, ServicesSelectTheirRolesOnTheirPorts) {
   EXPECT_THAT(Strings(ContainerOf(coordinator)["args"]),
               testing::IsSupersetOf({"coordinator", "--port", "7070", "--host", "0.0.0.0"}));
   EXPECT_TRUE(coordinator_service["spec"]["publishNotReadyAddresses"].as<bool>());
-  EXPECT_EQ(coordinator["spec"]["backoffLimit"].as<int>(), 0);
-  EXPECT_EQ(PodSpecOf(coordinator)["restartPolicy"].as<std::string>(), "Never");
+  // Not headless: the roles dial the Service's stable address, whichever pod is behind it.
+  EXPECT_FALSE(coordinator_service["spec"]["clusterIP"]);
+  EXPECT_EQ(coordinator["spec"]["serviceName"].as<std::string>(), "ctr-coordinator");
+  EXPECT_TRUE(Selects(coordinator["spec"]["selector"]["matchLabels"],
+                      coordinator["spec"]["template"]["metadata"]["labels"]));
 
   // The headless Service: stable DNS names for servers and spares, whose StatefulSets it
   // governs.
@@ -248,6 +252,50 @@ TEST(K8sManifestsTest, ServicesSelectTheirRolesOnTheirPorts) {
                                   ["labels"]));
   EXPECT_EQ(objects.Get("StatefulSet/ctr-server")["spec"]["replicas"].as<int>(), 5);
   EXPECT_EQ(objects.Get("StatefulSet/ctr-spare")["spec"]["replicas"].as<int>(), 1);
+}
+
+// The coordinator is started again when it dies (docs/recovery.md): one pod at most, restarted
+// always, with a claim of its own for its state log that outlives the pod, so the new one
+// takes the job over; after the job ended it serves the end instead of exiting into a restart.
+TEST(K8sManifestsTest, TheCoordinatorIsRestartedOnItsStateClaim) {
+  Objects objects = Generate(Spec(kJob));
+  const YAML::Node set = objects.Get("StatefulSet/ctr-coordinator");
+  EXPECT_EQ(set["spec"]["replicas"].as<int>(), 1);
+  EXPECT_EQ(set["spec"]["updateStrategy"]["type"].as<std::string>(), "OnDelete");
+  EXPECT_EQ(PodSpecOf(set)["restartPolicy"].as<std::string>(), "Always");
+  const std::vector<std::string> args = Strings(ContainerOf(set)["args"]);
+  auto flag = [&args](const std::string& name) {
+    auto it = std::find(args.begin(), args.end(), name);
+    return it == args.end() || it + 1 == args.end() ? std::string("(none)") : *(it + 1);
+  };
+  EXPECT_EQ(flag("--state-dir"), kK8sStateDir);
+  EXPECT_EQ(flag("--linger-ms"), "-1");
+  // The claim: from the template, mounted above the state folder (the log owns its folder,
+  // and a new volume may hold lost+found), writable by the image's group.
+  const YAML::Node claims = set["spec"]["volumeClaimTemplates"];
+  ASSERT_EQ(claims.size(), 1u);
+  const std::string claim = claims[0]["metadata"]["name"].as<std::string>();
+  EXPECT_THAT(Strings(claims[0]["spec"]["accessModes"]), ElementsAre("ReadWriteOnce"));
+  EXPECT_EQ(claims[0]["spec"]["resources"]["requests"]["storage"].as<std::string>(), "1Gi");
+  EXPECT_FALSE(claims[0]["spec"]["storageClassName"]);
+  std::string mount;
+  for (const auto& m : ContainerOf(set)["volumeMounts"]) {
+    if (m["name"].as<std::string>() == claim) mount = m["mountPath"].as<std::string>();
+  }
+  EXPECT_EQ(mount, kK8sStateMount);
+  EXPECT_EQ(fs::path(kK8sStateDir).parent_path().string(), mount);
+  for (const auto& v : PodSpecOf(set)["volumes"]) {
+    EXPECT_NE(v["name"].as<std::string>(), claim) << "the template's claim, not a pod volume";
+  }
+  EXPECT_EQ(PodSpecOf(set)["securityContext"]["fsGroup"].as<int>(), 10001);
+  // Also without a checkpoint claim or TLS.
+  JobSpec bare = Spec(kJob);
+  bare.k8s.checkpoint_claim.clear();
+  bare.fault_tolerance.checkpoint.save_final = false;
+  const YAML::Node bare_set = Generate(bare).Get("StatefulSet/ctr-coordinator");
+  EXPECT_EQ(PodSpecOf(bare_set)["securityContext"]["fsGroup"].as<int>(), 10001);
+  // No Job runs a coordinator any more.
+  EXPECT_FALSE(objects.Has("Job/ctr-coordinator"));
 }
 
 TEST(K8sManifestsTest, PodOrdinalIsTheServerIdAndCompletionIndexTheWorkerId) {
@@ -337,7 +385,7 @@ TEST_F(ServerScriptTest, ServesOnAsASpareWhenItsIdIsRefused) {
 TEST(K8sManifestsTest, ProbesResourcesAndScrapeAnnotations) {
   Objects objects = Generate(Spec(kJob));
   const std::map<std::string, std::pair<int, std::string>> expected = {
-      {"Job/ctr-coordinator", {7070, "ecps.v1.Coordinator"}},
+      {"StatefulSet/ctr-coordinator", {7070, "ecps.v1.Coordinator"}},
       {"StatefulSet/ctr-server", {7071, "ecps.v1.ParameterServer"}},
       {"StatefulSet/ctr-spare", {7071, "ecps.v1.ParameterServer"}},
       {"Job/ctr-worker", {7072, ""}}};
@@ -367,7 +415,7 @@ TEST(K8sManifestsTest, ProbesResourcesAndScrapeAnnotations) {
   EXPECT_EQ(server["resources"]["requests"]["memory"].as<std::string>(), "6Gi");
   EXPECT_EQ(server["resources"]["limits"]["memory"].as<std::string>(), "6Gi");
   EXPECT_FALSE(server["resources"]["limits"]["cpu"]);  // no CPU limit: no throttled RPCs
-  const YAML::Node coordinator = ContainerOf(objects.Get("Job/ctr-coordinator"));
+  const YAML::Node coordinator = ContainerOf(objects.Get("StatefulSet/ctr-coordinator"));
   EXPECT_EQ(coordinator["resources"]["requests"]["cpu"].as<std::string>(), "500m");
 
   // monitoring.metrics_port -1: no metrics, no annotations.
@@ -405,7 +453,7 @@ TEST(K8sManifestsTest, GpuWorkersLimitTheirGpus) {
 TEST(K8sManifestsTest, TheCheckpointVolumeIsSharedByTheCoordinatorAndTheServers) {
   Objects objects = Generate(Spec(kJob));
   const std::string dir = PodSpecFrom(objects).fault_tolerance.checkpoint.dir;
-  for (const char* workload : {"Job/ctr-coordinator", "StatefulSet/ctr-server",
+  for (const char* workload : {"StatefulSet/ctr-coordinator", "StatefulSet/ctr-server",
                                "StatefulSet/ctr-spare", "Job/ctr-worker"}) {
     SCOPED_TRACE(workload);
     const YAML::Node pod = PodSpecOf(objects.Get(workload));
@@ -500,12 +548,13 @@ std::vector<TlsIdentity> TlsIdentities() {
 
 TEST(K8sTlsTest, EachRolesPodsMountTheirOwnCertificateAndNoOther) {
   Objects objects = Generate(TlsSpec(), kToken, TlsIdentities());
-  EXPECT_THAT(objects.files(), ElementsAre("00-spec.configmap.yaml", "01-token.secret.yaml",
-                                           "02-coordinator-tls.secret.yaml",
-                                           "03-server-tls.secret.yaml", "04-worker-tls.secret.yaml",
-                                           "10-coordinator.service.yaml", "11-coordinator.job.yaml",
-                                           "20-server.service.yaml", "21-server.statefulset.yaml",
-                                           "22-spare.statefulset.yaml", "30-worker.job.yaml"));
+  EXPECT_THAT(
+      objects.files(),
+      ElementsAre("00-spec.configmap.yaml", "01-token.secret.yaml",
+                  "02-coordinator-tls.secret.yaml", "03-server-tls.secret.yaml",
+                  "04-worker-tls.secret.yaml", "10-coordinator.service.yaml",
+                  "11-coordinator.statefulset.yaml", "20-server.service.yaml",
+                  "21-server.statefulset.yaml", "22-spare.statefulset.yaml", "30-worker.job.yaml"));
   for (const std::string role : {"coordinator", "server", "worker"}) {
     SCOPED_TRACE(role);
     const YAML::Node secret = objects.Get("Secret/ctr-" + role + "-tls");
@@ -518,7 +567,7 @@ TEST(K8sTlsTest, EachRolesPodsMountTheirOwnCertificateAndNoOther) {
   // The admin's certificate stays with the operators.
   EXPECT_FALSE(objects.Has("Secret/ctr-admin-tls"));
   const std::map<std::string, std::string> secret_of = {
-      {"Job/ctr-coordinator", "ctr-coordinator-tls"},
+      {"StatefulSet/ctr-coordinator", "ctr-coordinator-tls"},
       {"StatefulSet/ctr-server", "ctr-server-tls"},
       {"StatefulSet/ctr-spare", "ctr-server-tls"},  // a spare becomes a server
       {"Job/ctr-worker", "ctr-worker-tls"}};
@@ -575,7 +624,7 @@ TEST(K8sTlsTest, ProbesRunEcpsHealthWithThePodsOwnCertificate) {
     std::string address, role, readiness;
   };
   const std::map<std::string, Probe> expected = {
-      {"Job/ctr-coordinator", {"127.0.0.1:7070", "coordinator", "ecps.v1.Coordinator"}},
+      {"StatefulSet/ctr-coordinator", {"127.0.0.1:7070", "coordinator", "ecps.v1.Coordinator"}},
       {"StatefulSet/ctr-server", {"127.0.0.1:7071", "server", "ecps.v1.ParameterServer"}},
       {"StatefulSet/ctr-spare", {"127.0.0.1:7071", "server", "ecps.v1.ParameterServer"}},
       {"Job/ctr-worker", {"127.0.0.1:7072", "worker", ""}}};
@@ -681,6 +730,12 @@ TEST(K8sCommandTest, WritesTheFilesKeepsTheTokenAndRemovesWhatIsGone) {
                 .as<std::string>(),
             token);
   EXPECT_FALSE(fs::exists(out / "22-spare.statefulset.yaml"));
+  // The coordinator's Job an earlier version wrote is removed: applying the folder must not
+  // start a second coordinator beside the StatefulSet's.
+  std::ofstream(out / "11-coordinator.job.yaml") << "kind: Job\n";
+  ASSERT_EQ(RunK8sCommand(spec_path.string(), out.string()), 0);
+  EXPECT_FALSE(fs::exists(out / "11-coordinator.job.yaml"));
+  EXPECT_TRUE(fs::exists(out / "11-coordinator.statefulset.yaml"));
 
   // A spec Kubernetes cannot run: exit 2, nothing written.
   std::ofstream(spec_path, std::ios::trunc) << "job: {name: x}\n";

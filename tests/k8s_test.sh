@@ -7,8 +7,10 @@
 #
 # A job with mutual TLS (certificates from tests/tls/make_certs.sh) gets a Secret per role and
 # exec probes (`ecps health` with the pod's certificate): a coordinator started from the
-# ConfigMap's spec with the files of its Secret answers its two probes, taken from its Job,
-# SERVING, and a probe without a certificate (Kubernetes' gRPC probe) nothing.
+# ConfigMap's spec with the files of its Secret and its StatefulSet's --state-dir and
+# --linger-ms answers its two probes, taken from its StatefulSet, SERVING, and a probe without
+# a certificate (Kubernetes' gRPC probe) nothing. SIGKILLed and started again as Kubernetes
+# would, on the same state folder, it takes the job over (term 2) and answers them again.
 #
 # Also checks that the validator rejects broken manifests (a wrong type, a misspelt field, an
 # unknown kind), so that a check that silently validates nothing fails here, and that a spec
@@ -21,7 +23,7 @@ validator="$root/tests/k8s/validate.js"
 
 test_name=k8s_test
 work="$(mktemp -d "${TMPDIR:-/tmp}/ecps-k8s-test.XXXXXX")"
-fail_logs=("$work/coordinator.log")
+fail_logs=("$work/coordinator.log" "$work/coordinator-2.log")
 job_pid=""  # the TLS coordinator, while it runs
 # shellcheck source=tests/lib/job_test.sh
 . "$root/tests/lib/job_test.sh"
@@ -107,38 +109,56 @@ done
 
 # The TLS coordinator's pod, as far as one process shows it: the coordinator runs from the
 # ConfigMap's spec with the files of its Secret where the pod mounts them (/etc/ecps-tls
-# becomes a folder here; no metrics port, which another process may hold), and its two probes
-# run as its Job writes them.
+# becomes a folder here; no metrics port, which another process may hold), with its
+# StatefulSet's state folder (under a folder here) and linger, and its two probes run as its
+# StatefulSet writes them.
 pod_tls="$work/pod-tls"
 mkdir -p "$pod_tls"
 out="$work/out-tls"
 node - "$root/tests/k8s/node_modules/js-yaml" "$out/02-coordinator-tls.secret.yaml" \
-    "$out/00-spec.configmap.yaml" "$out/11-coordinator.job.yaml" "$pod_tls" \
+    "$out/00-spec.configmap.yaml" "$out/11-coordinator.statefulset.yaml" "$pod_tls" \
     > "$work/probes.txt" <<'JS'
 const fs = require("fs");
-const [yamlModule, secretFile, mapFile, jobFile, dir] = process.argv.slice(2);
+const [yamlModule, secretFile, mapFile, setFile, dir] = process.argv.slice(2);
 const yaml = require(yamlModule);
 const load = (file) => yaml.load(fs.readFileSync(file, "utf8"));
 for (const [key, value] of Object.entries(load(secretFile).stringData)) {
   fs.writeFileSync(`${dir}/${key}`, value);
 }
 fs.writeFileSync(`${dir}/../pod-spec.yaml`, load(mapFile).data["spec.yaml"]);
-const job = load(jobFile);
-const container = job.spec.template.spec.containers[0];
+const set = load(setFile);
+const container = set.spec.template.spec.containers[0];
+const flag = (name) => container.args[container.args.indexOf(name) + 1];
+fs.writeFileSync(`${dir}/../state-flags`,
+                 `${flag("--state-dir")} ${flag("--linger-ms")} ${container.volumeMounts
+                     .find((m) => m.name === set.spec.volumeClaimTemplates[0].metadata.name)
+                     .mountPath}\n`);
 for (const probe of ["livenessProbe", "readinessProbe"]) {
   console.log(container[probe].exec.command.join(" "));
 }
 JS
-[ "$(wc -l < "$work/probes.txt")" -eq 2 ] || fail "no exec probes in the TLS coordinator's Job"
+[ "$(wc -l < "$work/probes.txt")" -eq 2 ] || fail "no exec probes in the TLS coordinator's StatefulSet"
+read -r state_dir linger claim_mount < "$work/state-flags"
+[ "$linger" = -1 ] || fail "the coordinator's StatefulSet lingers $linger ms, not until SIGTERM"
+case "$state_dir" in "$claim_mount"/?*) ;; *)
+  fail "the coordinator's --state-dir $state_dir is not in its claim ($claim_mount)" ;;
+esac
+state_dir="$work/claim${state_dir#"$claim_mount"}"
+mkdir -p "$work/claim"
 grep -q "^    ca: \"/etc/ecps-tls/ca.crt\"$" "$work/pod-spec.yaml" ||
   fail "the pods' spec does not name the CA at /etc/ecps-tls"
 sed -i "s#/etc/ecps-tls#$pod_tls#; s#metrics_port: 9400#metrics_port: -1#" "$work/pod-spec.yaml"
-(cd "$work" && exec env ECPS_TOKEN=k8s-test-secret "$ecps" coordinator --spec pod-spec.yaml \
-   --host 127.0.0.1 --port 0 --port-file coordinator.port > coordinator.log 2>&1) &
-job_pid=$!
+start_pod_coordinator() {  # start_pod_coordinator LOG
+  rm -f "$work/coordinator.port"
+  (cd "$work" && exec env ECPS_TOKEN=k8s-test-secret "$ecps" coordinator --spec pod-spec.yaml \
+     --host 127.0.0.1 --port 0 --port-file coordinator.port --state-dir "$state_dir" \
+     --linger-ms "$linger" > "$1" 2>&1) &
+  job_pid=$!
+  wait_for "the TLS coordinator to listen" 30 listening
+  port="$(cat "$work/coordinator.port")"
+}
 listening() { [ -s "$work/coordinator.port" ]; }
-wait_for "the TLS coordinator to listen" 30 listening
-port="$(cat "$work/coordinator.port")"
+run_probes() {
 while read -r probe; do
   # The pod's command, word for word, but for this machine's binary, port and files.
   read -ra args <<< "${probe//\/etc\/ecps-tls/$pod_tls}"
@@ -150,6 +170,9 @@ while read -r probe; do
   echo "k8s_test: probe ${probe%% --deadline-ms*}: $answer"
   case "$answer" in *": SERVING") ;; *) fail "the probe did not answer SERVING: $answer" ;; esac
 done < "$work/probes.txt"
+}
+start_pod_coordinator coordinator.log
+run_probes
 # What Kubernetes' own gRPC probe does: no client certificate, and so no answer.
 set +e
 plain="$("$ecps" health "127.0.0.1:$port" coordinator --deadline-ms 2000 2>&1)"
@@ -157,6 +180,15 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] || fail "a probe without a certificate exited $rc, expected 2: $plain"
 echo "k8s_test: a probe without a certificate: $plain"
+# Killed, and started again on its state folder as Kubernetes would: it takes the job over.
+kill -9 "$job_pid"
+wait "$job_pid" 2>/dev/null || true
+job_pid=""
+start_pod_coordinator coordinator-2.log
+grep -q "as term 2" "$work/coordinator-2.log" ||
+  fail "the restarted coordinator did not take the job over: $(tail -5 "$work/coordinator-2.log")"
+run_probes
+echo "k8s_test: the restarted coordinator took the job over: $(grep -o "takes job .* as term 2" "$work/coordinator-2.log")"
 stop_job
 
 # Each role's certificate is checked as the role checks it: a server's certificate given as
