@@ -28,10 +28,12 @@ void DrillRunner::Run(const v1::StatusResponse& st, double t, CoordinatorClient*
         if (child.name != "coordinator" || child.exited) continue;
         done_[i] = true;
         victims_.insert(static_cast<pid_t>(child.pid));
+        down_for_[static_cast<pid_t>(child.pid)] = f.duration_s;
         records_.push_back(DrillRecord{f, t, child.pid});
         backend_->Signal(c, SIGKILL);
-        events->Add(absl::StrFormat("drill at step %d: SIGKILL the coordinator (pid %d)",
-                                    st.step(), child.pid));
+        events->Add(absl::StrFormat(
+            "drill at step %d: SIGKILL the coordinator (pid %d)%s", st.step(), child.pid,
+            f.duration_s > 0 ? absl::StrFormat("; a new one in %.1f s", f.duration_s) : ""));
       }
       continue;
     }

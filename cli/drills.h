@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ class DrillRunner {
 
   // Whether `pid` is a process a drill killed or stopped (its exit is expected).
   bool IsVictim(pid_t pid) const { return victims_.count(pid) > 0; }
+  // How long the coordinator `pid`, killed by a kill_coordinator drill, stays down (its
+  // duration_s); 0 for any other process.
+  double DownFor(pid_t pid) const {
+    auto it = down_for_.find(pid);
+    return it == down_for_.end() ? 0 : it->second;
+  }
   const std::vector<DrillRecord>& records() const { return records_; }
 
  private:
@@ -57,6 +64,7 @@ class DrillRunner {
   std::vector<DrillRecord> records_;
   std::vector<Stopped> stopped_;
   std::set<pid_t> victims_;
+  std::map<pid_t, double> down_for_;  // killed coordinators: their drill's duration_s
 };
 
 }  // namespace ecps

@@ -52,12 +52,13 @@ constexpr int kMaxCoordinatorRestarts = 3;
 // Whether a coordinator that exited so before the job ended is started again: killed or
 // crashed (srun reports a task killed by signal N as exit 128+N), or failed. Not for 0 (it
 // ended the job's service, which the launcher has not seen end), 2 (a bad spec or flag, the
-// same for any new one) nor kExitDataLost (the job failed for good).
+// same for any new one), kExitDataLost (the job failed for good) nor kExitStateDamaged (any
+// new one would find the same damaged state).
 bool CoordinatorRestartable(int exit_status) {
   if (WIFSIGNALED(exit_status)) return true;
   if (!WIFEXITED(exit_status)) return false;
   const int code = WEXITSTATUS(exit_status);
-  return code != 0 && code != 2 && code != kExitDataLost;
+  return code != 0 && code != 2 && code != kExitDataLost && code != kExitStateDamaged;
 }
 
 std::string RandomToken() {
@@ -220,8 +221,13 @@ class Job {
       }
       if (c.name == "coordinator" && !finished) {
         if (CoordinatorRestartable(c.exit_status)) {
-          // Killed, crashed or failed: a new one takes the job over (Monitor starts it).
+          // Killed, crashed or failed: a new one takes the job over (Monitor starts it, at
+          // once or after a drill's duration_s).
           coordinator_died_ = true;
+          coordinator_died_at_ = Clock::now();
+          restart_coordinator_at_ =
+              coordinator_died_at_ + std::chrono::milliseconds(
+                                         static_cast<int64_t>(drills.DownFor(c.pid) * 1000));
         } else {
           failure = "the coordinator exited before the job finished (" +
                     DescribeExit(c.exit_status) + ")";
@@ -261,7 +267,7 @@ class Job {
       if (interrupt_.interrupted()) interrupt_.AwaitExit();
       failure = ReapExited(drills, run.have_status && last.phase() == v1::JOB_FINISHED, &events);
       drills.ContinueStopped(&events);
-      if (failure.empty() && coordinator_died_) {
+      if (failure.empty() && coordinator_died_ && Clock::now() >= restart_coordinator_at_) {
         failure = RestartCoordinator(spawner, start, last, &run, &events);
         // The silence that fails the job counts from the new coordinator's start (a Slurm
         // step may wait for a node), not from the old one's last answer.
@@ -308,7 +314,7 @@ class Job {
         csv.flush();
         printer_.Update(ProgressLine(last));
         if (ended) break;
-      } else if (Clock::now() - last_ok > std::chrono::seconds(30)) {
+      } else if (!coordinator_died_ && Clock::now() - last_ok > std::chrono::seconds(30)) {
         failure = "lost contact with the coordinator: " + status.status().ToString();
       }
       if (!failure.empty()) break;
@@ -333,7 +339,7 @@ class Job {
                                  EventLog* events) {
     coordinator_died_ = false;
     RunRecord::CoordinatorFailure c;
-    c.t = std::chrono::duration<double>(Clock::now() - start).count();
+    c.t = std::chrono::duration<double>(coordinator_died_at_ - start).count();
     c.step_at_death = last.step();
     for (int i = 0; i < children_->size(); ++i) {
       if (children_->child(i).name == "coordinator") c.pid = children_->child(i).pid;
@@ -395,6 +401,8 @@ class Job {
   std::string out_;
   std::string token_;
   bool coordinator_died_ = false;  // ReapExited saw it killed: Monitor starts a new one
+  Clock::time_point coordinator_died_at_;      // when ReapExited saw it
+  Clock::time_point restart_coordinator_at_;   // when Monitor starts the new one
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "absl/strings/str_format.h"
+#include "coordinator/coordinator_main.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/net.h"
 
@@ -168,6 +169,12 @@ absl::StatusOr<std::string> RoleSpawner::WaitForAddress(const std::string& addre
       // (the launcher sees it in the job's status).
       const Child& c = backend_->child(i);
       if (c.name != "coordinator") continue;
+      if (WIFEXITED(c.exit_status) && WEXITSTATUS(c.exit_status) == kExitStateDamaged) {
+        return absl::DataLossError(
+            "the coordinator cannot take the job over: its saved state is damaged (no other "
+            "would find better); its log " + c.log_path + " ends with:\n" +
+            TailFile(c.log_path, 1));
+      }
       return absl::InternalError("the coordinator exited (" + DescribeExit(c.exit_status) +
                                  ") before listening; its log " + c.log_path + " ends with:\n" +
                                  TailFile(c.log_path, 10));

@@ -50,7 +50,7 @@ int RunCoordinator(const CoordinatorOptions& options) {
       CoordinatorProcess::Create(options);
   if (!process.ok()) {
     spdlog::error("coordinator: {}", process.status().ToString());
-    return 1;
+    return absl::IsDataLoss(process.status()) ? kExitStateDamaged : 1;
   }
   if (absl::Status started = (*process)->Start(); !started.ok()) {
     spdlog::error("coordinator: {}", started.ToString());

@@ -11,6 +11,10 @@ namespace ecps {
 // The exit code of the coordinator and of `ecps run` when the job failed because data was
 // lost (more than r members of some stripes gone): distinct from any other failure (1).
 inline constexpr int kExitDataLost = 4;
+// The exit code of a coordinator that cannot take the job over because its saved state is
+// damaged (a bad record or snapshot in --state-dir; the log names the file and the record):
+// any other coordinator would find the same, so launchers do not start another.
+inline constexpr int kExitStateDamaged = 5;
 
 struct CoordinatorOptions {
   JobSpec spec;

@@ -162,7 +162,8 @@ struct FaultSpec {
   int64_t at_step = 0;
   std::string action;                // kill_server | stop_server | kill_worker
   int target = 0;                    // server or worker index
-  double duration_s = 0;             // stop_server: how long the process stays stopped
+  double duration_s = 0;             // stop_server: how long the process stays stopped;
+                                     // kill_coordinator: how long it stays down
 };
 
 struct MonitoringSection {

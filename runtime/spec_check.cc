@@ -471,9 +471,10 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                 absl::StrCat("stop_server needs duration_s greater than 0 (seconds the server "
                              "stays stopped), got ",
                              FormatNumber(f.duration_s)));
-      } else if (f.action != "stop_server" && f.duration_s != 0) {
+      } else if (f.action != "stop_server" && f.action != "kill_coordinator" &&
+                 f.duration_s != 0) {
         ErrorAt(p + ".duration_s", {p + ".duration_s", p},
-                absl::StrCat("is only used by stop_server; ", f.action,
+                absl::StrCat("is only used by stop_server and kill_coordinator; ", f.action,
                              " is immediate (remove duration_s)"));
       }
     }

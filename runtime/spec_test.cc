@@ -781,7 +781,7 @@ const BadSpec kBadSpecs[] = {
     {"stop_without_duration", "faults:\n  - at_step: 5\n    action: stop_server\n",
      "bad.yaml:2: faults[0].duration_s: stop_server needs duration_s greater than 0"},
     {"kill_with_duration", "faults:\n  - {at_step: 5, action: kill_server, duration_s: 3}\n",
-     "bad.yaml:2: faults[0].duration_s: is only used by stop_server"},
+     "bad.yaml:2: faults[0].duration_s: is only used by stop_server and kill_coordinator"},
     {"fault_not_map", "faults:\n  - kill_server\n", "bad.yaml:2: faults[0]: expected a map"},
     {"worker_device_unknown", "cluster:\n  worker_device: tpu\n",
      "bad.yaml:2: cluster.worker_device: must be one of cpu, cuda"},

@@ -1,6 +1,7 @@
 // Soak: failure after failure under `ecps run`, real processes and real signals. A seeded
 // list of drills (SIGKILL of a random server, SIGSTOP of one past the heartbeat timeout, a
-// rebuilding replacement killed, a worker killed) runs against one job; it must finish every
+// rebuilding replacement killed, a worker killed, the coordinator killed and kept down a
+// second, up to 3 times) runs against one job; it must finish every
 // step with every failure recovered and a clean scrub, and the servers' memory must stay flat
 // from the fifth failure on. Short form by default (8 failures); ECPS_SOAK_FAILURES=20 for
 // the long one (docs/recovery.md). The counting proof that no acknowledged update is lost
@@ -59,9 +60,10 @@ TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
   const int failures = env != nullptr ? std::max(5, std::atoi(env)) : 8;
   std::mt19937 rng(1201);
   std::string drills;
-  int step = kSpacing, planned = 0;
+  int step = kSpacing, planned = 0, coordinator_kills = 0;
   for (int i = 0; planned < failures; ++i) {
-    const int kind = i % 4;
+    // Every fifth drill kills the coordinator (down 1 s), as often as `ecps run` restarts it.
+    const int kind = i % 5 == 4 && coordinator_kills < 3 ? 4 : i % 5 % 4;
     const int target = static_cast<int>(rng() % 4);
     const std::string at = std::to_string(step);
     if (kind == 0) {
@@ -77,9 +79,12 @@ TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
                 std::to_string(target) + "}\n  - {at_step: " + std::to_string(step + 10) +
                 ", action: kill_server, target: " + std::to_string(target) + "}\n";
       planned += 2;
-    } else {
+    } else if (kind == 3) {
       drills += "  - {at_step: " + at + ", action: kill_worker, target: 0}\n";
       planned += 1;
+    } else {
+      drills += "  - {at_step: " + at + ", action: kill_coordinator, duration_s: 1}\n";
+      coordinator_kills += 1;
     }
     step += kSpacing;
   }
@@ -140,14 +145,21 @@ TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
   }
   EXPECT_EQ(declared, planned) << report;
   EXPECT_EQ(recovered, planned) << report;
+  int taken_over = 0;
+  for (size_t at = report.find("\"step_at_death\""); at != std::string::npos;
+       at = report.find("\"step_at_death\"", at + 1)) {
+    ++taken_over;
+  }
+  EXPECT_EQ(taken_over, coordinator_kills) << report;
+  EXPECT_GE(coordinator_kills, 1);
   ASSERT_GT(rss_at_fifth, 0) << "never saw the job running with five failures recovered";
   ASSERT_GT(rss_last, 0);
   EXPECT_LT(rss_last, rss_at_fifth * 5 / 4)
       << "servers' memory grew from " << rss_at_fifth << " KiB at the fifth failure to "
       << rss_last << " KiB";
-  std::printf("soak: %d failures over %d steps; servers' RSS %lld KiB at the fifth failure, "
-              "%lld KiB at the end\n",
-              planned, steps, static_cast<long long>(rss_at_fifth),
+  std::printf("soak: %d failures and %d coordinator kills over %d steps; servers' RSS %lld KiB "
+              "at the fifth failure, %lld KiB at the end\n",
+              planned, coordinator_kills, steps, static_cast<long long>(rss_at_fifth),
               static_cast<long long>(rss_last));
   fs::remove_all(dir);
 }
