@@ -21,6 +21,7 @@ using testing::ServerHeartbeat;
 using testing::ServerRegistration;
 using testing::StatusQuery;
 using testing::TestSpec;
+using testing::WireRollback;
 using testing::WorkerHeartbeat;
 using testing::WorkerRegistration;
 
@@ -684,20 +685,7 @@ TEST_F(CoordinatorCheckpointTest, NothingIsPrunedOrSavedDuringARollback) {
   spec.fault_tolerance.mode = FaultToleranceMode::kCheckpoint;
   spec.fault_tolerance.checkpoint.interval_steps = 10;
   ASSERT_NO_FATAL_FAILURE(MakeService(spec));
-  CoordinatorService* svc = service_.get();
-  service_->SetServerDeadHandler([svc](int id) {  // what coordinator_main installs
-    if (!svc->BeginRollback()) return false;
-    svc->ReplaceServer(id);
-    return true;
-  });
-  service_->SetReloader([](const v1::ClusterMap&) -> absl::StatusOr<v1::CheckpointReport> {
-    v1::CheckpointReport report;
-    report.set_done(true);
-    report.set_dir("/ckpt/step-000000005");
-    report.set_step(5);
-    report.add_reader_positions(640);
-    return report;
-  });
+  WireRollback(service_.get());
   // The first save: server 1 dies while it runs (its last heartbeat is 2 s old when the save
   // ends), so the save commits but nothing is pruned.
   int saves = 0;

@@ -95,6 +95,25 @@ inline v1::ReportFailureRequest FailureReport(v1::Role role, int id,
   return request;
 }
 
+// Mode checkpoint's wiring, as coordinator_main installs it: a dead server starts a rollback
+// and gets a spare; the reloader has every server "reload" the checkpoint of step 5 (worker
+// 0's reader at 640).
+inline void WireRollback(CoordinatorService* service) {
+  service->SetServerDeadHandler([service](int id) {
+    if (!service->BeginRollback()) return false;
+    service->ReplaceServer(id);
+    return true;
+  });
+  service->SetReloader([](const v1::ClusterMap&) -> absl::StatusOr<v1::CheckpointReport> {
+    v1::CheckpointReport report;
+    report.set_done(true);
+    report.set_dir("/ckpt/step-000000005");
+    report.set_step(5);
+    report.add_reader_positions(640);
+    return report;
+  });
+}
+
 inline v1::StatusRequest StatusQuery(const std::string& token = kToken) {
   v1::StatusRequest request;
   FillHeader(request.mutable_header(), token, 0, "cli");

@@ -18,6 +18,7 @@ using testing::ServerHeartbeat;
 using testing::ServerRegistration;
 using testing::TestSpec;
 using testing::WorkerHeartbeat;
+using testing::WireRollback;
 using testing::WorkerRegistration;
 
 constexpr absl::Duration kTimeout = absl::Milliseconds(1500);  // TestSpec's heartbeat timeout
@@ -162,20 +163,7 @@ TEST_F(TakeoverTest, ARollbackInProgressIsTakenOver) {
                     return absl::OkStatus();
                   })
                   .ok());
-  CoordinatorService* svc = service_.get();
-  service_->SetServerDeadHandler([svc](int id) {  // what coordinator_main installs
-    if (!svc->BeginRollback()) return false;
-    svc->ReplaceServer(id);
-    return true;
-  });
-  service_->SetReloader([](const v1::ClusterMap&) -> absl::StatusOr<v1::CheckpointReport> {
-    v1::CheckpointReport report;
-    report.set_done(true);
-    report.set_dir("/ckpt/step-000000005");
-    report.set_step(5);
-    report.add_reader_positions(640);
-    return report;
-  });
+  WireRollback(service_.get());
   Register(ServerRegistration(0, "s0"));
   Register(ServerRegistration(1, "s1"));
   Beat(ServerHeartbeat(0, "s0"));
