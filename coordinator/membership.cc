@@ -143,6 +143,8 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
     fresh.id = -1;
     fresh.state = v1::NODE_STANDBY;
     spares_.push_back(std::move(fresh));
+    server_instances_[spares_.back().instance] =
+        ServerSlot{/*spare=*/true, static_cast<int>(spares_.size()) - 1};
     Bump();
     result.node = spares_.back().Ref();
     result.state = v1::NODE_STANDBY;
@@ -151,6 +153,11 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
   fresh.id = slot->id;
   if (slot->registered) {  // replacing a dead holder
     result.replaced = slot->instance;
+    if (role == v1::ROLE_SERVER) {
+      server_instances_.erase(slot->instance);
+    } else {
+      worker_instances_.erase(slot->instance);
+    }
     fresh.state = role == v1::ROLE_SERVER ? v1::NODE_RECOVERING : v1::NODE_STARTING;
     if (role == v1::ROLE_WORKER) {
       // The replacement continues the dead worker's partition; until it reports, the slot's
@@ -166,6 +173,11 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
     fresh.state = v1::NODE_STARTING;
   }
   *slot = std::move(fresh);
+  if (role == v1::ROLE_SERVER) {
+    server_instances_[slot->instance] = ServerSlot{/*spare=*/false, slot->id};
+  } else {
+    worker_instances_[slot->instance] = slot->id;
+  }
   Bump();
   result.node = slot->Ref();
   result.state = slot->state;
@@ -297,6 +309,7 @@ absl::StatusOr<Membership::Registration> Membership::PromoteSpare(int server_id)
   promoted.before_suspect = v1::NODE_STATE_UNSPECIFIED;
   promoted.server = v1::ServerStats();
   slot = std::move(promoted);
+  Reindex();  // the spares after the promoted one moved down
   ++epoch_;
   Bump();
   result.node = slot.Ref();
@@ -466,26 +479,39 @@ absl::Status Membership::Restore(const v1::CoordinatorState& state) {
   restore(state.servers(), &servers_);
   restore(state.spares(), &spares_);
   restore(state.workers(), &workers_);
+  Reindex();
   epoch_ = state.epoch();
   version_ = state.version();
   Bump();
   return absl::OkStatus();
 }
 
+void Membership::Reindex() {
+  server_instances_.clear();
+  worker_instances_.clear();
+  for (int i = 0; i < static_cast<int>(servers_.size()); ++i) {
+    if (servers_[i].registered) server_instances_[servers_[i].instance] = ServerSlot{false, i};
+  }
+  for (int i = 0; i < static_cast<int>(spares_.size()); ++i) {
+    server_instances_[spares_[i].instance] = ServerSlot{true, i};
+  }
+  for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
+    if (workers_[i].registered) worker_instances_[workers_[i].instance] = i;
+  }
+}
+
 template <typename Self>
 auto* Membership::FindIn(Self& self, v1::Role role, const std::string& instance) {
   decltype(&self.servers_[0]) none = nullptr;
   if (role == v1::ROLE_SERVER) {
-    for (auto& node : self.servers_) {
-      if (node.registered && node.instance == instance) return &node;
-    }
-    for (auto& node : self.spares_) {
-      if (node.instance == instance) return &node;
-    }
-  } else if (role == v1::ROLE_WORKER) {
-    for (auto& node : self.workers_) {
-      if (node.registered && node.instance == instance) return &node;
-    }
+    auto it = self.server_instances_.find(instance);
+    if (it == self.server_instances_.end()) return none;
+    auto& table = it->second.spare ? self.spares_ : self.servers_;
+    return &table[static_cast<size_t>(it->second.index)];
+  }
+  if (role == v1::ROLE_WORKER) {
+    auto it = self.worker_instances_.find(instance);
+    if (it != self.worker_instances_.end()) return &self.workers_[static_cast<size_t>(it->second)];
   }
   return none;
 }
