@@ -225,6 +225,7 @@ absl::StatusOr<Membership::HeartbeatResult> Membership::ApplyHeartbeat(
     if (was_done) node->worker.set_done(true);
     if (node->worker.done()) next = v1::NODE_FINISHED;
     result.became_done = node->worker.done() && !was_done;
+    if (result.became_done) facts_.reset();  // when its state was FINISHED already
   }
   if (next != old_state) {
     node->state = next;
@@ -327,14 +328,7 @@ const v1::WorkerProgress* Membership::WorkerProgressOf(int id) const {
   return &workers_[id].worker;
 }
 
-bool Membership::AnyServerRecovering() const {
-  for (const Node& node : servers_) {
-    if (!node.registered) continue;
-    if (node.state == v1::NODE_RECOVERING || node.state == v1::NODE_DEAD) return true;
-    if (node.state == v1::NODE_SUSPECT && node.before_suspect == v1::NODE_RECOVERING) return true;
-  }
-  return false;
-}
+bool Membership::AnyServerRecovering() const { return Facts().any_server_recovering; }
 
 std::vector<int> Membership::DeadServerSlots() const {
   std::vector<int> dead;
@@ -350,25 +344,32 @@ int Membership::LiveSpares() const {
   return n;
 }
 
-bool Membership::AllServersActive() const {
+bool Membership::AllServersActive() const { return Facts().all_servers_active; }
+
+bool Membership::AllWorkersRegistered() const { return Facts().all_workers_registered; }
+
+bool Membership::AllWorkersDone() const { return Facts().all_workers_done; }
+
+const Membership::PhaseFacts& Membership::Facts() const {
+  if (facts_) return *facts_;
+  PhaseFacts f;
+  f.all_servers_active = true;
   for (const Node& node : servers_) {
-    if (!node.registered || node.state != v1::NODE_ACTIVE) return false;
+    if (!node.registered || node.state != v1::NODE_ACTIVE) f.all_servers_active = false;
+    if (!node.registered) continue;
+    if (node.state == v1::NODE_RECOVERING || node.state == v1::NODE_DEAD ||
+        (node.state == v1::NODE_SUSPECT && node.before_suspect == v1::NODE_RECOVERING)) {
+      f.any_server_recovering = true;
+    }
   }
-  return true;
-}
-
-bool Membership::AllWorkersRegistered() const {
+  f.all_workers_registered = true;
+  f.all_workers_done = true;
   for (const Node& node : workers_) {
-    if (!node.registered) return false;
+    if (!node.registered) f.all_workers_registered = false;
+    if (!node.registered || !node.worker.done()) f.all_workers_done = false;
   }
-  return true;
-}
-
-bool Membership::AllWorkersDone() const {
-  for (const Node& node : workers_) {
-    if (!node.registered || !node.worker.done()) return false;
-  }
-  return true;
+  facts_ = f;
+  return *facts_;
 }
 
 std::vector<std::string> Membership::Waiting() const {
