@@ -302,7 +302,7 @@ absl::Status CoordinatorService::WatchClusterMap(
     sent_version = newer ? 0 : MapVersionLocked();
   }
   while (true) {
-    v1::ClusterMap map;
+    std::shared_ptr<const v1::ClusterMap> map;
     {
       absl::MutexLock lock(&mu_);
       while (!shutdown_ && MapVersionLocked() == sent_version) {
@@ -310,10 +310,10 @@ absl::Status CoordinatorService::WatchClusterMap(
         map_changed_.WaitWithTimeout(&mu_, options_.watch_wakeup);
       }
       if (shutdown_) return absl::UnavailableError("coordinator is shutting down");
-      FillMapLocked(&map);
+      map = SharedMapLocked();
       sent_version = MapVersionLocked();
     }
-    if (cancelled() || !send(map)) return absl::OkStatus();
+    if (cancelled() || !send(*map)) return absl::OkStatus();
   }
 }
 
@@ -457,6 +457,15 @@ void CoordinatorService::FillMapLocked(v1::ClusterMap* map) const {
   map->set_term(term_);
 }
 
+std::shared_ptr<const v1::ClusterMap> CoordinatorService::SharedMapLocked() {
+  if (shared_map_ == nullptr || shared_map_->version() != MapVersionLocked()) {
+    auto map = std::make_shared<v1::ClusterMap>();
+    FillMapLocked(map.get());
+    shared_map_ = std::move(map);
+  }
+  return shared_map_;
+}
+
 void CoordinatorService::PublishLocked() {
   const uint64_t version = MapVersionLocked();
   if (saver_ &&
@@ -549,6 +558,7 @@ absl::Status CoordinatorService::Restore(const v1::CoordinatorState& state) {
     }
   }
   published_version_ = MapVersionLocked();
+  shared_map_.reset();
   spdlog::warn("coordinator takes job '{}' over as term {}: phase {}, epoch {}, {} live nodes",
                job_name_, term_, v1::JobPhase_Name(phase_), membership_.epoch(),
                membership_.LiveInstances().size());
