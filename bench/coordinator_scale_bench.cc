@@ -18,8 +18,9 @@
 //                          server's alone); counters: us_per_heartbeat (server process CPU,
 //                          handler and gRPC), grpc_us_per_heartbeat (less the handler's own cost
 //                          measured here, over the same requests, by direct calls).
-//   BM_GrpcIdle            a GrpcServer with the coordinator's polling threads (one per node,
-//                          coordinator_process.cc) and no traffic: CPU per wall second.
+//   BM_GrpcIdle            a GrpcServer with the coordinator's polling threads and no traffic:
+//                          CPU per wall second, and start_s (starting it). Arg 0: one thread per
+//                          node (11,000); 1: ServingThreads (coordinator_process.h).
 //   BM_ClusterMap          the cluster map at that size: GetClusterMap and its serialization;
 //                          counter map_bytes.
 //   BM_MapPublication/W    W watchers in WatchClusterMap (each serializes what it is sent, as
@@ -104,10 +105,11 @@ JobSpec ScaleSpec() {
 
 absl::Duration Interval() { return absl::Milliseconds(ScaleSpec().cluster.heartbeat_interval_ms); }
 
-// coordinator_process.cc's TickPeriod with no --tick-ms: a tenth of the timeout, at most 100 ms.
+// The coordinator process's tick period (no --tick-ms).
 absl::Duration TickPeriodOf(const JobSpec& spec) {
-  return std::clamp(absl::Milliseconds(spec.cluster.heartbeat_timeout_ms) / 10,
-                    absl::Milliseconds(1), absl::Milliseconds(100));
+  CoordinatorOptions options;
+  options.spec = spec;
+  return TickPeriod(options);
 }
 
 std::string BenchDir(const std::string& what) {
@@ -517,8 +519,8 @@ void BM_GrpcIdle(benchmark::State& state) {
   auto created = CoordinatorService::Create(ScaleSpec(), kSecret, &clock);
   SKIP_UNLESS_OK(created.status());
   GrpcCoordinator glue(created->get());
-  // coordinator_process.cc: one polling thread per expected node.
-  const int threads = kServers + kWorkers;
+  // The coordinator process's polling threads (Arg 1), or one per node as before (Arg 0).
+  const int threads = state.range(0) == 1 ? ServingThreads(ScaleSpec()) : kServers + kWorkers;
   const absl::Time s0 = absl::Now();
   auto server = StartGrpcServer("127.0.0.1", 0, {glue.grpc_service()}, threads);
   SKIP_UNLESS_OK(server.status());
@@ -536,7 +538,7 @@ void BM_GrpcIdle(benchmark::State& state) {
   (*created)->Shutdown();
   server->server->Shutdown();
 }
-BENCHMARK(BM_GrpcIdle)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
+BENCHMARK(BM_GrpcIdle)->Arg(0)->Arg(1)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
 
 void BM_ClusterMap(benchmark::State& state) {
   FakeClock clock;

@@ -50,6 +50,10 @@ absl::Duration TickPeriod(const CoordinatorOptions& options) {
                     absl::Milliseconds(1), absl::Milliseconds(100));
 }
 
+int ServingThreads(const JobSpec& spec) {
+  return std::clamp(spec.cluster.servers + spec.cluster.spares + spec.cluster.workers, 4, 256);
+}
+
 int CoordinatorExitCode(v1::JobPhase phase, bool data_lost) {
   if (phase == v1::JOB_FINISHED) return 0;
   if (phase == v1::JOB_FAILED && data_lost) return kExitDataLost;
@@ -177,11 +181,8 @@ absl::Status CoordinatorProcess::WireClusterOperations() {
 
 absl::Status CoordinatorProcess::Start() {
   const JobSpec& spec = options_.spec;
-  // One polling thread per expected node keeps every node's RPCs from queueing.
-  const int threads =
-      std::max(4, spec.cluster.servers + spec.cluster.spares + spec.cluster.workers);
-  absl::StatusOr<GrpcServer> server =
-      StartGrpcServer(options_.listen_host, options_.port, {glue_->grpc_service()}, threads);
+  absl::StatusOr<GrpcServer> server = StartGrpcServer(
+      options_.listen_host, options_.port, {glue_->grpc_service()}, ServingThreads(spec));
   if (!server.ok()) return server.status();
   server_ = std::move(server).value();
   auto advertise = AdvertiseHost(options_.listen_host, options_.advertise);

@@ -35,6 +35,13 @@ absl::Duration StartupTimeout(const CoordinatorOptions& options);
 // the heartbeat timeout, between 1 and 100 ms.
 absl::Duration TickPeriod(const CoordinatorOptions& options);
 
+// The gRPC server's polling threads: one per expected node (servers, spares, workers) keeps
+// every node's RPCs from queueing, between 4 and 256. Above 256 a thread per node buys nothing
+// (a heartbeat takes tens of microseconds) and starting them took 4.8 s at 11,000 nodes, most of
+// a takeover (bench/coordinator_scale_bench.cc); a watch stream that holds a thread has another
+// poller started in its place, as before.
+int ServingThreads(const JobSpec& spec);
+
 // The process's exit code for a job that stopped in `phase`: 0 finished, kExitDataLost
 // failed for data loss, 1 failed otherwise or not ended.
 int CoordinatorExitCode(v1::JobPhase phase, bool data_lost);
