@@ -380,8 +380,10 @@ TEST(EndToEndRecovery, ACoordinatorDownForSecondsNeitherStopsTrainingNorMissesAS
   std::string spec = Spec("coordinator-down", kSteps, 3, 1, 1,
                           "  mode: erasure_code\n  k: 2\n  r: 1\n",
                           "  - {at_step: 150, action: kill_coordinator, duration_s: 4}\n");
-  spec.replace(spec.find("eval_every: 0"), 13, "eval_every: 10");
-  spec.replace(spec.find("eval_samples: 2048"), 18, "eval_samples: 256");
+  // An evaluation (a step timestamp) every other step: fine enough to see a second without
+  // progress even where steps are slow (the sanitizers' build).
+  spec.replace(spec.find("eval_every: 0"), 13, "eval_every: 2");
+  spec.replace(spec.find("eval_samples: 2048"), 18, "eval_samples: 64");
   const pid_t run = StartRun(dir, spec);
   v1::StatusResponse st;
   int64_t server_pid = 0;
