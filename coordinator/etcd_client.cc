@@ -61,21 +61,6 @@ std::string PrefixEnd(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
-// Brings the channel to READY by `deadline`, polling while it connects (a synchronous call
-// that fails fast would never poll the connection attempt along). False, at once, when a
-// connection attempt fails (a refused member), or at the deadline.
-bool Connect(grpc::Channel* channel, std::chrono::system_clock::time_point deadline) {
-  grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
-  bool attempted = false;
-  while (state != GRPC_CHANNEL_READY) {
-    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && attempted) return false;
-    if (state == GRPC_CHANNEL_CONNECTING) attempted = true;
-    if (!channel->WaitForStateChange(state, deadline)) return false;
-    state = channel->GetState(/*try_to_connect=*/true);
-  }
-  return true;
-}
-
 bool MemberDidNotAnswer(const grpc::Status& status) {
   return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
          status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
@@ -124,7 +109,7 @@ absl::Status EtcdClient::Call(
     const size_t member = (first + attempt) % n;
     const auto deadline =
         std::chrono::system_clock::now() + absl::ToChronoMilliseconds(attempt_timeout_);
-    if (!Connect(channels_[member].get(), deadline)) {
+    if (!WaitForConnection(channels_[member].get(), deadline)) {
       status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "cannot connect");
     } else {
       grpc::ClientContext context;
