@@ -146,6 +146,13 @@ void LeaderLease::Resign() {
   }
 }
 
+void LeaderLease::Abandon() {
+  StopRenewing();
+  absl::MutexLock lock(&mu_);
+  leading_ = false;
+  lease_ = 0;  // nothing for Resign to revoke
+}
+
 std::string LeaderLease::value() const {
   absl::MutexLock lock(&mu_);
   return value_;

@@ -69,6 +69,11 @@ class LeaderLease {
   // to lapse. Errors are logged (the lease then lapses by itself).
   void Resign();
 
+  // Stops leading and renewing without revoking: the lease lapses by itself, so a standby
+  // takes over only after the TTL (a coordinator whose job has ended leaves it to lapse, and
+  // the launcher stops the standbys meanwhile).
+  void Abandon();
+
   // What the key holds while it is ours: the candidate and the lease's id.
   std::string value() const;
   int64_t lease_id() const;
