@@ -64,7 +64,10 @@ class EtcdCluster {
   EtcdCluster() = default;
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
-  ~EtcdCluster() {
+  ~EtcdCluster() { StopAll(); }
+
+  // SIGKILLs every member still running.
+  void StopAll() {
     for (size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
   }
 

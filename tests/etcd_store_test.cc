@@ -40,11 +40,18 @@ class EtcdStoreTest : public ::testing::Test {
       GTEST_SKIP() << "etcd is not installed (deploy/setup.sh --tests installs Debian's "
                       "etcd-server and etcd-client)";
     }
-    const std::string error = etcd_.Start(1, TempDir("etcd_store"));
+    dir_ = TempDir("etcd_store");
+    const std::string error = etcd_.Start(1, dir_);
     ASSERT_EQ(error, "");
     auto client = EtcdClient::Create(etcd_.endpoints());
     ASSERT_TRUE(client.ok()) << client.status();
     client_ = *std::move(client);
+  }
+
+  void TearDown() override {
+    client_.reset();
+    etcd_.StopAll();
+    if (!HasFailure() && !dir_.empty()) std::filesystem::remove_all(dir_);
   }
 
   LeaderLeaseOptions Options(const std::string& candidate) {
@@ -56,6 +63,7 @@ class EtcdStoreTest : public ::testing::Test {
     return options;
   }
 
+  std::filesystem::path dir_;
   EtcdCluster etcd_;
   std::unique_ptr<EtcdClient> client_;
 };
