@@ -10,8 +10,9 @@
 // the key to another, whatever happened to its renewals. Clock rates are assumed to agree
 // within the margin (the lease is measured by etcd's leader, the margin by this host's
 // monotonic clock). Writes that must not come from a deposed leader are additionally guarded
-// in etcd by the key's value (EtcdStateStore), and everything the coordinator says carries
-// its term, which roles check (runtime/coordinator_client.h).
+// in etcd by the key's value (EtcdStateStore), and everything the coordinator sends (heartbeat
+// answers, cluster maps, its requests to the servers) carries its term, which servers and
+// workers check (runtime/coordinator_term.h).
 //
 // Thread-safe. A LeaderLease campaigns once: after losing the lead, make a new one.
 #ifndef ECPS_COORDINATOR_LEADER_LEASE_H_

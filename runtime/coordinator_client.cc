@@ -113,8 +113,8 @@ bool CoordinatorClient::MoveOn(size_t index, const std::string& why) {
       DialLocked(index, *named);
     }
     ++moves_;
-    spdlog::warn("{}: the coordinator at {} {}; {} names {}: dialling it", sender_, before, why,
-                 finder_.address_file(), *named);
+    spdlog::warn("{}: the coordinator moved from {} to {} ({}); dialling the new address",
+                 sender_, before, *named, finder_.address_file());
     return true;
   }
   // 2. The next candidate.
