@@ -8,7 +8,6 @@
 
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 
 #include "coordinator/etcd_client.h"
 #include "tests/poll.h"
+#include "tests/spawn.h"
 
 namespace ecps {
 namespace testing_process {
@@ -113,7 +113,7 @@ class EtcdCluster {
                                        "50",
                                        "--election-timeout",
                                        "500"};
-      pids_.push_back(Spawn(args, dir / (Name(i) + ".log")));
+      pids_.push_back(SpawnLogged(args, dir / (Name(i) + ".log"), /*die_with_test=*/true));
     }
     for (int i = 0; i < members; ++i) {
       auto client = EtcdClient::Create({endpoint(i)});
@@ -158,24 +158,6 @@ class EtcdCluster {
  private:
   static std::string Name(int i) { return "m" + std::to_string(i); }
 
-  static pid_t Spawn(const std::vector<std::string>& args, const std::filesystem::path& log) {
-    const pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(1);
-      std::vector<char*> argv;
-      std::vector<std::string> copy = args;
-      for (auto& a : copy) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      FILE* f = freopen(log.c_str(), "w", stdout);
-      (void)f;
-      dup2(STDOUT_FILENO, STDERR_FILENO);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return pid;
-  }
 
   std::vector<int> client_ports_;
   std::vector<pid_t> pids_;
