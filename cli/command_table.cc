@@ -22,7 +22,8 @@ const FlagSpec kAdvertise = {"advertise", "A",
                              "the address peers dial (default: the bound host, or for 0.0.0.0 "
                              "this host's first non-loopback IPv4 address)"};
 const FlagSpec kCoordinator = {"coordinator", "ADDR",
-                               "the coordinator (host:port; default: $ECPS_COORDINATOR, else "
+                               "the coordinator (host:port, or with standbys every "
+                               "coordinator's, comma-separated; default: $ECPS_COORDINATOR, else "
                                "cluster.coordinator)"};
 const FlagSpec kCoordinatorFile = {
     "coordinator-file", "F",

@@ -23,9 +23,12 @@ void DrillRunner::Run(const v1::StatusResponse& st, double t, CoordinatorClient*
     if (done_[i] || st.step() < f.at_step) continue;
     if (f.action == "kill_coordinator") {
       // The launcher's own child (CheckDrills refuses it elsewhere); a new one takes over.
+      const int active = active_coordinator_ ? active_coordinator_() : -1;
+      if (active_coordinator_ && active < 0) continue;  // none leads right now: next poll
       for (int c = 0; c < backend_->size(); ++c) {
         const Child& child = backend_->child(c);
         if (child.name != "coordinator" || child.exited) continue;
+        if (active >= 0 && c != active) continue;
         done_[i] = true;
         victims_.insert(static_cast<pid_t>(child.pid));
         down_for_[static_cast<pid_t>(child.pid)] = f.duration_s;

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -34,6 +35,12 @@ class DrillRunner {
   void Run(const v1::StatusResponse& status, double t, CoordinatorClient* client,
            EventLog* events);
 
+  // With standby coordinators: returns the child index of the one that leads (-1: none
+  // known), which kill_coordinator kills; without, it kills every coordinator child.
+  void set_active_coordinator(std::function<int()> active) {
+    active_coordinator_ = std::move(active);
+  }
+
   // SIGCONT for stopped drill victims whose time is up.
   void ContinueStopped(EventLog* events);
 
@@ -48,6 +55,7 @@ class DrillRunner {
   const std::vector<DrillRecord>& records() const { return records_; }
 
  private:
+  std::function<int()> active_coordinator_;
   struct Stopped {
     int index;  // the child
     std::chrono::steady_clock::time_point until;

@@ -50,10 +50,10 @@ using Clock = std::chrono::steady_clock;
 constexpr int kMaxCoordinatorRestarts = 3;
 
 // Whether a coordinator that exited so before the job ended is started again: killed or
-// crashed (srun reports a task killed by signal N as exit 128+N), or failed. Not for 0 (it
-// ended the job's service, which the launcher has not seen end), 2 (a bad spec or flag, the
-// same for any new one), kExitDataLost (the job failed for good) nor kExitStateDamaged (any
-// new one would find the same damaged state).
+// crashed (srun reports a task killed by signal N as exit 128+N), failed, or no longer
+// leading in etcd (kExitLeadLost). Not for 0 (it ended the job's service, which the launcher
+// has not seen end), 2 (a bad spec or flag, the same for any new one), kExitDataLost (the job
+// failed for good) nor kExitStateDamaged (any new one would find the same damaged state).
 bool CoordinatorRestartable(int exit_status) {
   if (WIFSIGNALED(exit_status)) return true;
   if (!WIFEXITED(exit_status)) return false;
@@ -221,9 +221,11 @@ class Job {
       }
       if (c.name == "coordinator" && !finished) {
         if (CoordinatorRestartable(c.exit_status)) {
-          // Killed, crashed or failed: a new one takes the job over (Monitor starts it, at
-          // once or after a drill's duration_s).
+          // Killed, crashed, failed or cut off from etcd: a new one takes the job over
+          // (Monitor starts it, at once or after a drill's duration_s; with standbys one of
+          // them already does, and the new one is a standby).
           coordinator_died_ = true;
+          dead_coordinators_.push_back(i);
           coordinator_died_at_ = Clock::now();
           restart_coordinator_at_ =
               coordinator_died_at_ + std::chrono::milliseconds(
@@ -256,6 +258,10 @@ class Job {
     run.start_unix = std::chrono::duration<double>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
     DrillRunner drills(spec_.faults, children_.get());
+    // With standbys, kill_coordinator kills the one that leads.
+    if (spawner->replicas() > 1) {
+      drills.set_active_coordinator([spawner] { return spawner->ActiveCoordinatorChild(); });
+    }
     ReplacementSupervisor supervisor(spec_.fault_tolerance.mode, spawner, children_.get());
     EventLog events(&printer_);
     std::map<int, int> failure_states;
@@ -265,6 +271,12 @@ class Job {
     std::string failure;
     while (true) {
       if (interrupt_.interrupted()) interrupt_.AwaitExit();
+      if (spawner->replicas() > 1) {
+        // Which one leads, seen before a death is reaped (the port file names it).
+        if (const int active = spawner->ActiveCoordinatorChild(); active >= 0) {
+          active_coordinator_ = active;
+        }
+      }
       failure = ReapExited(drills, run.have_status && last.phase() == v1::JOB_FINISHED, &events);
       drills.ContinueStopped(&events);
       if (failure.empty() && coordinator_died_ && Clock::now() >= restart_coordinator_at_) {
@@ -331,13 +343,45 @@ class Job {
     return Finish(run, last);
   }
 
-  // The coordinator died before the job ended: starts a new one on the same state folder,
-  // which takes the job over (RoleSpawner::RestartCoordinator), unless it died
-  // kMaxCoordinatorRestarts times already. Returns why the job must stop, or "".
+  // The coordinator died before the job ended. With standbys (coordinator.replicas) one of
+  // them takes the job over by itself, and each dead coordinator is replaced by a new standby
+  // on its port; without, a new one is started on the same state (RoleSpawner::
+  // RestartCoordinator), possibly elsewhere, and takes the job over. Either way at most
+  // kMaxCoordinatorRestarts times. Returns why the job must stop, or "".
   std::string RestartCoordinator(RoleSpawner* spawner, Clock::time_point start,
                                  const v1::StatusResponse& last, RunRecord* run,
                                  EventLog* events) {
     coordinator_died_ = false;
+    std::vector<int> dead;
+    dead.swap(dead_coordinators_);
+    if (spawner->replicas() > 1) {
+      for (int child : dead) {
+        const bool was_active = child == active_coordinator_;
+        const int pid = children_->child(child).pid;
+        if (was_active) {
+          RunRecord::CoordinatorFailure c;
+          c.t = std::chrono::duration<double>(coordinator_died_at_ - start).count();
+          c.step_at_death = last.step();
+          c.pid = pid;
+          run->coordinator_failures.push_back(c);
+        }
+        const char* which = was_active ? "active" : "standby";
+        if (++coordinator_restarts_ > kMaxCoordinatorRestarts) {
+          events->Add(absl::StrFormat("the %s coordinator (pid %d) died at step %d", which, pid,
+                                      last.step()));
+          return absl::StrFormat("coordinators died %d times; not starting another",
+                                 coordinator_restarts_);
+        }
+        events->Add(absl::StrFormat(
+            "the %s coordinator (pid %d) died at step %d; starting a new standby (restart %d of "
+            "%d)",
+            which, pid, last.step(), coordinator_restarts_, kMaxCoordinatorRestarts));
+        if (absl::Status s = spawner->RestartStandby(child); !s.ok()) {
+          return "a coordinator died and a new standby could not start: " + s.ToString();
+        }
+      }
+      return "";
+    }
     RunRecord::CoordinatorFailure c;
     c.t = std::chrono::duration<double>(coordinator_died_at_ - start).count();
     c.step_at_death = last.step();
@@ -345,15 +389,15 @@ class Job {
       if (children_->child(i).name == "coordinator") c.pid = children_->child(i).pid;
     }
     run->coordinator_failures.push_back(c);
-    const int restarts = static_cast<int>(run->coordinator_failures.size());
-    if (restarts > kMaxCoordinatorRestarts) {
+    if (++coordinator_restarts_ > kMaxCoordinatorRestarts) {
       events->Add(
           absl::StrFormat("the coordinator (pid %d) died at step %d", c.pid, c.step_at_death));
-      return absl::StrFormat("the coordinator died %d times; not starting another", restarts);
+      return absl::StrFormat("the coordinator died %d times; not starting another",
+                             coordinator_restarts_);
     }
     events->Add(absl::StrFormat(
         "the coordinator (pid %d) died at step %d; starting a new one (restart %d of %d)", c.pid,
-        c.step_at_death, restarts, kMaxCoordinatorRestarts));
+        c.step_at_death, coordinator_restarts_, kMaxCoordinatorRestarts));
     if (absl::Status s = spawner->RestartCoordinator(); !s.ok()) {
       return "the coordinator died and a new one could not start: " + s.ToString();
     }
@@ -403,6 +447,9 @@ class Job {
   bool coordinator_died_ = false;  // ReapExited saw it killed: Monitor starts a new one
   Clock::time_point coordinator_died_at_;      // when ReapExited saw it
   Clock::time_point restart_coordinator_at_;   // when Monitor starts the new one
+  std::vector<int> dead_coordinators_;  // their child indices
+  int active_coordinator_ = -1;         // with standbys: the child that led at the last poll
+  int coordinator_restarts_ = 0;        // coordinators started after one died
 };
 
 }  // namespace

@@ -167,9 +167,10 @@ bool CoordinatorAddress(const Args& a, const JobSpec& spec, std::string* out, st
                             "--coordinator-file that holds it");
     return false;
   }
-  if (absl::Status s = CheckDialAddress(*out); !s.ok()) {
+  // One address, or the coordinator's and its standbys' (coordinator.replicas).
+  if (auto s = SplitDialAddresses(*out); !s.ok()) {
     std::fprintf(stderr, "ecps %s: %s: %s\n", role.c_str(), from.c_str(),
-                 std::string(s.message()).c_str());
+                 std::string(s.status().message()).c_str());
     return false;
   }
   return true;

@@ -1,12 +1,16 @@
 #include "cli/role_spawner.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/coordinator_main.h"
+#include "coordinator/etcd_client.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/net.h"
 
@@ -68,7 +72,11 @@ absl::StatusOr<std::string> RoleSpawner::StartCoordinator() {
   if (ec) {
     return absl::InternalError("cannot empty the coordinator's state folder: " + ec.message());
   }
-  auto address = SpawnCoordinator(spec_.cluster.coordinator_port);
+  if (spec_.coordinator.state_store == StateStoreType::kEtcd) {
+    if (absl::Status cleared = ClearEtcdState(); !cleared.ok()) return cleared;
+  }
+  auto address = spec_.coordinator.replicas > 1 ? StartReplicas()
+                                                : SpawnCoordinator(spec_.cluster.coordinator_port);
   if (!address.ok()) return address.status();
   address_ = *address;
   return address_;
@@ -83,20 +91,32 @@ absl::Status RoleSpawner::RestartCoordinator() {
   return absl::OkStatus();
 }
 
+std::string RoleSpawner::PortFile() const {
+  return (fs::path(setup_.out_dir) / "coordinator.port").string();
+}
+
 absl::StatusOr<std::string> RoleSpawner::SpawnCoordinator(int port) {
   // The coordinator writes the address it advertises (host:port) where the operator
   // commands look for it (--job DIR); under Slurm it may be on another node, so this is
   // also how the launcher learns it.
-  const std::string port_file = (fs::path(setup_.out_dir) / "coordinator.port").string();
-  const std::string address_file = AddressFile();
   std::error_code ec;
-  fs::remove(port_file, ec);
-  fs::remove(address_file, ec);
-  std::vector<std::string> argv = {setup_.self,  "coordinator", "--spec", setup_.spec_file,
-                                   "--port-file", port_file,    "--address-file", address_file,
-                                   "--host", setup_.bind_host, "--port", std::to_string(port),
-                                   "--state-dir",
-                                   (fs::path(setup_.out_dir) / "coordinator-state").string()};
+  fs::remove(PortFile(), ec);
+  fs::remove(AddressFile(), ec);
+  auto spawned = SpawnCoordinatorProcess(port);
+  if (!spawned.ok()) return spawned.status();
+  return WaitForAddress(AddressFile());
+}
+
+absl::StatusOr<int> RoleSpawner::SpawnCoordinatorProcess(int port) {
+  std::vector<std::string> argv = {setup_.self,      "coordinator", "--spec",
+                                   setup_.spec_file, "--port-file", PortFile(),
+                                   "--address-file", AddressFile(), "--host",
+                                   setup_.bind_host, "--port",      std::to_string(port)};
+  // With etcd the state is there; the state log is one host's.
+  if (spec_.coordinator.state_store == StateStoreType::kFile) {
+    argv.insert(argv.end(),
+                {"--state-dir", (fs::path(setup_.out_dir) / "coordinator-state").string()});
+  }
   if (!spec_.cluster.advertise.empty()) {
     argv.insert(argv.end(), {"--advertise", spec_.cluster.advertise});
   }
@@ -107,7 +127,76 @@ absl::StatusOr<std::string> RoleSpawner::SpawnCoordinator(int port) {
                               : LogPath("coordinator-" + std::to_string(coordinator_starts_));
   auto spawned = backend_->Spawn("coordinator", argv, {"ECPS_TOKEN=" + setup_.token}, log);
   if (!spawned.ok()) return spawned.status();
-  return WaitForAddress(address_file);
+  coordinator_port_[*spawned] = port;
+  return *spawned;
+}
+
+absl::StatusOr<std::string> RoleSpawner::StartReplicas() {
+  const int replicas = spec_.coordinator.replicas;
+  const int first = spec_.cluster.coordinator_port;
+  if (first == 0 && backend_->name() != std::string("local")) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("coordinator.replicas: %d coordinators on another backend than local need "
+                        "cluster.coordinator_port (they use it and the ports after it)",
+                        replicas));
+  }
+  absl::StatusOr<std::string> host = AdvertiseHost(setup_.bind_host, spec_.cluster.advertise);
+  if (!host.ok()) return host.status();
+  std::error_code ec;
+  fs::remove(PortFile(), ec);
+  fs::remove(AddressFile(), ec);
+  std::vector<std::string> addresses;
+  for (int i = 0; i < replicas; ++i) {
+    int port = first + i;
+    if (first == 0) {
+      absl::StatusOr<int> free = PickFreePort(setup_.bind_host);
+      if (!free.ok()) return free.status();
+      port = *free;
+    }
+    if (auto spawned = SpawnCoordinatorProcess(port); !spawned.ok()) return spawned.status();
+    addresses.push_back(JoinHostPort(*host, port));
+  }
+  auto leader = WaitForAddress(AddressFile());
+  if (!leader.ok()) return leader.status();
+  return absl::StrJoin(addresses, ",");
+}
+
+absl::Status RoleSpawner::RestartStandby(int child) {
+  auto port = coordinator_port_.find(child);
+  if (port == coordinator_port_.end()) {
+    return absl::InternalError(absl::StrCat("child ", child, " is not a coordinator"));
+  }
+  return SpawnCoordinatorProcess(port->second).status();
+}
+
+int RoleSpawner::ActiveCoordinatorChild() const {
+  std::ifstream f(PortFile());
+  int port = 0;
+  if (!(f >> port)) return -1;
+  int active = -1;
+  for (const auto& [child, p] : coordinator_port_) {
+    if (p == port && !backend_->child(child).exited) active = child;
+  }
+  return active;
+}
+
+absl::Status RoleSpawner::ClearEtcdState() {
+  const CoordinatorSection& c = spec_.coordinator;
+  absl::StatusOr<std::unique_ptr<EtcdClient>> etcd = EtcdClient::Create(c.etcd_endpoints);
+  if (!etcd.ok()) return etcd.status();
+  const std::string prefix = c.etcd_prefix + spec_.job.name + "/";
+  absl::StatusOr<int64_t> deleted = (*etcd)->DeletePrefix(prefix);
+  if (!deleted.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("coordinator.etcd_endpoints: etcd does not answer, so the job cannot keep its "
+                     "coordinator's state there: ",
+                     deleted.status().message()));
+  }
+  if (*deleted > 0) {
+    std::printf("ecps: deleted %lld keys of an earlier job '%s' under %s in etcd\n",
+                static_cast<long long>(*deleted), spec_.job.name.c_str(), prefix.c_str());
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RoleSpawner::StartServersAndWorkers() {

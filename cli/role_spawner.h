@@ -5,6 +5,7 @@
 #define ECPS_CLI_ROLE_SPAWNER_H_
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,13 +36,24 @@ class RoleSpawner {
   // 120 s for a backend whose steps may wait for a node). INTERNAL with the end of its log
   // when it exits first, DEADLINE_EXCEEDED, or CANCELLED on a signal.
   // It keeps its state in DIR/coordinator-state, emptied first (an earlier run's state
-  // there is not this job's).
+  // there is not this job's), or with coordinator.state_store etcd in etcd, where the job's
+  // keys are deleted first (FAILED_PRECONDITION when etcd does not answer). With
+  // coordinator.replicas > 1 it starts them all, each on its own port (cluster.coordinator_port
+  // + i, or free ports), and waits for the one that leads. Returns what the roles dial: the
+  // address, or every replica's address comma-separated.
   absl::StatusOr<std::string> StartCoordinator();
   // Starts a new coordinator after the last one died, on the same state folder: it takes the
   // job over (docs/recovery.md). It may listen elsewhere (another port, under Slurm another
   // node): address() becomes its address, and the roles, which all get the address file
   // (--coordinator-file), find it there. Errors as StartCoordinator's.
   absl::Status RestartCoordinator();
+  // With replicas: starts a new coordinator on the port of coordinator child `child`, which
+  // died or lost its lead, as a standby (a surviving standby takes the job over meanwhile).
+  absl::Status RestartStandby(int child);
+  // The child index of the coordinator that leads now (the one whose port is in
+  // DIR/coordinator.port), or -1 when none is known.
+  int ActiveCoordinatorChild() const;
+  int replicas() const { return spec_.coordinator.replicas; }
 
   // Starts the servers, then (once each holds its slot) the spares, then the workers. A
   // spare started earlier would take a slot still free. CANCELLED on a signal: no role
@@ -54,7 +66,8 @@ class RoleSpawner {
 
   // DIR/logs/NAME.log.
   std::string LogPath(const std::string& name) const;
-  // DIR/coordinator.address: the address the coordinator advertises, written once it listens.
+  // DIR/coordinator.address: the address the coordinator advertises, written once it listens
+  // (with standbys: by each one as it takes the lead).
   std::string AddressFile() const;
   const std::string& address() const { return address_; }
 
@@ -66,7 +79,16 @@ class RoleSpawner {
   absl::StatusOr<std::string> WaitForAddress(const std::string& address_file);
   // Spawns the coordinator on `port` (0: any) and waits for its address.
   absl::StatusOr<std::string> SpawnCoordinator(int port);
+  // Spawns one coordinator process on `port`; returns its child index.
+  absl::StatusOr<int> SpawnCoordinatorProcess(int port);
+  // With replicas: spawns them all and waits for the leader's address; returns every one's.
+  absl::StatusOr<std::string> StartReplicas();
+  // With state_store etcd: deletes the job's keys (an earlier run's state is not this job's).
+  absl::Status ClearEtcdState();
+  // DIR/coordinator.port: the port the coordinator that leads listens on.
+  std::string PortFile() const;
   int coordinator_starts_ = 0;
+  std::map<int, int> coordinator_port_;  // child index -> its port
   absl::Status WaitForServersRegistered();
 
   const JobSpec& spec_;

@@ -12,9 +12,13 @@ namespace ecps {
 // lost (more than r members of some stripes gone): distinct from any other failure (1).
 inline constexpr int kExitDataLost = 4;
 // The exit code of a coordinator that cannot take the job over because its saved state is
-// damaged (a bad record or snapshot in --state-dir; the log names the file and the record):
+// damaged (a bad record or snapshot in --state-dir, the log naming the file and the record;
+// with spec.coordinator.state_store etcd, a state there that is not a coordinator's):
 // any other coordinator would find the same, so launchers do not start another.
 inline constexpr int kExitStateDamaged = 5;
+// The exit code of a coordinator that lost its lead in etcd (another took the job over, or
+// it was cut off from etcd): it stopped acting; a launcher may start it again as a standby.
+inline constexpr int kExitLeadLost = 6;
 
 struct CoordinatorOptions {
   JobSpec spec;
@@ -39,12 +43,17 @@ struct CoordinatorOptions {
                                     // then; -1: cluster.connect_timeout_s (roles start in
                                     // any order and wait that long for the coordinator)
   // When set, the coordinator's state log (state_log.h) lives there: a coordinator started
-  // on a folder with state takes the job over from it (docs/recovery.md).
+  // on a folder with state takes the job over from it (docs/recovery.md). Unused with
+  // spec.coordinator.state_store etcd.
   std::string state_dir;
   int tick_ms = 0;                  // failure-detection period; 0: heartbeat timeout / 10,
                                     // at most 100 ms
 };
 
+// With spec.coordinator.state_store etcd, it first campaigns for the job's lead in etcd as a
+// standby (not listening) until the active coordinator's lease lapses, then takes the job over
+// from the state in etcd and serves while it leads; it returns kExitLeadLost once it does not.
+//
 // Runs the coordinator until the job finishes or fails, then keeps serving for linger_ms (-1:
 // for good) so the launcher can read the final Status (or until SIGTERM/SIGINT), then shuts
 // down cleanly

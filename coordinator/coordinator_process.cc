@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -23,8 +24,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator_state.pb.h"
 #include "runtime/health.h"
-#include "runtime/posix_file.h"
 #include "runtime/net.h"
+#include "runtime/posix_file.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -66,7 +67,7 @@ CoordinatorProcess::CoordinatorProcess(const CoordinatorOptions& options, std::s
 CoordinatorProcess::~CoordinatorProcess() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Create(
-    const CoordinatorOptions& options) {
+    const CoordinatorOptions& options, std::unique_ptr<StateStore> store) {
   const std::string token = options.token.empty() ? options.spec.job.token : options.token;
   if (token.empty()) {
     spdlog::warn("no job token set: every client is accepted, in any role its TLS "
@@ -86,34 +87,49 @@ absl::StatusOr<std::unique_ptr<CoordinatorProcess>> CoordinatorProcess::Create(
   process->service_ = std::move(service).value();
   process->glue_ = std::make_unique<GrpcCoordinator>(process->service_.get());
   if (absl::Status wired = process->WireClusterOperations(); !wired.ok()) return wired;
-  if (absl::Status opened = process->OpenStateLog(); !opened.ok()) return opened;
+  if (store == nullptr && !options.state_dir.empty()) {
+    absl::StatusOr<std::unique_ptr<StateStore>> log = OpenFileStateStore(options.state_dir);
+    if (!log.ok()) return log.status();
+    store = *std::move(log);
+  }
+  if (absl::Status used = process->UseStateStore(std::move(store)); !used.ok()) return used;
   return process;
 }
 
-absl::Status CoordinatorProcess::OpenStateLog() {
-  if (options_.state_dir.empty()) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<StateLog>> log = StateLog::Open(options_.state_dir);
-  if (!log.ok()) return log.status();
-  absl::StatusOr<StateLogContents> contents = (*log)->Load();
-  if (!contents.ok()) return contents.status();
-  if (contents->snapshot) {
+absl::Status CoordinatorProcess::UseStateStore(std::unique_ptr<StateStore> store) {
+  if (store == nullptr) return absl::OkStatus();
+  absl::StatusOr<std::optional<std::string>> saved = store->Load();
+  if (!saved.ok()) return saved.status();
+  if (saved->has_value()) {
     v1::CoordinatorState state;
-    if (!state.ParseFromString(*contents->snapshot)) {
-      return absl::DataLossError(absl::StrCat("the state in ", options_.state_dir,
-                                              " is not a coordinator's state"));
+    if (!state.ParseFromString(**saved)) {
+      return absl::DataLossError(
+          absl::StrCat("the state in ", store->Describe(), " is not a coordinator's state"));
     }
     if (absl::Status restored = service_->Restore(state); !restored.ok()) {
-      return absl::Status(restored.code(), absl::StrCat("cannot take the job over from ",
-                                                        options_.state_dir, ": ",
-                                                        restored.message()));
+      return absl::Status(restored.code(),
+                          absl::StrCat("cannot take the job over from ", store->Describe(), ": ",
+                                       restored.message()));
     }
   }
-  state_log_ = std::move(log).value();
-  StateLog* state_log = state_log_.get();
-  // The state is small (one entry per node and failure): a whole snapshot each time.
-  return service_->SetStateSaver([state_log](const v1::CoordinatorState& state) {
-    return state_log->WriteSnapshot(state.SerializeAsString());
-  });
+  state_store_ = std::move(store);
+  StateStore* state_store = state_store_.get();
+  // The first save happens inside SetStateSaver: a coordinator that may no longer write (its
+  // lead in etcd already lost) must not start serving. Other failures are logged, as later.
+  auto first_save = std::make_shared<std::optional<absl::Status>>();
+  service_
+      ->SetStateSaver([state_store, first_save](const v1::CoordinatorState& state) {
+        absl::Status s = state_store->Save(state.SerializeAsString());
+        if (!first_save->has_value()) *first_save = s;
+        return s;
+      })
+      .IgnoreError();
+  if (first_save->has_value() && absl::IsFailedPrecondition(**first_save)) {
+    const absl::Status& failed = **first_save;
+    return absl::Status(failed.code(), absl::StrCat("cannot save to ", state_store->Describe(),
+                                                    ": ", failed.message()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CoordinatorProcess::WireClusterOperations() {
@@ -227,7 +243,10 @@ void CoordinatorProcess::Serve(const std::function<int(absl::Duration)>& wait_fo
   loop_ = std::make_unique<CoordinatorLoop>(service_.get(), tick);
   std::optional<absl::Time> ended_at;
   while (true) {
-    if (const int sig = wait_for_signal(tick); sig != 0) {
+    if (const int sig = wait_for_signal(tick); sig == kLeadLost) {
+      spdlog::error("coordinator: it no longer leads the job; it stops serving");
+      return;
+    } else if (sig != 0) {
       spdlog::info("coordinator: {} received, shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
       return;
     }

@@ -19,7 +19,7 @@
 #include "coordinator/coordinator_main.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
-#include "coordinator/state_log.h"
+#include "coordinator/state_store.h"
 #include "proto/ecps.pb.h"
 #include "runtime/metrics.h"
 #include "runtime/rpc.h"
@@ -46,13 +46,19 @@ int ServingThreads(const JobSpec& spec);
 // failed for data loss, 1 failed otherwise or not ended.
 int CoordinatorExitCode(v1::JobPhase phase, bool data_lost);
 
+// What Serve's `wait_for_signal` returns when the coordinator lost its lead.
+inline constexpr int kLeadLost = -1;
+
 // Not thread-safe: one thread calls the steps in order (Create, Start, Serve, Stop).
 class CoordinatorProcess {
  public:
-  // The service of options.spec with every cluster operation its mode needs. The error is
-  // a bad spec (the service's or the checkpoint layout's).
+  // The service of options.spec with every cluster operation its mode needs, and its durable
+  // state: `store` when given (etcd's, once this coordinator leads), else the state log in
+  // options.state_dir when set. A store holding state makes it take the job over. The error is
+  // a bad spec (the service's or the checkpoint layout's), a store that cannot be read or
+  // whose state does not fit, or a first save that failed.
   static absl::StatusOr<std::unique_ptr<CoordinatorProcess>> Create(
-      const CoordinatorOptions& options);
+      const CoordinatorOptions& options, std::unique_ptr<StateStore> store = nullptr);
   ~CoordinatorProcess();  // stops serving, as Stop does, without writing the final status
 
   // Starts serving on options.listen_host:options.port and writes the port and address
@@ -62,7 +68,8 @@ class CoordinatorProcess {
 
   // Runs failure detection and the long cluster operations on their own threads, and
   // returns once the job ended and options.linger_ms passed (-1: never), or when
-  // `wait_for_signal(period)` (it waits up to `period`) returns a signal number.
+  // `wait_for_signal(period)` (it waits up to `period`) returns a signal number, or
+  // kLeadLost: this coordinator no longer leads (etcd) and must stop acting at once.
   void Serve(const std::function<int(absl::Duration)>& wait_for_signal);
 
   // Stops serving (a save in progress finishes first; open map streams end), writes the
@@ -77,9 +84,9 @@ class CoordinatorProcess {
  private:
   CoordinatorProcess(const CoordinatorOptions& options, std::string token);
   absl::Status WireClusterOperations();
-  // With options_.state_dir: opens the state log, takes the job over when it holds state, and
-  // has the service save into it.
-  absl::Status OpenStateLog();
+  // Loads `store` (nothing without one), takes the job over when it holds state, and has the
+  // service save into it.
+  absl::Status UseStateStore(std::unique_ptr<StateStore> store);
   absl::Status WriteFinalStatus();
   // Stops the loop, the service and the gRPC server; idempotent.
   void Shutdown();
@@ -88,7 +95,7 @@ class CoordinatorProcess {
   const std::string token_;  // what it presents: the coordinator's role token
   RealClock clock_;
   // Before service_, whose state saver writes into it (destroyed after it).
-  std::unique_ptr<StateLog> state_log_;
+  std::unique_ptr<StateStore> state_store_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<GrpcCoordinator> glue_;
   GrpcServer server_;

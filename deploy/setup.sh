@@ -5,7 +5,7 @@
 #   deploy/setup.sh            what building ecps and running a job need (deploy/quickstart.sh),
 #                              then configure + build everything
 #   deploy/setup.sh --tests    also what only the tests need (deploy/test.sh): Slurm, munge,
-#                              Prometheus, openssl, python3-grpcio, clang, patchelf, iproute2,
+#                              Prometheus, openssl, python3-grpcio, clang, patchelf, iproute2, etcd,
 #                              node and the k8s check's npm modules
 #   deploy/setup.sh --deps-only    install the packages, build nothing (with --tests too:
 #                              deploy/sanitize.sh)
@@ -48,6 +48,7 @@ if ((tests)); then
     python3-grpcio       # the TLS test's outside client
     clang libclang-rt-dev  # deploy/sanitize.sh (ASan, UBSan, libFuzzer)
     patchelf             # deploy/bundle.sh, run by the bundle test: the bundle's $ORIGIN run paths
+    etcd-server etcd-client  # label etcd: a real etcd cluster for the coordinator's state and standbys
     iproute2             # the multihost test's network namespaces
     slurmctld slurmd slurm-client munge)  # the slurm test's private cluster
   # node and npm: the k8s test's offline schema check (tests/k8s). A Node.js that is there

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "runtime/net.h"
 #include "runtime/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -23,14 +26,36 @@ std::string MakeInstanceId() {
   return std::to_string(getpid()) + "@" + host + ":" + std::to_string(ns);
 }
 
+namespace {
+
+// The candidates of an address list. Callers check the list (cli/main.cc, the spec); one that
+// does not split is one address, whose calls then fail naming it.
+std::vector<std::string> Candidates(const std::string& address) {
+  absl::StatusOr<std::vector<std::string>> list = SplitDialAddresses(address);
+  if (!list.ok() || list->empty()) return {address};
+  return *std::move(list);
+}
+
+bool NoAnswer(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
+}  // namespace
+
 CoordinatorClient::CoordinatorClient(const std::string& address, std::string token,
                                      std::string sender, int rpc_timeout_ms,
                                      std::string address_file)
-    : finder_(address, std::move(address_file)),
-      stub_(v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator))),
+    : addresses_(Candidates(address)),
+      finder_(addresses_.front(), std::move(address_file)),
       token_(std::move(token)),
       sender_(std::move(sender)),
-      rpc_timeout_ms_(rpc_timeout_ms) {}
+      rpc_timeout_ms_(rpc_timeout_ms) {
+  absl::MutexLock lock(&dial_mu_);
+  channels_.resize(addresses_.size());
+  stubs_.resize(addresses_.size());
+  for (size_t i = 0; i < addresses_.size(); ++i) DialLocked(i, addresses_[i]);
+}
 
 CoordinatorClient::~CoordinatorClient() {
   {
@@ -43,27 +68,90 @@ CoordinatorClient::~CoordinatorClient() {
 }
 
 std::string CoordinatorClient::address() const {
-  std::lock_guard<std::mutex> lock(dial_mu_);
-  return finder_.address();
+  absl::MutexLock lock(&dial_mu_);
+  return addresses_[current_];
 }
 
-std::shared_ptr<v1::Coordinator::Stub> CoordinatorClient::stub() const {
-  std::lock_guard<std::mutex> lock(dial_mu_);
-  return stub_;
+void CoordinatorClient::DialLocked(size_t index, const std::string& address) {
+  addresses_[index] = address;
+  channels_[index] = MakeChannel(address, Role::kCoordinator);
+  stubs_[index] = v1::Coordinator::NewStub(channels_[index]);
 }
 
-bool CoordinatorClient::FindMoved(const absl::Status& failed) {
-  if (!absl::IsUnavailable(failed) && !absl::IsDeadlineExceeded(failed)) return false;
-  std::lock_guard<std::mutex> lock(dial_mu_);
-  const std::string before = finder_.address();
-  std::optional<std::string> moved = finder_.Refresh();
-  if (!moved.has_value()) return false;
-  // Calls in flight finish on the old channel; every later one, and the map watch's next
-  // stream, goes to the new address.
-  stub_ = v1::Coordinator::NewStub(MakeChannel(*moved, Role::kCoordinator));
-  spdlog::warn("{}: the coordinator moved from {} to {} ({}); dialling the new address", sender_,
-               before, *moved, finder_.address_file());
+CoordinatorClient::Dial CoordinatorClient::Current() const {
+  absl::MutexLock lock(&dial_mu_);
+  return Dial{current_, addresses_[current_], channels_[current_], stubs_[current_],
+              addresses_.size() > 1};
+}
+
+std::string CoordinatorClient::CandidatesText() const {
+  absl::MutexLock lock(&dial_mu_);
+  return absl::StrJoin(addresses_, ",");
+}
+
+uint64_t CoordinatorClient::Moves() const {
+  absl::MutexLock lock(&dial_mu_);
+  return moves_;
+}
+
+bool CoordinatorClient::MoveOn(size_t index, const std::string& why) {
+  absl::MutexLock lock(&dial_mu_);
+  // Another call moved on from this candidate already (the watch and the heartbeats fail
+  // together): once is enough.
+  if (current_ != index) return true;
+  const std::string before = addresses_[index];
+  // 1. The address file: a coordinator that took over, or was relaunched, wrote it. Naming
+  // the candidate that failed, it tells nothing new.
+  std::optional<std::string> named = finder_.Refresh();
+  if (named.has_value() && *named != before) {
+    const auto known = std::find(addresses_.begin(), addresses_.end(), *named);
+    if (known != addresses_.end()) {
+      current_ = known - addresses_.begin();
+    } else {
+      // Calls in flight finish on the old channel; every later one, and the map watch's next
+      // stream, goes to the new address.
+      DialLocked(index, *named);
+    }
+    ++moves_;
+    spdlog::warn("{}: the coordinator moved from {} to {} ({}); dialling the new address",
+                 sender_, before, *named, finder_.address_file());
+    return true;
+  }
+  // 2. The next candidate.
+  if (addresses_.size() < 2) return false;
+  current_ = (index + 1) % addresses_.size();
+  ++moves_;
+  // One line per outage (until some coordinator answers), not one per attempt.
+  if (!moving_on_) {
+    moving_on_ = true;
+    spdlog::info("{}: the coordinator at {} {}; trying {}", sender_, before, why,
+                 addresses_[current_]);
+  }
   return true;
+}
+
+grpc::Status CoordinatorClient::CallCurrent(
+    const std::function<grpc::Status(v1::Coordinator::Stub*)>& call, size_t* dialled) {
+  const Dial dial = Current();
+  if (dialled != nullptr) *dialled = dial.index;
+  // With several candidates a call fails fast; the connection it needs is awaited here.
+  if (dial.several && !WaitForConnection(dial.channel.get(), std::chrono::system_clock::now() +
+                                                                 std::chrono::seconds(1))) {
+    MoveOn(dial.index, "does not answer");
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "the coordinator at " + dial.address + " does not answer");
+  }
+  grpc::Status status = call(dial.stub.get());
+  if (status.ok()) {
+    absl::MutexLock lock(&dial_mu_);
+    if (moving_on_ && current_ == dial.index) {
+      moving_on_ = false;
+      spdlog::info("{}: the coordinator at {} answers", sender_, addresses_[dial.index]);
+    }
+  } else if (NoAnswer(status)) {
+    MoveOn(dial.index, "does not answer");
+  }
+  return status;
 }
 
 uint64_t CoordinatorClient::epoch() const {
@@ -87,9 +175,10 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
   v1::RegisterResponse response;
   // Roles may start in any order (Slurm steps, Kubernetes pods): until the coordinator
   // answers, keep trying, with backoff, until `wait_ms` has passed, and say what we wait for.
-  // wait_for_ready holds each attempt until the channel connects (or its deadline), so an
-  // attempt is cheap while nothing listens. A coordinator that answers with an error other
-  // than UNAVAILABLE is there: its answer stands.
+  // With one candidate, wait_for_ready holds each attempt until the channel connects (or its
+  // deadline), so an attempt is cheap while nothing listens; with several, an attempt fails
+  // fast on one that does not listen (a standby) and the next attempt tries the next. A
+  // coordinator that answers with an error other than UNAVAILABLE is there: its answer stands.
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(wait_ms);
@@ -97,31 +186,35 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
   int backoff_ms = 50;
   absl::Status status;
   while (true) {
-    grpc::ClientContext ctx;
-    ctx.set_wait_for_ready(true);
-    const auto attempt_end =
-        std::min(deadline, Clock::now() + std::chrono::milliseconds(std::min(rpc_timeout_ms_, 5000)));
-    ctx.set_deadline(std::chrono::system_clock::now() + (attempt_end - Clock::now()));
-    status = FromGrpcStatus(stub()->Register(&ctx, request, &response));
+    const bool several = Current().several;
+    const auto attempt_end = std::min(
+        deadline,
+        Clock::now() + std::chrono::milliseconds(std::min(rpc_timeout_ms_, several ? 1000 : 5000)));
+    status = FromGrpcStatus(CallCurrent([&](v1::Coordinator::Stub* stub) {
+      grpc::ClientContext ctx;
+      ctx.set_wait_for_ready(!several);
+      ctx.set_deadline(std::chrono::system_clock::now() + (attempt_end - Clock::now()));
+      return stub->Register(&ctx, request, &response);
+    }));
     if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) break;
-    FindMoved(status);
     const auto now = Clock::now();
     if (now >= deadline) {
       status = absl::DeadlineExceededError(absl::StrFormat(
           "the coordinator at %s did not answer within %.0f s (cluster.connect_timeout_s): %s",
-          this->address(), wait_ms / 1000.0, status.message()));
+          CandidatesText(), wait_ms / 1000.0, status.message()));
       break;
     }
     if (now >= next_note) {
       spdlog::info("{}: waiting for the coordinator at {} ({:.0f} s of {:.0f} s): {}", sender_,
-                   this->address(), std::chrono::duration<double>(now - start).count(),
+                   CandidatesText(), std::chrono::duration<double>(now - start).count(),
                    wait_ms / 1000.0, std::string(status.message()));
       next_note = now + std::chrono::seconds(10);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(
         std::min<int64_t>(backoff_ms, std::chrono::duration_cast<std::chrono::milliseconds>(
                                           deadline - now).count())));
-    backoff_ms = std::min(backoff_ms * 2, 1000);
+    // Every candidate gets an attempt before the backoff grows.
+    if (Current().index == 0) backoff_ms = std::min(backoff_ms * 2, 1000);
   }
   if (!status.ok()) return status;
   std::lock_guard<std::mutex> lock(mu_);
@@ -135,15 +228,19 @@ absl::StatusOr<v1::HeartbeatResponse> CoordinatorClient::Heartbeat(
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
   options.max_attempts = 1;
+  size_t dialled = 0;
   absl::Status status = CallWithRetry(options, [&](grpc::ClientContext* ctx) {
-    return stub()->Heartbeat(ctx, request, &response);
+    return CallCurrent(
+        [&](v1::Coordinator::Stub* stub) { return stub->Heartbeat(ctx, request, &response); },
+        &dialled);
   });
-  if (!status.ok()) {
-    FindMoved(status);
-    return status;
+  if (!status.ok()) return status;
+  // A deposed coordinator's answer counts as none: the role backs off and keeps its grace,
+  // and asks the coordinator that took over (the address file's, the next candidate) next.
+  if (absl::Status fenced = term_fence_.Check(response.term()); !fenced.ok()) {
+    MoveOn(dialled, absl::StrCat("answers as term ", response.term(), ", deposed"));
+    return fenced;
   }
-  // A deposed coordinator's answer counts as none: the role backs off and keeps its grace.
-  RETURN_IF_ERROR(term_fence_.Check(response.term()));
   return response;
 }
 
@@ -158,11 +255,10 @@ absl::Status CoordinatorClient::ReportFailure(v1::Role role, int id, const std::
   v1::ReportFailureResponse response;
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
-  absl::Status status = CallWithRetry(options, [&](grpc::ClientContext* ctx) {
-    return stub()->ReportFailure(ctx, request, &response);
+  return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
+    return CallCurrent(
+        [&](v1::Coordinator::Stub* stub) { return stub->ReportFailure(ctx, request, &response); });
   });
-  FindMoved(status);
-  return status;
 }
 
 void CoordinatorClient::ReportServerUnreachable(int id, const std::string& reason,
@@ -186,10 +282,17 @@ absl::StatusOr<v1::StatusResponse> CoordinatorClient::Status() {
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
   options.max_attempts = 2;
-  auto call = [&](grpc::ClientContext* ctx) { return stub()->Status(ctx, request, &response); };
+  auto call = [&](grpc::ClientContext* ctx) {
+    return CallCurrent(
+        [&](v1::Coordinator::Stub* stub) { return stub->Status(ctx, request, &response); });
+  };
+  const uint64_t moves = Moves();
   absl::Status status = CallWithRetry(options, call);
-  // Moved: the new address is asked at once (an operator's one status, the launcher's poll).
-  if (!status.ok() && FindMoved(status)) status = CallWithRetry(options, call);
+  // Moved on: the coordinator now dialled is asked at once (an operator's one status, the
+  // launcher's poll), once.
+  if ((absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status)) && Moves() != moves) {
+    status = CallWithRetry(options, call);
+  }
   if (!status.ok()) return status;
   return response;
 }
@@ -203,10 +306,10 @@ absl::Status CoordinatorClient::Kill(v1::Role role, int id) {
   RpcOptions options;
   options.deadline_ms = rpc_timeout_ms_;
   options.max_attempts = 3;
-  absl::Status status = CallWithRetry(
-      options, [&](grpc::ClientContext* ctx) { return stub()->Kill(ctx, request, &response); });
-  FindMoved(status);
-  return status;
+  return CallWithRetry(options, [&](grpc::ClientContext* ctx) {
+    return CallCurrent(
+        [&](v1::Coordinator::Stub* stub) { return stub->Kill(ctx, request, &response); });
+  });
 }
 
 void CoordinatorClient::StartWatch() {
@@ -226,7 +329,8 @@ void CoordinatorClient::WatchLoop() {
       watch_context_ = &context;
       FillHeader(request.mutable_header(), token_, map_.epoch(), sender_);
     }
-    auto reader = stub()->WatchClusterMap(&context, request);
+    const Dial dial = Current();
+    auto reader = dial.stub->WatchClusterMap(&context, request);
     v1::ClusterMap map;
     while (reader->Read(&map)) {
       backoff_ms = 20;
@@ -246,7 +350,7 @@ void CoordinatorClient::WatchLoop() {
       spdlog::error("cluster map watch refused: {}", status.error_message());
       return;
     }
-    FindMoved(FromGrpcStatus(status));
+    if (NoAnswer(status)) MoveOn(dial.index, "does not answer");
     std::unique_lock<std::mutex> lock(mu_);
     changed_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stopping_; });
     backoff_ms = std::min(1000, backoff_ms * 2);

@@ -6,17 +6,20 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/coordinator_finder.h"
 #include "runtime/coordinator_link.h"
@@ -33,11 +36,25 @@ std::string MakeInstanceId();
 // term one of the same or a later epoch.
 bool NewerMap(const v1::ClusterMap& held, const v1::ClusterMap& offered);
 
+// Which coordinator a role calls (docs/recovery.md, "Standby coordinators" and "A coordinator
+// that moves"). The client holds a list of candidate addresses: `address` is the
+// coordinator's host:port or, with standby coordinators (coordinator.replicas), every
+// coordinator's, comma-separated. Calls go to the current candidate. When one finds nobody
+// there (UNAVAILABLE, DEADLINE_EXCEEDED: a standby does not listen, the active one died) or
+// is answered with a lower term than seen (a deposed coordinator), the client moves on:
+//   1. with an address file, it reads the file again; when the file names another address
+//      than it named last (a coordinator that took over or was relaunched wrote it), that
+//      one becomes current: its entry when the list has it, else it takes the place of the
+//      candidate that failed;
+//   2. otherwise, to the next candidate of the list (with one address and no file, nothing
+//      moves: the role keeps dialling it, as gRPC reconnects).
+// Each move is logged on one line (moving along the list: one line per outage, until some
+// coordinator answers). Whichever coordinator leads answers; the term fence keeps a deposed
+// one's answers and maps out.
 class CoordinatorClient : public CoordinatorLink {
  public:
-  // `address_file`: empty, or the file a relaunched coordinator writes its address into
-  // (coordinator_finder.h); every call that finds no coordinator reads it again and, when it
-  // names another address, dials that one from then on.
+  // `address_file`: empty, or the file a coordinator writes its address into once it serves
+  // (--address-file; coordinator_finder.h).
   CoordinatorClient(const std::string& address, std::string token, std::string sender,
                     int rpc_timeout_ms, std::string address_file = "");
   ~CoordinatorClient() override;
@@ -71,7 +88,7 @@ class CoordinatorClient : public CoordinatorLink {
   // Sent with Register: where this role serves /metrics (host:port; empty: nowhere).
   void set_metrics_address(std::string address) { metrics_address_ = std::move(address); }
 
-  // The address dialled now.
+  // The candidate calls go to now.
   std::string address() const;
   const std::string& token() const { return token_; }
   const std::string& sender() const { return sender_; }
@@ -83,15 +100,45 @@ class CoordinatorClient : public CoordinatorLink {
   // than the highest seen) is ignored, one of a newer term replaces the held one, and within
   // a term the later epoch wins.
   void TakeMapLocked(const v1::ClusterMap& map);
-  std::shared_ptr<v1::Coordinator::Stub> stub() const;
-  // After a call that found no coordinator (UNAVAILABLE, DEADLINE_EXCEEDED): reads the
-  // address file again and dials the address it names when that moved. Returns whether it
-  // moved.
-  bool FindMoved(const absl::Status& failed);
+  // Whom a call goes to: the current candidate's index, address, channel and stub (which the
+  // call keeps alive should the candidate be replaced meanwhile), and whether there are
+  // several candidates.
+  struct Dial {
+    size_t index = 0;
+    std::string address;
+    std::shared_ptr<grpc::Channel> channel;
+    std::shared_ptr<v1::Coordinator::Stub> stub;
+    bool several = false;
+  };
+  Dial Current() const;
+  // Calls `call` on the current candidate and moves on when nobody answers there. With
+  // several candidates, first awaits its connection (up to a second) so that a standby that
+  // has just started to listen is found; a connection that fails counts as no answer.
+  // `dialled`: where the index of the candidate called is stored (may be null).
+  grpc::Status CallCurrent(const std::function<grpc::Status(v1::Coordinator::Stub*)>& call,
+                           size_t* dialled = nullptr);
+  // Candidate `index` did not answer or is deposed (`why`, for the log): moves on as the class
+  // comment says, unless another call moved on from it already. Returns whether calls now go
+  // elsewhere.
+  bool MoveOn(size_t index, const std::string& why);
+  // The candidates, comma-separated, for messages.
+  std::string CandidatesText() const;
+  // How many moves there were so far: a caller compares before and after its call.
+  uint64_t Moves() const;
+  // Puts `address` at candidate `index`, with a new channel.
+  void DialLocked(size_t index, const std::string& address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(dial_mu_);
 
-  mutable std::mutex dial_mu_;
-  CoordinatorFinder finder_;                     // guarded by dial_mu_
-  std::shared_ptr<v1::Coordinator::Stub> stub_;  // guarded by dial_mu_
+  mutable absl::Mutex dial_mu_;
+  std::vector<std::string> addresses_ ABSL_GUARDED_BY(dial_mu_);  // the candidates
+  std::vector<std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(dial_mu_);
+  std::vector<std::shared_ptr<v1::Coordinator::Stub>> stubs_ ABSL_GUARDED_BY(dial_mu_);
+  size_t current_ ABSL_GUARDED_BY(dial_mu_) = 0;
+  // Counts moves, so that a caller sees whether one happened during its call.
+  uint64_t moves_ ABSL_GUARDED_BY(dial_mu_) = 0;
+  // Logged a move along the list since the last answer: quiet until one.
+  bool moving_on_ ABSL_GUARDED_BY(dial_mu_) = false;
+  // Tracks the address the file named last (at first: the first candidate).
+  CoordinatorFinder finder_ ABSL_GUARDED_BY(dial_mu_);
   const std::string token_;
   const std::string sender_;
   const int rpc_timeout_ms_;

@@ -3,13 +3,19 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ecps {
 
@@ -47,9 +53,10 @@ absl::StatusOr<std::string> AdvertiseHost(const std::string& bind_host,
                                           const std::string& advertise) {
   if (!advertise.empty()) {
     if (IsWildcardHost(advertise)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot advertise ", advertise, ": it names every interface, which no peer can dial; "
-          "give this host's name or address"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot advertise ", advertise,
+                       ": it names every interface, which no peer can dial; "
+                       "give this host's name or address"));
     }
     return advertise;
   }
@@ -88,11 +95,67 @@ absl::Status CheckDialAddress(const std::string& address) {
   if (IsWildcardHost(host)) return bad("names every interface, which nobody can dial");
   for (char c : host) {
     if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.' && c != '_') {
-      return bad(absl::StrCat("has a character a host name cannot hold: '",
-                              std::string(1, c), "'"));
+      return bad(
+          absl::StrCat("has a character a host name cannot hold: '", std::string(1, c), "'"));
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<int> PickFreePort(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  std::string name = host;
+  if (name.size() > 2 && name.front() == '[' && name.back() == ']') {
+    name = name.substr(1, name.size() - 2);
+  }
+  if (const int rc = getaddrinfo(name.c_str(), "0", &hints, &found); rc != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot resolve '", host, "' to pick a port: ", gai_strerror(rc)));
+  }
+  int port = -1;
+  std::string error = "no address";
+  for (addrinfo* a = found; a != nullptr && port < 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    sockaddr_storage bound{};
+    socklen_t len = sizeof(bound);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
+      port = bound.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                                         : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+    } else {
+      error = std::strerror(errno);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  if (port < 0) {
+    return absl::UnavailableError(absl::StrCat("cannot bind a port on ", host, ": ", error));
+  }
+  return port;
+}
+
+absl::StatusOr<std::vector<std::string>> SplitDialAddresses(const std::string& list) {
+  std::vector<std::string> addresses;
+  for (absl::string_view item : absl::StrSplit(list, ',')) {
+    const std::string address(absl::StripAsciiWhitespace(item));
+    if (address.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", list, "' has an empty address (want host:port[,host:port...])"));
+    }
+    if (absl::Status s = CheckDialAddress(address); !s.ok()) return s;
+    for (const std::string& seen : addresses) {
+      if (seen == address) {
+        return absl::InvalidArgumentError(absl::StrCat("'", list, "' names ", address, " twice"));
+      }
+    }
+    addresses.push_back(address);
+  }
+  return addresses;
 }
 
 }  // namespace ecps

@@ -6,6 +6,7 @@
 #define ECPS_RUNTIME_NET_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -33,6 +34,17 @@ std::string JoinHostPort(const std::string& host, int port);
 // Checks "host:port" as something to dial: host a DNS name, an IPv4 address or a bracketed
 // IPv6 address, port 1-65535. INVALID_ARGUMENT naming what is wrong.
 absl::Status CheckDialAddress(const std::string& address);
+
+// A port on `host` (an address or name this host binds) that is free now: bound to port 0 and
+// released. Another process may take it before the caller binds it (a launcher that must
+// name ports before its children listen accepts that race; the child then fails to bind and
+// says so).
+absl::StatusOr<int> PickFreePort(const std::string& host);
+
+// A list of addresses to dial, comma-separated ("a:1,b:2"): the coordinator and its standbys
+// (docs/recovery.md). Each is checked by CheckDialAddress; INVALID_ARGUMENT names the bad one,
+// an empty item or a repeated address.
+absl::StatusOr<std::vector<std::string>> SplitDialAddresses(const std::string& list);
 
 }  // namespace ecps
 

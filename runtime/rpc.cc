@@ -67,6 +67,18 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, Role peer
   return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), args);
 }
 
+bool WaitForConnection(grpc::Channel* channel, std::chrono::system_clock::time_point deadline) {
+  grpc_connectivity_state state = channel->GetState(/*try_to_connect=*/true);
+  bool attempted = false;
+  while (state != GRPC_CHANNEL_READY) {
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE && attempted) return false;
+    if (state == GRPC_CHANNEL_CONNECTING) attempted = true;
+    if (!channel->WaitForStateChange(state, deadline)) return false;
+    state = channel->GetState(/*try_to_connect=*/true);
+  }
+  return true;
+}
+
 absl::Status CallWithRetry(const RpcOptions& options,
                            const std::function<grpc::Status(grpc::ClientContext*)>& call) {
   int backoff_ms = options.initial_backoff_ms;

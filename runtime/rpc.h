@@ -7,6 +7,7 @@
 #ifndef ECPS_RUNTIME_RPC_H_
 #define ECPS_RUNTIME_RPC_H_
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,6 +54,13 @@ absl::Status AnsweredByPeerStatus(absl::StatusCode code, std::string_view messag
 // `peer`, the role the caller means to reach.
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, Role peer,
                                            const TlsIdentity* tls = ProcessTls());
+
+// Brings `channel` to READY by `deadline`, polling while it connects: a synchronous call that
+// fails fast never polls a connection attempt along, so a channel that once failed (a standby
+// coordinator that did not listen yet, a restarted etcd member) may otherwise stay failed.
+// False at once when a connection attempt fails (nothing listens), or at the deadline. For
+// clients that move between several addresses; a single-address client waits for ready.
+bool WaitForConnection(grpc::Channel* channel, std::chrono::system_clock::time_point deadline);
 
 struct RpcOptions {
   int deadline_ms = 10000;      // per attempt

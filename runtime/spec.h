@@ -24,6 +24,7 @@ enum class DenseOptimizerType { kSgd, kAdagrad, kAdam };
 enum class DataSourceType { kSynthetic, kCriteoTsv, kCriteoCsv };
 enum class PoolingType { kSum, kMean };
 enum class WorkerDevice { kCpu, kCuda };  // cluster.worker_device
+enum class StateStoreType { kFile, kEtcd };  // coordinator.state_store
 
 const char* ToString(FaultToleranceMode mode);  // "none", "erasure_code", ...
 const char* ToString(AckPolicy ack);            // "after_parity", "async"
@@ -32,6 +33,7 @@ const char* ToString(DenseOptimizerType type);
 const char* ToString(DataSourceType source);  // "synthetic", "criteo_tsv", "criteo_csv"
 const char* ToString(PoolingType pooling);    // "sum", "mean"
 const char* ToString(WorkerDevice device);    // "cpu", "cuda"
+const char* ToString(StateStoreType store);   // "file", "etcd"
 // Whether this ecps was built with the CUDA toolkit (the GPU worker plugin exists).
 bool BuiltWithCuda();
 
@@ -85,6 +87,18 @@ struct ClusterSection {
   // this, or whose reply would exceed max_reply_mb (below gRPC's 256 MiB message limit).
   int max_request_ids = 4 << 20;
   int max_reply_mb = 128;
+};
+
+// coordinator: where the coordinator keeps its durable state, and its standbys
+// (docs/recovery.md, "Standby coordinators").
+struct CoordinatorSection {
+  // Coordinator processes: one active, the others standbys that take over when its lease in
+  // etcd lapses. Above 1 only with state_store etcd.
+  int replicas = 1;
+  StateStoreType state_store = StateStoreType::kFile;  // file: the state log (--state-dir)
+  std::vector<std::string> etcd_endpoints;            // host:port of each etcd member
+  std::string etcd_prefix = "/ecps/";                 // the job's keys: PREFIX<job.name>/...
+  int lease_ttl_s = 2;                                // the active coordinator's lease
 };
 
 struct ModelSection {
@@ -229,6 +243,7 @@ struct JobSpec {
   std::string path;                  // file it came from ("" for a string)
   JobSection job;
   ClusterSection cluster;
+  CoordinatorSection coordinator;
   ModelSection model;
   OptimizerSection optimizer;
   DataSection data;

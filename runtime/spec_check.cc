@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "runtime/net.h"
@@ -93,6 +94,47 @@ bool IsQuantity(std::string_view q) {
   return !exponent.empty() && std::all_of(exponent.begin(), exponent.end(), [](char c) {
     return std::isdigit(static_cast<unsigned char>(c)) != 0;
   });
+}
+
+// coordinator: standbys need etcd (the state log is one host's), and etcd needs members.
+void CheckCoordinator(SpecParser& p, CoordinatorSection* c) {
+  const bool etcd = c->state_store == StateStoreType::kEtcd;
+  if (!p.Bad({"coordinator.replicas", "coordinator.state_store"}) && c->replicas > 1 && !etcd) {
+    p.ErrorAt("coordinator.replicas", {"coordinator.replicas"},
+              absl::StrCat(c->replicas, " coordinators (standbys) need coordinator.state_store: "
+                           "etcd, where they elect the active one; got state_store: file"));
+  }
+  if (!p.Bad({"coordinator.etcd_endpoints", "coordinator.state_store"})) {
+    if (etcd && c->etcd_endpoints.empty()) {
+      p.ErrorAt("coordinator.etcd_endpoints", {"coordinator.state_store"},
+                "state_store: etcd needs the etcd members' client addresses (host:port each)");
+    } else if (!etcd && !c->etcd_endpoints.empty()) {
+      p.ErrorAt("coordinator.etcd_endpoints", {"coordinator.etcd_endpoints"},
+                "is set but coordinator.state_store is file: set state_store: etcd to use etcd");
+    }
+  }
+  for (size_t i = 0; i < c->etcd_endpoints.size() && !p.Bad({"coordinator.etcd_endpoints"});
+       ++i) {
+    const std::string path = absl::StrCat("coordinator.etcd_endpoints[", i, "]");
+    std::string address = c->etcd_endpoints[i];
+    if (absl::StartsWith(address, "http://")) address = address.substr(7);
+    if (absl::StartsWith(address, "https://")) {
+      p.ErrorAt(path, {path, "coordinator.etcd_endpoints"},
+                "https is not supported: etcd's client URLs on the cluster's network, plaintext "
+                "(docs/deploy.md)");
+    } else if (absl::Status s = CheckDialAddress(address); !s.ok()) {
+      p.ErrorAt(path, {path, "coordinator.etcd_endpoints"}, std::string(s.message()));
+    }
+  }
+  const std::string& prefix = c->etcd_prefix;
+  if (!p.Bad({"coordinator.etcd_prefix"}) &&
+      (prefix.empty() || prefix.front() != '/' || prefix.back() != '/' ||
+       prefix.find_first_of(" \t\n") != std::string::npos)) {
+    p.ErrorAt("coordinator.etcd_prefix", {"coordinator.etcd_prefix"},
+              absl::StrCat("must start and end with / and hold no spaces (the job's keys are "
+                           "PREFIX<job.name>/leader and /state), got ",
+                           Quoted(prefix)));
+  }
 }
 
 void CheckK8s(SpecParser& p, const K8sSection& k8s) {
@@ -300,6 +342,7 @@ void SpecParser::CrossCheck(JobSpec* spec) {
   }
 
   CheckK8s(*this, spec->k8s);
+  CheckCoordinator(*this, &spec->coordinator);
   CheckTls(&spec->security.tls);
 
   // cluster
@@ -315,9 +358,10 @@ void SpecParser::CrossCheck(JobSpec* spec) {
             absl::StrCat("must be a host name or address peers can dial, got '", cluster.advertise,
                          "'"));
   }
+  // One address, or the coordinator's and its standbys' (coordinator.replicas), comma-separated.
   if (!Bad({"cluster.coordinator"}) && !cluster.coordinator.empty()) {
-    if (absl::Status s = CheckDialAddress(cluster.coordinator); !s.ok()) {
-      ErrorAt("cluster.coordinator", {"cluster.coordinator"}, std::string(s.message()));
+    if (auto s = SplitDialAddresses(cluster.coordinator); !s.ok()) {
+      ErrorAt("cluster.coordinator", {"cluster.coordinator"}, std::string(s.status().message()));
     }
   }
   if (!Bad({"cluster.heartbeat_timeout_ms", "cluster.heartbeat_interval_ms"}) &&

@@ -46,6 +46,10 @@ template <>
 struct EnumNames<WorkerDevice> {
   static constexpr const char* kNames[] = {"cpu", "cuda"};
 };
+template <>
+struct EnumNames<StateStoreType> {
+  static constexpr const char* kNames[] = {"file", "etcd"};
+};
 
 template <typename E>
 const char* NameOf(E value) {
@@ -274,6 +278,18 @@ const Table<ClusterSection>& ClusterTable() {
       IntField("server_threads", &S::server_threads, 1, 256),
       IntField("max_request_ids", &S::max_request_ids, 1, 1 << 28),
       IntField("max_reply_mb", &S::max_reply_mb, 1, 240),
+  };
+  return *table;
+}
+
+const Table<CoordinatorSection>& CoordinatorTable() {
+  using S = CoordinatorSection;
+  static const auto* table = new Table<S>{
+      IntField("replicas", &S::replicas, 1, 9),
+      EnumField("state_store", &S::state_store),
+      StringListField("etcd_endpoints", &S::etcd_endpoints, "an etcd member's host:port"),
+      StringField("etcd_prefix", &S::etcd_prefix),
+      IntField("lease_ttl_s", &S::lease_ttl_s, 1, 60),
   };
   return *table;
 }
@@ -551,6 +567,7 @@ const Table<JobSpec>& SpecTable() {
   static const auto* table = new Table<S>{
       SectionField("job", &S::job, JobTable),
       SectionField("cluster", &S::cluster, ClusterTable),
+      SectionField("coordinator", &S::coordinator, CoordinatorTable),
       SectionField("model", &S::model, ModelTable),
       SectionField("optimizer", &S::optimizer, OptimizerTable),
       SectionField("data", &S::data, DataTable),
@@ -590,6 +607,7 @@ const char* ToString(DenseOptimizerType type) { return spec_internal::NameOf(typ
 const char* ToString(DataSourceType source) { return spec_internal::NameOf(source); }
 const char* ToString(PoolingType pooling) { return spec_internal::NameOf(pooling); }
 const char* ToString(WorkerDevice device) { return spec_internal::NameOf(device); }
+const char* ToString(StateStoreType store) { return spec_internal::NameOf(store); }
 
 bool BuiltWithCuda() {
 #if ECPS_BUILT_WITH_CUDA

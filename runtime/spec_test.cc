@@ -82,6 +82,13 @@ void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.cluster.rpc_timeout_ms, b.cluster.rpc_timeout_ms);
   EXPECT_EQ(a.cluster.worker_threads, b.cluster.worker_threads);
   EXPECT_EQ(a.cluster.server_threads, b.cluster.server_threads);
+  EXPECT_EQ(a.cluster.coordinator, b.cluster.coordinator);
+
+  EXPECT_EQ(a.coordinator.replicas, b.coordinator.replicas);
+  EXPECT_EQ(a.coordinator.state_store, b.coordinator.state_store);
+  EXPECT_EQ(a.coordinator.etcd_endpoints, b.coordinator.etcd_endpoints);
+  EXPECT_EQ(a.coordinator.etcd_prefix, b.coordinator.etcd_prefix);
+  EXPECT_EQ(a.coordinator.lease_ttl_s, b.coordinator.lease_ttl_s);
 
   EXPECT_EQ(a.model.num_dense, b.model.num_dense);
   EXPECT_EQ(a.model.num_sparse, b.model.num_sparse);
@@ -540,6 +547,28 @@ TEST(SpecTest, StringsRoundTripWithSpecialCharacters) {
   ExpectSpecEq(spec, *again);
 }
 
+TEST(SpecTest, StandbyCoordinatorsWithEtcdRoundTrip) {
+  auto spec = ParseSpec(
+      "cluster: {coordinator: 'h1:7000, h2:7000'}\n"
+      "coordinator:\n  replicas: 3\n  state_store: etcd\n"
+      "  etcd_endpoints: [10.0.0.1:2379, 'http://etcd-2:2379']\n  lease_ttl_s: 5\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->coordinator.replicas, 3);
+  EXPECT_EQ(spec->coordinator.state_store, StateStoreType::kEtcd);
+  EXPECT_EQ(spec->coordinator.etcd_endpoints,
+            (std::vector<std::string>{"10.0.0.1:2379", "http://etcd-2:2379"}));
+  EXPECT_EQ(spec->coordinator.etcd_prefix, "/ecps/");
+  EXPECT_EQ(spec->coordinator.lease_ttl_s, 5);
+  auto again = ParseSpec(SpecToYaml(*spec));
+  ASSERT_TRUE(again.ok()) << again.status() << "\n" << SpecToYaml(*spec);
+  ExpectSpecEq(*spec, *again);
+  // The defaults: one coordinator and its state log.
+  auto plain = ParseSpec("{}");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->coordinator.replicas, 1);
+  EXPECT_EQ(plain->coordinator.state_store, StateStoreType::kFile);
+}
+
 TEST(SpecTest, FloatsRoundTripExactly) {
   std::mt19937 rng(1234);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -738,6 +767,30 @@ const BadSpec kBadSpecs[] = {
     {"heartbeat", "cluster:\n  heartbeat_interval_ms: 500\n  heartbeat_timeout_ms: 500\n",
      "bad.yaml:3: cluster.heartbeat_timeout_ms: must be greater than cluster.heartbeat_interval_ms "
      "(500), got 500"},
+    {"replicas_without_etcd", "coordinator:\n  replicas: 3\n",
+     "bad.yaml:2: coordinator.replicas: 3 coordinators (standbys) need coordinator.state_store: "
+     "etcd, where they elect the active one; got state_store: file"},
+    {"etcd_without_endpoints", "coordinator:\n  state_store: etcd\n",
+     "bad.yaml:2: coordinator.etcd_endpoints: state_store: etcd needs the etcd members' client "
+     "addresses (host:port each)"},
+    {"etcd_endpoint_without_port",
+     "coordinator:\n  state_store: etcd\n  etcd_endpoints: [10.0.0.1:2379, etcd-2]\n",
+     "bad.yaml:3: coordinator.etcd_endpoints[1]: address 'etcd-2' has no port (want host:port, "
+     "e.g. coordinator.example.org:7000 or 10.0.0.5:7000)"},
+    {"etcd_https", "coordinator:\n  state_store: etcd\n  etcd_endpoints: https://e:2379\n",
+     "bad.yaml:3: coordinator.etcd_endpoints[0]: https is not supported: etcd's client URLs on "
+     "the cluster's network, plaintext (docs/deploy.md)"},
+    {"endpoints_without_etcd", "coordinator:\n  etcd_endpoints: [e:2379]\n",
+     "bad.yaml:2: coordinator.etcd_endpoints: is set but coordinator.state_store is file: set "
+     "state_store: etcd to use etcd"},
+    {"etcd_prefix", "coordinator:\n  etcd_prefix: ecps\n",
+     "bad.yaml:2: coordinator.etcd_prefix: must start and end with / and hold no spaces (the "
+     "job's keys are PREFIX<job.name>/leader and /state), got \"ecps\""},
+    {"state_store", "coordinator:\n  state_store: zookeeper\n",
+     "bad.yaml:2: coordinator.state_store: must be one of file, etcd; got \"zookeeper\""},
+    {"coordinator_list", "cluster:\n  coordinator: a:1,,b:2\n",
+     "bad.yaml:2: cluster.coordinator: 'a:1,,b:2' has an empty address (want "
+     "host:port[,host:port...])"},
     {"port", "cluster:\n  coordinator_port: 70000\n",
      "bad.yaml:2: cluster.coordinator_port: must be between 0 and 65535, got 70000"},
     {"log_level", "monitoring:\n  log_level: verbose\n",

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tests/poll.h"
+#include "tests/spawn.h"
 
 namespace ecps {
 namespace testing_process {
@@ -42,21 +43,9 @@ inline std::string ReadFile(const fs::path& p) {
 
 // Starts `ecps ARGS...` with stdout and stderr in `log`; returns its pid.
 inline pid_t Start(const std::vector<std::string>& args, const fs::path& log) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    std::vector<char*> argv;
-    std::string bin = ECPS_BINARY;
-    argv.push_back(bin.data());
-    std::vector<std::string> copy = args;
-    for (auto& a : copy) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    FILE* f = freopen(log.c_str(), "w", stdout);
-    (void)f;
-    dup2(STDOUT_FILENO, STDERR_FILENO);
-    execv(bin.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
+  std::vector<std::string> argv = {ECPS_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return SpawnLogged(argv, log);
 }
 
 // Waits for `pid` to exit, up to `timeout`; returns its wait status, or -1 on timeout (then
