@@ -13,6 +13,7 @@
 #include <fstream>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -272,9 +273,9 @@ class Job {
     while (true) {
       if (interrupt_.interrupted()) interrupt_.AwaitExit();
       if (spawner->replicas() > 1) {
-        // Which one leads, seen before a death is reaped (the port file names it).
+        // Which one leads (the port file names it), remembered for when it dies.
         if (const int active = spawner->ActiveCoordinatorChild(); active >= 0) {
-          active_coordinator_ = active;
+          led_.insert(active);
         }
       }
       failure = ReapExited(drills, run.have_status && last.phase() == v1::JOB_FINISHED, &events);
@@ -356,7 +357,10 @@ class Job {
     dead.swap(dead_coordinators_);
     if (spawner->replicas() > 1) {
       for (int child : dead) {
-        const bool was_active = child == active_coordinator_;
+        // One that ever led was the active one when it died: a leader that loses its lease
+        // exits (kExitLeadLost), it never goes back to standing by. Its successor may have
+        // written the port file before this death was reaped.
+        const bool was_active = led_.count(child) > 0;
         const int pid = children_->child(child).pid;
         if (was_active) {
           RunRecord::CoordinatorFailure c;
@@ -448,7 +452,7 @@ class Job {
   Clock::time_point coordinator_died_at_;      // when ReapExited saw it
   Clock::time_point restart_coordinator_at_;   // when Monitor starts the new one
   std::vector<int> dead_coordinators_;  // their child indices
-  int active_coordinator_ = -1;         // with standbys: the child that led at the last poll
+  std::set<int> led_;                   // with standbys: the children seen leading
   int coordinator_restarts_ = 0;        // coordinators started after one died
 };
 

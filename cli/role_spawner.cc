@@ -128,6 +128,7 @@ absl::StatusOr<int> RoleSpawner::SpawnCoordinatorProcess(int port) {
   auto spawned = backend_->Spawn("coordinator", argv, {"ECPS_TOKEN=" + setup_.token}, log);
   if (!spawned.ok()) return spawned.status();
   coordinator_port_[*spawned] = port;
+  coordinator_started_[*spawned] = fs::file_time_type::clock::now();
   return *spawned;
 }
 
@@ -170,12 +171,19 @@ absl::Status RoleSpawner::RestartStandby(int child) {
 }
 
 int RoleSpawner::ActiveCoordinatorChild() const {
+  std::error_code ec;
+  const fs::file_time_type written = fs::last_write_time(PortFile(), ec);
+  if (ec) return -1;
   std::ifstream f(PortFile());
   int port = 0;
   if (!(f >> port)) return -1;
   int active = -1;
   for (const auto& [child, p] : coordinator_port_) {
-    if (p == port && !backend_->child(child).exited) active = child;
+    // The dead leader's replacement on the same port is a standby until it writes the file.
+    if (p == port && !backend_->child(child).exited &&
+        coordinator_started_.at(child) <= written) {
+      active = child;
+    }
   }
   return active;
 }

@@ -5,6 +5,7 @@
 #define ECPS_CLI_ROLE_SPAWNER_H_
 
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -89,6 +90,9 @@ class RoleSpawner {
   std::string PortFile() const;
   int coordinator_starts_ = 0;
   std::map<int, int> coordinator_port_;  // child index -> its port
+  // child index -> when it was started: one started after the port file was written is not
+  // the one that wrote it (a new standby on a dead leader's port).
+  std::map<int, std::filesystem::file_time_type> coordinator_started_;
   absl::Status WaitForServersRegistered();
 
   const JobSpec& spec_;

@@ -4,7 +4,17 @@ namespace ecps {
 
 CoordinatorLoop::CoordinatorLoop(CoordinatorService* service, absl::Duration tick)
     : service_(service), tick_(tick) {
-  detection_ = std::thread([this] { Every([this] { service_->Tick(); }); });
+  detection_ = std::thread([this] {
+    // A round that starts well after its tick: this process was not scheduled (a loaded
+    // machine, a stopped VM), so nobody's heartbeat could be handled either.
+    absl::Time due = absl::Now() + tick_;
+    Every([this, &due] {
+      const absl::Time now = absl::Now();
+      if (now - due > kScheduleSlack) service_->Stalled(now - due);
+      service_->Tick();
+      due = absl::Now() + tick_;
+    });
+  });
   operations_ = std::thread([this] {
     Every([this] {
       service_->RunPendingRollback();

@@ -6,7 +6,9 @@
 // checkpoints (every server frozen while files are written), the final scrub -- run every
 // `tick` on the other (RunPendingRollback, RunPeriodicCheckpoint, RunPendingCheckpoint,
 // RunPendingScrub, in that order). So a server that dies while a checkpoint is being saved is
-// declared dead, and its recovery starts, on time rather than after the save.
+// declared dead, and its recovery starts, on time rather than after the save. A detection
+// round that starts late (the process was not scheduled) is time nobody could be heard in:
+// the nodes' deadlines move on by it rather than all of them expiring at once.
 //
 // CoordinatorService is thread-safe and its long operations run without its lock, so the two
 // threads (and the RPC handlers) only ever wait for each other for short critical sections.
@@ -21,6 +23,10 @@
 #include "coordinator/coordinator_service.h"
 
 namespace ecps {
+
+// A detection round that starts later than this after its tick tells the service that the
+// coordinator was stalled (CoordinatorService::Stalled).
+inline constexpr absl::Duration kScheduleSlack = absl::Milliseconds(50);
 
 class CoordinatorLoop {
  public:

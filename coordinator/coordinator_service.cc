@@ -236,7 +236,9 @@ bool CoordinatorService::ReplaceServer(int server_id) {
     return false;
   }
   detector_.Forget(*promoted->replaced);
-  detector_.Track(promoted->node.instance);
+  // The spare was heartbeating as a standby: its deadline stands (a takeover's grace with it,
+  // which a spare still backing off from the old coordinator needs).
+  if (!detector_.IsLive(promoted->node.instance)) detector_.Track(promoted->node.instance);
   history_.Replaced(v1::ROLE_SERVER, server_id, promoted->node.instance, promoted->node.pid,
                     /*by_spare=*/true, clock_->Now());
   spdlog::warn("spare {} (pid {}) promoted to server {}, replacing dead instance {}: recovering; "
@@ -334,6 +336,20 @@ void CoordinatorService::Tick() {
   }
   HandleDeadServers(dead);
   ProbeSuspected(suspected);
+}
+
+void CoordinatorService::Stalled(absl::Duration duration) {
+  absl::MutexLock lock(&mu_);
+  DeafLocked(duration, "its threads were not scheduled");
+}
+
+void CoordinatorService::DeafLocked(absl::Duration duration, const char* why) {
+  detector_.Deaf(duration);
+  // Worth a line once it is a good part of a timeout; shorter ones are routine.
+  if (duration >= detector_.options().heartbeat_timeout / 4) {
+    spdlog::warn("coordinator: heard nobody for {:.2f} s ({}); every node's heartbeat deadline "
+                 "moves on by that much", absl::ToDoubleSeconds(duration), why);
+  }
 }
 
 void CoordinatorService::Shutdown() {
@@ -506,6 +522,9 @@ void CoordinatorService::SaveStateLocked() {
     spdlog::error("coordinator: cannot save its state (a takeover would start from an older "
                   "one): {}", saved.ToString());
   }
+  // The save holds mu_, which every heartbeat needs: a slow disk (an fsync) or a slow etcd is
+  // time in which nobody could be heard.
+  DeafLocked(clock_->Now() - last_saved_, "its state was being saved");
 }
 
 void CoordinatorService::SaveChangeLocked() {

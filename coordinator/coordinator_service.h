@@ -173,6 +173,11 @@ class CoordinatorService {
   // Runs failure detection and the startup timeout at the clock's current time. Detection
   // stops once the job is FINISHED or FAILED.
   void Tick();
+  // The coordinator's own threads were not scheduled for `duration` (CoordinatorLoop saw its
+  // detection round start that late): nobody could be heard, so every node's deadline moves
+  // on by it (FailureDetector::Deaf). Its state's saves, which hold the lock that heartbeats
+  // need, are counted the same way by the service itself.
+  void Stalled(absl::Duration duration);
 
   // Wakes and ends every WatchClusterMap stream (now and later). Idempotent.
   void Shutdown();
@@ -319,6 +324,10 @@ class CoordinatorService {
   // saver: on a change, or when the last save is a second old).
   void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SaveStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Nobody could be heard for `duration` (`why`): FailureDetector::Deaf, and a log line when
+  // it is long.
+  void DeafLocked(absl::Duration duration, const char* why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Saves now, with a saver: after a change that is not the map's (a kill asked, a report, a
   // rollback's step), before it is told to anyone.
   void SaveChangeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

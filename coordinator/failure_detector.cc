@@ -8,7 +8,21 @@ FailureDetector::FailureDetector(const Clock* clock, Options options)
     : clock_(clock), options_(options) {}
 
 void FailureDetector::Track(const std::string& node, absl::Duration grace) {
-  nodes_[node] = Entry{clock_->Now() + grace, false, false, false};
+  const absl::Time now = clock_->Now();
+  nodes_[node] = Entry{now, now + grace, false, false, false};
+}
+
+bool FailureDetector::IsLive(const std::string& node) const {
+  auto it = nodes_.find(node);
+  return it != nodes_.end() && !it->second.dead;
+}
+
+void FailureDetector::Deaf(absl::Duration duration) {
+  if (duration <= absl::ZeroDuration()) return;
+  deaf_total_ += duration;
+  for (auto& [node, entry] : nodes_) {
+    if (!entry.dead) entry.counted_from += duration;
+  }
 }
 
 void FailureDetector::Forget(const std::string& node) { nodes_.erase(node); }
@@ -17,6 +31,7 @@ bool FailureDetector::Heartbeat(const std::string& node) {
   auto it = nodes_.find(node);
   if (it == nodes_.end() || it->second.dead) return false;
   it->second.last_heartbeat = clock_->Now();
+  it->second.counted_from = it->second.last_heartbeat;  // a grace is over once it is heard
   it->second.suspected = false;
   it->second.gone = false;
   return true;
@@ -41,13 +56,14 @@ std::vector<FailureDetector::Death> FailureDetector::Check() {
   std::vector<Death> deaths;
   for (auto& [node, entry] : nodes_) {
     if (entry.dead) continue;
-    const absl::Duration silence = now - entry.last_heartbeat;
-    const bool expired = silence > options_.heartbeat_timeout;
+    const absl::Duration counted = now - entry.counted_from;
+    const bool expired = counted > options_.heartbeat_timeout;
     const bool confirmed =
-        entry.suspected && (entry.gone || silence > options_.suspicion_timeout);
+        entry.suspected && (entry.gone || counted > options_.suspicion_timeout);
     if (expired || confirmed) {
       entry.dead = true;
-      deaths.push_back(Death{node, silence, entry.suspected, entry.suspected && entry.gone});
+      deaths.push_back(Death{node, now - entry.last_heartbeat, entry.suspected,
+                             entry.suspected && entry.gone});
     }
   }
   return deaths;
@@ -66,8 +82,7 @@ bool FailureDetector::IsDead(const std::string& node) const {
 std::optional<absl::Duration> FailureDetector::SinceHeartbeat(const std::string& node) const {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return std::nullopt;
-  // Not negative within a takeover's grace (Track).
-  return std::max(clock_->Now() - it->second.last_heartbeat, absl::ZeroDuration());
+  return clock_->Now() - it->second.last_heartbeat;
 }
 
 }  // namespace ecps

@@ -10,6 +10,11 @@
 //     connections), at once.
 // Once declared dead a node stays dead (Check never reports it again) until Forget/Track.
 //
+// Time in which the coordinator itself could hear nobody (Deaf: its state being written
+// under its lock, its threads not scheduled) is not held against the nodes: every deadline
+// moves on by it. Otherwise a coordinator stalled for longer than the timeout would declare
+// every node dead at once when it wakes, and end the job for data loss nobody had.
+//
 // Not thread-safe: the owner (CoordinatorService) serialises calls under its own lock.
 #ifndef ECPS_COORDINATOR_FAILURE_DETECTOR_H_
 #define ECPS_COORDINATOR_FAILURE_DETECTOR_H_
@@ -46,6 +51,8 @@ class FailureDetector {
   // or death verdict of that node.
   // `grace`: its heartbeat timeout runs from now + grace (a takeover's start).
   void Track(const std::string& node, absl::Duration grace = absl::ZeroDuration());
+  // Whether `node` is watched and not declared dead.
+  bool IsLive(const std::string& node) const;
   // Stops watching `node` (a finished worker, a replaced instance). No-op when unknown.
   void Forget(const std::string& node);
 
@@ -59,20 +66,28 @@ class FailureDetector {
   // afterwards clears it with the suspicion.
   bool Gone(const std::string& node);
 
+  // The coordinator could hear nobody for the last `duration`: every live node's deadline
+  // (its heartbeat timeout, its suspicion timeout) moves on by it. No-op when not positive.
+  void Deaf(absl::Duration duration);
+  // The deafness noted so far, in all (for the coordinator's log and tests).
+  absl::Duration deaf_total() const { return deaf_total_; }
+
   // Declares dead every live node past its deadline at the clock's current time, and
   // returns those (each only once).
   std::vector<Death> Check();
 
   bool IsSuspected(const std::string& node) const;
   bool IsDead(const std::string& node) const;
-  // Time since the node's last heartbeat (also for dead nodes); nullopt when not tracked.
+  // Time since the node's last heartbeat, or since Track (also for dead nodes); nullopt when
+  // not tracked.
   std::optional<absl::Duration> SinceHeartbeat(const std::string& node) const;
 
   const Options& options() const { return options_; }
 
  private:
   struct Entry {
-    absl::Time last_heartbeat;
+    absl::Time last_heartbeat;  // or when Track was called
+    absl::Time counted_from;    // where its timeouts run from: grace and deafness added
     bool suspected = false;
     bool dead = false;
     bool gone = false;
@@ -81,6 +96,7 @@ class FailureDetector {
   const Clock* const clock_;
   const Options options_;
   absl::flat_hash_map<std::string, Entry> nodes_;
+  absl::Duration deaf_total_;
 };
 
 }  // namespace ecps

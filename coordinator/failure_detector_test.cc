@@ -30,6 +30,36 @@ TEST_F(FailureDetectorTest, DeclaresDeadAfterTimeoutAndNotBefore) {
   EXPECT_FALSE(detector_.Heartbeat("a")) << "a dead node cannot come back by heartbeating";
 }
 
+TEST_F(FailureDetectorTest, TimeTheCoordinatorWasDeafIsNotHeldAgainstTheNodes) {
+  detector_.Track("a");
+  clock_.Advance(absl::Milliseconds(1000));
+  detector_.Deaf(absl::Milliseconds(2000));
+  clock_.Advance(absl::Milliseconds(2500));  // 3.5 s of silence, 1.5 s of it counted
+  EXPECT_TRUE(detector_.Check().empty());
+  EXPECT_EQ(detector_.deaf_total(), absl::Milliseconds(2000));
+  EXPECT_EQ(detector_.SinceHeartbeat("a"), absl::Milliseconds(3500));
+  clock_.Advance(absl::Milliseconds(1));
+  std::vector<FailureDetector::Death> deaths = detector_.Check();
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(deaths[0].silence, absl::Milliseconds(3501)) << "the silence as it was";
+  detector_.Deaf(absl::Seconds(10));
+  EXPECT_TRUE(detector_.IsDead("a")) << "a verdict is not taken back";
+}
+
+TEST_F(FailureDetectorTest, AGraceIsNotReportedAsNegativeSilence) {
+  detector_.Track("a", absl::Seconds(3));
+  clock_.Advance(absl::Milliseconds(4501));
+  std::vector<FailureDetector::Death> deaths = detector_.Check();
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(deaths[0].silence, absl::Milliseconds(4501)) << "silent since it was tracked";
+  detector_.Track("b", absl::Seconds(3));
+  ASSERT_TRUE(detector_.Suspect("b"));
+  ASSERT_TRUE(detector_.Gone("b"));
+  deaths = detector_.Check();
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(deaths[0].silence, absl::ZeroDuration()) << "gone at once, never negative";
+}
+
 TEST_F(FailureDetectorTest, HeartbeatsKeepANodeAlive) {
   detector_.Track("a");
   detector_.Track("b");

@@ -7,11 +7,13 @@
 #include "coordinator/coordinator_test_util.h"
 #include "coordinator/failure_history.h"
 #include "gtest/gtest.h"
+#include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
 
 namespace ecps {
 namespace {
 
+using testing::FailureReport;
 using testing::kToken;
 using testing::ServerHeartbeat;
 using testing::ServerRegistration;
@@ -27,14 +29,30 @@ class RecoveryTest : public testing::CoordinatorServiceFixture {
   // An erasure_code (2, 1) job on `servers` servers with `spares` spares registered; the dead
   // server handler is the one coordinator_main installs.
   void StartJob(int servers, int spares, int workers) {
-    JobSpec spec = TestSpec(servers, workers);
-    spec.fault_tolerance.mode = FaultToleranceMode::kErasureCode;
-    spec.fault_tolerance.k = 2;
-    spec.fault_tolerance.r = 1;
-    spec.cluster.spares = spares;
-    spec.model.embedding_dim = 16;
-    spec.optimizer.sparse.type = SparseOptimizerType::kAdagrad;
-    ASSERT_NO_FATAL_FAILURE(MakeService(spec));
+    spec_ = TestSpec(servers, workers);
+    spec_.fault_tolerance.mode = FaultToleranceMode::kErasureCode;
+    spec_.fault_tolerance.k = 2;
+    spec_.fault_tolerance.r = 1;
+    spec_.cluster.spares = spares;
+    spec_.model.embedding_dim = 16;
+    spec_.optimizer.sparse.type = SparseOptimizerType::kAdagrad;
+    ASSERT_NO_FATAL_FAILURE(NewService());
+    servers_ = servers;
+    workers_ = workers;
+    for (int i = 0; i < servers; ++i) Register(ServerRegistration(i, absl::StrCat("s", i)));
+    for (int i = 0; i < spares; ++i) {
+      v1::RegisterRequest spare = ServerRegistration(-1, absl::StrCat("spare", i));
+      spare.set_pid(5000 + i);
+      ASSERT_EQ(Register(spare).state(), v1::NODE_STANDBY);
+    }
+    for (int i = 0; i < servers; ++i) Beat(ServerHeartbeat(i, absl::StrCat("s", i)));
+    for (int i = 0; i < workers; ++i) Register(WorkerRegistration(i, absl::StrCat("w", i)));
+    ASSERT_EQ(service_->phase(), v1::JOB_RUNNING);
+  }
+
+  // A coordinator for spec_ with the handlers coordinator_main installs (`options`: a probe).
+  void NewService(CoordinatorServiceOptions options = {}) {
+    ASSERT_NO_FATAL_FAILURE(MakeService(spec_, std::move(options)));
     CoordinatorService* svc = service_.get();
     service_->SetServerDeadHandler([svc](int id) {
       svc->ReplaceServer(id);
@@ -47,17 +65,6 @@ class RecoveryTest : public testing::CoordinatorServiceFixture {
       report.set_clean(true);
       return report;
     });
-    servers_ = servers;
-    workers_ = workers;
-    for (int i = 0; i < servers; ++i) Register(ServerRegistration(i, absl::StrCat("s", i)));
-    for (int i = 0; i < spares; ++i) {
-      v1::RegisterRequest spare = ServerRegistration(-1, absl::StrCat("spare", i));
-      spare.set_pid(5000 + i);
-      ASSERT_EQ(Register(spare).state(), v1::NODE_STANDBY);
-    }
-    for (int i = 0; i < servers; ++i) Beat(ServerHeartbeat(i, absl::StrCat("s", i)));
-    for (int i = 0; i < workers; ++i) Register(WorkerRegistration(i, absl::StrCat("w", i)));
-    ASSERT_EQ(service_->phase(), v1::JOB_RUNNING);
   }
 
   // Lets `silent` miss the heartbeat deadline while every instance in `alive` heartbeats.
@@ -79,6 +86,7 @@ class RecoveryTest : public testing::CoordinatorServiceFixture {
     return all;
   }
 
+  JobSpec spec_;
   int servers_ = 0;
   int workers_ = 0;
   std::atomic<int> scrubs_{0};
@@ -276,6 +284,98 @@ TEST(FailureHistoryTest, RowPayloadBytesFollowsTheOptimizer) {
   EXPECT_EQ(RowPayloadBytes(16, SparseOptimizerType::kSgd), 64);
   EXPECT_EQ(RowPayloadBytes(16, SparseOptimizerType::kAdagrad), 128);
   EXPECT_EQ(RowPayloadBytes(16, SparseOptimizerType::kRowwiseAdagrad), 68);
+}
+
+// The coordinator is replaced, and a server was killed meanwhile: its peers report it and its
+// port refuses connections, so the new coordinator declares it dead at once and promotes the
+// spare. The spare, still backing off from the old coordinator, has not heartbeated the new
+// one yet: it keeps the takeover's grace instead of getting a bare heartbeat timeout from its
+// promotion on (which it would miss, and be declared dead while it rebuilds).
+TEST_F(RecoveryTest, ASparePromotedRightAfterATakeoverKeepsTheTakeoversGrace) {
+  StartJob(3, 1, 1);
+  v1::CoordinatorState saved;
+  ASSERT_TRUE(service_
+                  ->SetStateSaver([&saved](const v1::CoordinatorState& state) {
+                    saved = state;
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  clock_.Advance(absl::Seconds(5));  // the coordinator is down
+  CoordinatorServiceOptions options;
+  options.process_gone = [](const std::string& address) { return address == "127.0.0.1:7001"; };
+  ASSERT_NO_FATAL_FAILURE(NewService(std::move(options)));
+  ASSERT_TRUE(service_->Restore(saved).ok());
+  v1::ReportFailureResponse reported;
+  ASSERT_TRUE(service_->ReportFailure(FailureReport(v1::ROLE_SERVER, 1), &reported).ok());
+  v1::ClusterMap map;
+  service_->GetClusterMap(&map);
+  ASSERT_EQ(map.servers(1).instance(), "spare0") << "promoted at once";
+  const uint64_t epoch = map.epoch();
+
+  // A heartbeat timeout later the others have heartbeated; the spare has not (its backoff).
+  clock_.Advance(kTimeout + absl::Milliseconds(1));
+  for (const auto& hb : Everyone("s1")) Beat(hb);
+  service_->Tick();
+  service_->GetClusterMap(&map);
+  EXPECT_EQ(map.epoch(), epoch) << "the promoted spare was declared dead within its grace";
+  EXPECT_EQ(map.servers(1).state(), v1::NODE_RECOVERING);
+  EXPECT_FALSE(Beat(ServerHeartbeat(-1, "spare0", v1::NODE_STANDBY)).fenced());
+
+  // Heard from once, it is held to the heartbeat timeout like everyone else.
+  clock_.Advance(kTimeout + absl::Milliseconds(1));
+  for (const auto& hb : Everyone("s1")) Beat(hb);
+  service_->Tick();
+  service_->GetClusterMap(&map);
+  EXPECT_GT(map.epoch(), epoch);
+  EXPECT_TRUE(Beat(ServerHeartbeat(1, "spare0", v1::NODE_RECOVERING)).fenced());
+}
+
+// Saving the state holds the lock every heartbeat needs: a save that takes 3 s (a slow disk's
+// fsync, a slow etcd) is 3 s in which nobody could be heard, not 3 s of silence from every
+// node. Before, the next tick declared them all dead and the job ended for data loss.
+TEST_F(RecoveryTest, ASlowStateSaveDeclaresNobodyDead) {
+  StartJob(3, 0, 1);
+  bool slow = false;
+  ASSERT_TRUE(service_
+                  ->SetStateSaver([&](const v1::CoordinatorState&) {
+                    if (slow) clock_.Advance(absl::Seconds(3));
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  const uint64_t epoch = service_->epoch();
+  for (const auto& hb : Everyone("")) Beat(hb);
+  clock_.Advance(absl::Milliseconds(1100));
+  slow = true;
+  const absl::Time before = clock_.Now();
+  service_->Tick();  // a second since the last save: it saves, and the clock moves on 3 s
+  slow = false;
+  ASSERT_EQ(clock_.Now() - before, absl::Seconds(3)) << "the tick did not save";
+  service_->Tick();
+  EXPECT_EQ(service_->epoch(), epoch) << "nodes declared dead for the coordinator's own save";
+  EXPECT_EQ(Status().failures_size(), 0);
+
+  // What comes after the save counts again: s1, silent on, is declared dead.
+  clock_.Advance(kTimeout);
+  for (const auto& hb : Everyone("s1")) Beat(hb);
+  service_->Tick();
+  EXPECT_GT(service_->epoch(), epoch);
+  ASSERT_EQ(Status().failures_size(), 1);
+  EXPECT_EQ(Status().failures(0).instance(), "s1");
+}
+
+// The same for a coordinator whose threads were not scheduled (CoordinatorLoop tells it how
+// long its detection round was late).
+TEST_F(RecoveryTest, AStalledCoordinatorDeclaresNobodyDead) {
+  StartJob(3, 0, 1);
+  const uint64_t epoch = service_->epoch();
+  for (const auto& hb : Everyone("")) Beat(hb);
+  clock_.Advance(absl::Seconds(4));
+  service_->Stalled(absl::Seconds(3));
+  service_->Tick();
+  EXPECT_EQ(service_->epoch(), epoch);
+  clock_.Advance(absl::Milliseconds(600));
+  service_->Tick();
+  EXPECT_GT(service_->epoch(), epoch) << "past the timeout once the stall is taken off";
 }
 
 }  // namespace

@@ -173,7 +173,7 @@ TEST_F(EtcdEndToEnd, AStandbyServesWithinThreeSecondsOfTheActiveCoordinatorsDeat
 TEST_F(EtcdEndToEnd, AnEtcdMemberKilledMidJobChangesNothing) {
   const fs::path job = dir_ / "out";
   // A TTL well above etcd's re-election (500 ms here) when the member was its raft leader.
-  StartRun(Spec("etcd-member", 500, etcd_.endpoint_list(), 3));
+  StartRun(Spec("etcd-member", 500, etcd_.endpoint_list(), 5));
   WaitForStep(100);
   // The first endpoint: the member every client talks to first.
   etcd_.Kill(0);
