@@ -95,11 +95,15 @@ void LeaderLease::RenewLoop() {
       Lose(std::string(renewed.status().message()));
       return;
     } else {
-      spdlog::warn(
-          "coordinator: cannot renew its lease (it stays leader for {} ms more): {}",
+      // A renewal can fail after the lead already ran out (it waited on dead members): the
+      // watch below has stopped serving by then, and says so.
+      const int64_t left_ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(valid_until_ - Clock::now())
-              .count(),
-          renewed.status().ToString());
+              .count();
+      spdlog::warn("coordinator: cannot renew its lease ({}): {}",
+                   left_ms >= 0 ? absl::StrCat("it stays leader for ", left_ms, " ms more")
+                                : absl::StrCat("its lead ran out ", -left_ms, " ms ago"),
+                   renewed.status().ToString());
     }
   }
 }

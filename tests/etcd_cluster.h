@@ -1,5 +1,5 @@
-// A real etcd cluster for tests (label etcd): N members of Debian's etcd on 127.0.0.1, each
-// with its own client and peer ports and data folder, started by the test and stopped by pid
+// A real etcd cluster for tests (label etcd): N members of Debian's etcd on 127.0.0.1 (or on a
+// network namespace's address), each with its own client and peer ports and data folder, started by the test and stopped by pid
 // (SIGKILL) when the EtcdCluster goes, also when the test fails. A member also dies with the
 // test process (PR_SET_PDEATHSIG). Fast elections (50 ms heartbeats, 500 ms election timeout)
 // make etcd's smallest lease 1 s.
@@ -74,47 +74,11 @@ class EtcdCluster {
   // Starts `members` members with folders under `dir` and waits (up to 20 s) until every one
   // answers a read. Returns "" or what went wrong.
   std::string Start(int members, const std::filesystem::path& dir) {
-    const std::string binary = EtcdBinary();
-    if (binary.empty()) return "etcd is not installed";
-    std::vector<int> peer_ports;
     for (int i = 0; i < members; ++i) {
       client_ports_.push_back(PickFreePort());
-      peer_ports.push_back(PickFreePort());
+      peer_ports_.push_back(PickFreePort());
     }
-    std::string initial;
-    for (int i = 0; i < members; ++i) {
-      initial += (i ? "," : "") + Name(i) + "=http://127.0.0.1:" + std::to_string(peer_ports[i]);
-    }
-    const std::string token =
-        "ecps-test-" + std::to_string(getpid()) + "-" + std::to_string(client_ports_[0]);
-    for (int i = 0; i < members; ++i) {
-      const std::string client = "http://127.0.0.1:" + std::to_string(client_ports_[i]);
-      const std::string peer = "http://127.0.0.1:" + std::to_string(peer_ports[i]);
-      std::vector<std::string> args = {binary,
-                                       "--name",
-                                       Name(i),
-                                       "--data-dir",
-                                       (dir / Name(i)).string(),
-                                       "--listen-client-urls",
-                                       client,
-                                       "--advertise-client-urls",
-                                       client,
-                                       "--listen-peer-urls",
-                                       peer,
-                                       "--initial-advertise-peer-urls",
-                                       peer,
-                                       "--initial-cluster",
-                                       initial,
-                                       "--initial-cluster-state",
-                                       "new",
-                                       "--initial-cluster-token",
-                                       token,
-                                       "--heartbeat-interval",
-                                       "50",
-                                       "--election-timeout",
-                                       "500"};
-      pids_.push_back(SpawnLogged(args, dir / (Name(i) + ".log"), /*die_with_test=*/true));
-    }
+    if (std::string failed = Spawn(dir, {}); !failed.empty()) return failed;
     for (int i = 0; i < members; ++i) {
       auto client = EtcdClient::Create({endpoint(i)});
       if (!client.ok()) return client.status().ToString();
@@ -126,9 +90,33 @@ class EtcdCluster {
             return read.ok();
           },
           std::chrono::seconds(20));
-      if (!up) {
-        return "etcd member " + Name(i) + " did not answer within 20 s (" + last + "; " +
-               (dir / (Name(i) + ".log")).string() + ")";
+      if (!up) return NotUp(i, dir, last);
+    }
+    return "";
+  }
+
+  // The same inside the network namespace `ns` (which the caller made), on `host` there and
+  // ports 2379 (client) and 2380 (peer) + 2 per member; readiness asked by Debian's etcdctl
+  // from inside the namespace.
+  std::string StartInNamespace(int members, const std::filesystem::path& dir,
+                               const std::string& ns, const std::string& host) {
+    host_ = host;
+    for (int i = 0; i < members; ++i) {
+      client_ports_.push_back(2379 + 2 * i);
+      peer_ports_.push_back(2380 + 2 * i);
+    }
+    // env finds ip on PATH; it, ip and etcd each exec the next: the pid is etcd's.
+    if (std::string failed = Spawn(dir, {"/usr/bin/env", "ip", "netns", "exec", ns});
+        !failed.empty()) {
+      return failed;
+    }
+    for (int i = 0; i < members; ++i) {
+      const std::string check = "ip netns exec " + ns + " etcdctl --dial-timeout=1s " +
+                                "--command-timeout=1s --endpoints=http://" + endpoint(i) +
+                                " get /ecps-test/ready >/dev/null 2>&1";
+      if (!PollUntil([&] { return std::system(check.c_str()) == 0; },
+                     std::chrono::seconds(20))) {
+        return NotUp(i, dir, "etcdctl get failed");
       }
     }
     return "";
@@ -142,7 +130,7 @@ class EtcdCluster {
     pids_[i] = -1;
   }
 
-  std::string endpoint(int i) const { return "127.0.0.1:" + std::to_string(client_ports_[i]); }
+  std::string endpoint(int i) const { return host_ + ":" + std::to_string(client_ports_[i]); }
   std::vector<std::string> endpoints() const {
     std::vector<std::string> all;
     for (size_t i = 0; i < client_ports_.size(); ++i) all.push_back(endpoint(static_cast<int>(i)));
@@ -158,8 +146,42 @@ class EtcdCluster {
  private:
   static std::string Name(int i) { return "m" + std::to_string(i); }
 
+  // Starts every member (`prefix`: what runs it, e.g. ip netns exec NS); "" or why not.
+  std::string Spawn(const std::filesystem::path& dir, const std::vector<std::string>& prefix) {
+    const std::string binary = EtcdBinary();
+    if (binary.empty()) return "etcd is not installed";
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    const int members = static_cast<int>(client_ports_.size());
+    std::string initial;
+    for (int i = 0; i < members; ++i) {
+      initial += (i ? "," : "") + Name(i) + "=" + Url(peer_ports_[i]);
+    }
+    const std::string token =
+        "ecps-test-" + std::to_string(getpid()) + "-" + std::to_string(client_ports_[0]);
+    for (int i = 0; i < members; ++i) {
+      const std::string client = Url(client_ports_[i]);
+      const std::string peer = Url(peer_ports_[i]);
+      std::vector<std::string> args = prefix;
+      args.insert(args.end(), {binary, "--name", Name(i), "--data-dir", (dir / Name(i)).string(),
+                               "--listen-client-urls", client, "--advertise-client-urls", client,
+                               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                               "--initial-cluster", initial, "--initial-cluster-state", "new",
+                               "--initial-cluster-token", token, "--heartbeat-interval", "50",
+                               "--election-timeout", "500"});
+      pids_.push_back(SpawnLogged(args, dir / (Name(i) + ".log"), /*die_with_test=*/true));
+    }
+    return "";
+  }
+  std::string Url(int port) const { return "http://" + host_ + ":" + std::to_string(port); }
+  static std::string NotUp(int i, const std::filesystem::path& dir, const std::string& last) {
+    return "etcd member " + Name(i) + " did not answer within 20 s (" + last + "; " +
+           (dir / (Name(i) + ".log")).string() + ")";
+  }
 
+  std::string host_ = "127.0.0.1";
   std::vector<int> client_ports_;
+  std::vector<int> peer_ports_;
   std::vector<pid_t> pids_;
 };
 

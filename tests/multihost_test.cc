@@ -10,6 +10,9 @@
 // process, when its link comes back, must find itself fenced and exit without changing
 // anything: the job finishes every step and its final scrub is clean.
 //
+// A second test runs two coordinators on two hosts with the state in a three-member etcd on a
+// third, and cuts the active one's link (the standby takes over; the cut-off one stops itself).
+//
 // Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN for `ip netns`): skips with one line otherwise.
 #include <signal.h>
 #include <sys/wait.h>
@@ -29,6 +32,7 @@
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "tests/ecps_process.h"
+#include "tests/etcd_cluster.h"
 
 namespace ecps {
 namespace {
@@ -120,18 +124,23 @@ class MultiHostTest : public ::testing::Test {
     return pid;
   }
 
-  // The job's status, asked from the worker's host; nullopt while it does not answer.
+  // The job's status, asked from the worker's host of the coordinator that answers (only one
+  // that leads listens); nullopt while none does.
   std::optional<v1::StatusResponse> Status() {
     const fs::path out = dir_ / "status.json";
-    std::string command = absl::StrCat("ip netns exec ", Ns(kWorkerNode), " ", ECPS_BINARY,
-                                       " status ", CoordinatorAddress(), " --json >",
-                                       out.string(), " 2>/dev/null");
-    if (std::system(command.c_str()) != 0) return std::nullopt;
-    v1::StatusResponse response;
-    if (!google::protobuf::util::JsonStringToMessage(ReadFile(out), &response).ok()) {
-      return std::nullopt;
+    std::vector<std::string> asked = coordinators_;
+    if (asked.empty()) asked.push_back(CoordinatorAddress());
+    for (const std::string& coordinator : asked) {
+      std::string command = absl::StrCat("ip netns exec ", Ns(kWorkerNode), " ", ECPS_BINARY,
+                                         " status ", coordinator, " --json >", out.string(),
+                                         " 2>/dev/null");
+      if (std::system(command.c_str()) != 0) continue;
+      v1::StatusResponse response;
+      if (google::protobuf::util::JsonStringToMessage(ReadFile(out), &response).ok()) {
+        return response;
+      }
     }
-    return response;
+    return std::nullopt;
   }
 
   // Polls the status until `done` holds; fails the test at the deadline.
@@ -170,6 +179,7 @@ class MultiHostTest : public ::testing::Test {
 
   fs::path dir_;
   fs::path setup_log_;
+  std::vector<std::string> coordinators_;  // what Status asks; empty: CoordinatorAddress()
   std::string prefix_;
   std::vector<std::string> made_;
   std::vector<pid_t> pids_;
@@ -267,6 +277,112 @@ monitoring: {log_level: info}
   EXPECT_TRUE(Recovered(last, 1));
   EXPECT_TRUE(Recovered(last, 3));
   for (const auto& e : last.failures()) EXPECT_TRUE(e.by_spare()) << e.id();
+}
+
+// Standby coordinators across hosts, with the state in a real three-member etcd on a host of
+// its own: the active coordinator's link goes down mid-training. Cut off, it cannot renew its
+// lease, so it stops serving by itself (exit 6, "no longer leads") before etcd hands the lead
+// on; the standby on another host takes the job over as term 2, and the roles, which know both
+// addresses, follow it. Training never stops, the old coordinator is gone for good once its link
+// is back, nobody is declared dead, and the job ends clean under the new term.
+TEST_F(MultiHostTest, ACoordinatorCutOffIsReplacedByItsStandbyAndStaysOut) {
+  if (EtcdBinary().empty()) GTEST_SKIP() << "etcd is not installed (deploy/setup.sh --tests)";
+  constexpr int kStandbyNode = 1 + kServers;   // a spare's host in the other test
+  constexpr int kEtcdNode = kStandbyNode + 1;  // the other spare's
+  EtcdCluster etcd;
+  ASSERT_EQ(etcd.StartInNamespace(3, dir_ / "etcd", Ns(kEtcdNode), Address(kEtcdNode)), "");
+  const std::string active = CoordinatorAddress();
+  const std::string standby = Address(kStandbyNode) + ":7000";
+  coordinators_ = {active, standby};
+  const fs::path spec = dir_ / "spec.yaml";
+  {
+    std::ofstream f(spec);
+    f << absl::StrCat(R"(
+job: {name: multihost-etcd, steps: )", kSteps, R"(, eval_every: 0, eval_samples: 2048, output_dir: )",
+                      (dir_ / "out").string(), R"(}
+cluster:
+  servers: )", kServers, R"(
+  workers: 1
+  coordinator_port: 7000
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 1500
+  rpc_timeout_ms: 3000
+coordinator:
+  replicas: 2
+  state_store: etcd
+  etcd_endpoints: [)", etcd.endpoint_list(), R"(]
+  lease_ttl_s: 2
+model: {num_dense: 13, num_sparse: 8, embedding_dim: 8, table_rows: 4000, bottom_mlp: [16, 8], top_mlp: [16]}
+data: {source: synthetic, batch_size: 128}
+fault_tolerance: {mode: erasure_code, k: 4, r: 1, checkpoint: {save_final: false}}
+monitoring: {log_level: info}
+)");
+  }
+  setenv("ECPS_COORDINATOR", (active + "," + standby).c_str(), 1);
+  const pid_t first = StartIn(kCoordinatorNode, "coordinator",
+                              {"coordinator", "--spec", spec.string(), "--final-status",
+                               (dir_ / "final-status-1.json").string()});
+  ASSERT_TRUE(PollUntil([&] { return absl::StrContains(ReadFile(dir_ / "coordinator.log"),
+                                                       "coordinator leads"); },
+                        std::chrono::seconds(30)))
+      << ReadFile(dir_ / "coordinator.log");
+  const fs::path final_status = dir_ / "final-status-2.json";
+  const pid_t second = StartIn(kStandbyNode, "coordinator-2",
+                               {"coordinator", "--spec", spec.string(), "--final-status",
+                                final_status.string()});
+  std::vector<pid_t> servers;
+  for (int id = 0; id < kServers; ++id) {
+    servers.push_back(StartIn(ServerNode(id), absl::StrCat("server-", id),
+                              {"server", "--spec", spec.string(), "--id", std::to_string(id)}));
+  }
+  const pid_t worker =
+      StartIn(kWorkerNode, "worker", {"worker", "--spec", spec.string(), "--id", "0"});
+  auto training = WaitUntil("training under way", [](const v1::StatusResponse& st) {
+    return st.phase() == v1::JOB_RUNNING && st.step() >= kSteps / 6;
+  });
+  ASSERT_TRUE(training);
+  ASSERT_TRUE(absl::StrContains(ReadFile(dir_ / "coordinator-2.log"), "standby"))
+      << ReadFile(dir_ / "coordinator-2.log");
+
+  // The partition: the active coordinator's link goes down; the process lives on, cut off.
+  const int64_t cut_at = training->step();
+  Must(absl::StrCat("ip -n ", Ns(-1), " link set v", kCoordinatorNode, " down"));
+  ASSERT_TRUE(PollUntil([&] { return absl::StrContains(ReadFile(dir_ / "coordinator-2.log"),
+                                                       "over as term 2"); },
+                        std::chrono::seconds(30)))
+      << ReadFile(dir_ / "coordinator-2.log");
+  auto followed = WaitUntil("the standby's job training on", [&](const v1::StatusResponse& st) {
+    return st.step() > cut_at + 100;
+  });
+  ASSERT_TRUE(followed);
+  EXPECT_LT(followed->step(), kSteps) << "the job ended before the partition healed: no check";
+  // Cut off, the deposed coordinator stopped by itself: it could not renew its lease.
+  const int first_exit = WaitFor(first, std::chrono::seconds(30));
+  ASSERT_NE(first_exit, -1) << "the cut-off coordinator still runs:\n"
+                            << ReadFile(dir_ / "coordinator.log");
+  EXPECT_TRUE(WIFEXITED(first_exit) && WEXITSTATUS(first_exit) == 6) << first_exit;
+  EXPECT_TRUE(absl::StrContains(ReadFile(dir_ / "coordinator.log"), "no longer leads"))
+      << ReadFile(dir_ / "coordinator.log");
+  Must(absl::StrCat("ip -n ", Ns(-1), " link set v", kCoordinatorNode, " up"));
+
+  const int second_exit = WaitFor(second, std::chrono::seconds(180));
+  ASSERT_NE(second_exit, -1) << "the job did not end; logs in " << dir_;
+  EXPECT_TRUE(WIFEXITED(second_exit) && WEXITSTATUS(second_exit) == 0)
+      << ReadFile(dir_ / "coordinator-2.log");
+  const int worker_exit = WaitFor(worker, std::chrono::seconds(30));
+  EXPECT_TRUE(WIFEXITED(worker_exit) && WEXITSTATUS(worker_exit) == 0);
+  v1::StatusResponse last;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(final_status), &last).ok())
+      << final_status;
+  EXPECT_EQ(last.phase(), v1::JOB_FINISHED) << last.error();
+  EXPECT_EQ(last.step(), kSteps);
+  EXPECT_TRUE(last.scrub().clean()) << last.scrub().parity_mismatches() << " parity mismatches";
+  EXPECT_EQ(last.failures_size(), 0) << "a node was declared dead in the takeover";
+  for (int id = 0; id < kServers; ++id) {
+    EXPECT_FALSE(absl::StrContains(ReadFile(dir_ / absl::StrCat("server-", id, ".log")),
+                                   "fenced"))
+        << "server " << id;
+  }
 }
 
 }  // namespace
