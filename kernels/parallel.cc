@@ -10,10 +10,10 @@ ParallelRunner::ParallelRunner(int threads) : threads_(std::max(1, threads)) {
 
 ParallelRunner::~ParallelRunner() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
+    start_.SignalAll();
   }
-  start_.notify_all();
   for (std::thread& t : helpers_) t.join();
 }
 
@@ -21,17 +21,17 @@ void ParallelRunner::Run(int n, const std::function<void(int)>& fn) {
   if (n <= 0) return;
   const int helpers = std::min(threads_, n) - 1;
   if (helpers > 0) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     tasks_ = n;
     fn_ = &fn;
     pending_ = threads_ - 1;
     ++generation_;
+    start_.SignalAll();
   }
-  if (helpers > 0) start_.notify_all();
   for (int i = 0; i < n; i += threads_) fn(i);
   if (helpers > 0) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [this] { return pending_ == 0; });
+    absl::MutexLock lock(&mu_);
+    while (pending_ != 0) done_.Wait(&mu_);
     fn_ = nullptr;
   }
 }
@@ -42,8 +42,8 @@ void ParallelRunner::Help(int member) {
     int n = 0;
     const std::function<void(int)>* fn = nullptr;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+      absl::MutexLock lock(&mu_);
+      while (!stopping_ && generation_ == seen) start_.Wait(&mu_);
       if (stopping_) return;
       seen = generation_;
       n = tasks_;
@@ -51,8 +51,8 @@ void ParallelRunner::Help(int member) {
     }
     for (int i = member; i < n; i += threads_) (*fn)(i);
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+      absl::MutexLock lock(&mu_);
+      if (--pending_ == 0) done_.Signal();
     }
   }
 }

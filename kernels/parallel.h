@@ -6,12 +6,13 @@
 #ifndef ECPS_KERNELS_PARALLEL_H_
 #define ECPS_KERNELS_PARALLEL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ecps {
 
@@ -34,13 +35,13 @@ class ParallelRunner {
   void Help(int member);
 
   const int threads_;
-  std::mutex mu_;
-  std::condition_variable start_, done_;
-  uint64_t generation_ = 0;           // guarded by mu_: one per Run
-  int pending_ = 0;                   // guarded by mu_: helpers still working on this Run
-  bool stopping_ = false;             // guarded by mu_
-  int tasks_ = 0;                     // guarded by mu_ (read by helpers after a new generation)
-  const std::function<void(int)>* fn_ = nullptr;  // guarded by mu_, likewise
+  absl::Mutex mu_;
+  absl::CondVar start_, done_;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // one per Run
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;          // helpers still working on this Run
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int tasks_ ABSL_GUARDED_BY(mu_) = 0;            // read by helpers after a new generation
+  const std::function<void(int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;  // likewise
   std::vector<std::thread> helpers_;
 };
 

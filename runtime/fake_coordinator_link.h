@@ -5,12 +5,13 @@
 #define ECPS_RUNTIME_FAKE_COORDINATOR_LINK_H_
 
 #include <deque>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/coordinator_link.h"
 
 namespace ecps::testing {
@@ -19,36 +20,36 @@ class FakeCoordinatorLink : public CoordinatorLink {
  public:
   // Register answers this (or this error).
   void SetRegistration(absl::StatusOr<v1::RegisterResponse> response) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     registration_ = std::move(response);
   }
   // The next heartbeats answer these in order; once they run out, UNAVAILABLE.
   void QueueHeartbeatResponse(v1::HeartbeatResponse response) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     heartbeat_responses_.push_back(std::move(response));
   }
   void SetMap(v1::ClusterMap map) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     map_ = std::move(map);
   }
   std::vector<v1::HeartbeatRequest> heartbeats() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return heartbeats_;
   }
   std::vector<v1::RegisterRequest> registrations() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return registrations_;
   }
   // (server, address) of every ReportServerUnreachable.
   std::vector<std::pair<int, std::string>> unreachable() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return unreachable_;
   }
 
   absl::StatusOr<v1::RegisterResponse> Register(v1::Role role, const std::string& address,
                                                 int requested_id, const std::string& instance,
                                                 int /*wait_ms*/) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     v1::RegisterRequest request;
     request.set_role(role);
     request.set_address(address);
@@ -58,7 +59,7 @@ class FakeCoordinatorLink : public CoordinatorLink {
     return registration_;
   }
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     heartbeats_.push_back(request);
     if (heartbeat_responses_.empty()) return absl::UnavailableError("no heartbeat response queued");
     v1::HeartbeatResponse response = std::move(heartbeat_responses_.front());
@@ -67,11 +68,11 @@ class FakeCoordinatorLink : public CoordinatorLink {
   }
   void ReportServerUnreachable(int id, const std::string& /*reason*/,
                                const std::string& address) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     unreachable_.emplace_back(id, address);
   }
   v1::ClusterMap map() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return map_;
   }
   // Answers at once from the map set: the test sets the map before the step waits.
@@ -83,18 +84,19 @@ class FakeCoordinatorLink : public CoordinatorLink {
         "the fake's cluster map is not ready (waited " + std::to_string(timeout_ms) + " ms)");
   }
   uint64_t epoch() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return map_.epoch();
   }
 
  private:
-  mutable std::mutex mu_;
-  absl::StatusOr<v1::RegisterResponse> registration_ = absl::UnavailableError("not set");
-  std::deque<v1::HeartbeatResponse> heartbeat_responses_;
-  std::vector<v1::HeartbeatRequest> heartbeats_;
-  std::vector<v1::RegisterRequest> registrations_;
-  std::vector<std::pair<int, std::string>> unreachable_;
-  v1::ClusterMap map_;
+  mutable absl::Mutex mu_;
+  absl::StatusOr<v1::RegisterResponse> registration_ ABSL_GUARDED_BY(mu_) =
+      absl::UnavailableError("not set");
+  std::deque<v1::HeartbeatResponse> heartbeat_responses_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::HeartbeatRequest> heartbeats_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::RegisterRequest> registrations_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::pair<int, std::string>> unreachable_ ABSL_GUARDED_BY(mu_);
+  v1::ClusterMap map_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ecps::testing

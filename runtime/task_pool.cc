@@ -11,36 +11,34 @@ TaskPool::TaskPool(int threads) {
 
 TaskPool::~TaskPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
+    work_.SignalAll();
   }
-  cv_.notify_all();
   for (std::thread& t : threads_) t.join();
 }
 
 void TaskPool::Run(std::vector<std::function<void()>> tasks) {
   if (tasks.empty()) return;
   Group group;
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   group.left = tasks.size();
   for (auto& fn : tasks) queue_.push_back(Task{std::move(fn), &group});
-  lock.unlock();
-  cv_.notify_all();
-  lock.lock();
-  group.done.wait(lock, [&] { return group.left == 0; });
+  work_.SignalAll();
+  while (group.left != 0) group.done.Wait(&mu_);
 }
 
 void TaskPool::Work() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) work_.Wait(&mu_);
     if (queue_.empty()) return;  // stopping, and nothing left to run
     Task task = std::move(queue_.front());
     queue_.pop_front();
-    lock.unlock();
+    mu_.Unlock();
     task.fn();
-    lock.lock();
-    if (--task.group->left == 0) task.group->done.notify_all();
+    mu_.Lock();
+    if (--task.group->left == 0) task.group->done.SignalAll();
   }
 }
 

@@ -5,12 +5,13 @@
 #ifndef ECPS_RUNTIME_TASK_POOL_H_
 #define ECPS_RUNTIME_TASK_POOL_H_
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace ecps {
 
@@ -25,9 +26,10 @@ class TaskPool {
   void Run(std::vector<std::function<void()>> tasks);
 
  private:
+  // Its fields are TaskPool::mu_'s (the annotations cannot name another class's member).
   struct Group {
-    size_t left = 0;  // guarded by TaskPool::mu_
-    std::condition_variable done;
+    size_t left = 0;
+    absl::CondVar done;
   };
   struct Task {
     std::function<void()> fn;
@@ -35,10 +37,10 @@ class TaskPool {
   };
   void Work();
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Task> queue_;  // guarded by mu_
-  bool stopping_ = false;   // guarded by mu_
+  absl::Mutex mu_;
+  absl::CondVar work_;  // a task queued, or stopping
+  std::deque<Task> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -13,11 +13,12 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "kernels/dlrm.h"
 #include "proto/ecps.pb.h"
 #include "runtime/spec.h"
@@ -46,7 +47,7 @@ class ProgressBoard {
       : now_(std::move(now)), last_time_(now_()), counted_at_(last_time_) {}
 
   void Step(int64_t step, int64_t samples, double loss, int64_t position, int64_t bad) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (samples != p_.samples()) counted_at_ = now_();
     p_.set_step(step);
     p_.set_samples(samples);
@@ -56,7 +57,7 @@ class ProgressBoard {
     ++loss_count_;
   }
   void Eval(int64_t step, double auc, double logloss) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     p_.set_eval_step(step);
     p_.set_eval_auc(auc);
     p_.set_eval_logloss(logloss);
@@ -64,7 +65,7 @@ class ProgressBoard {
   // What the reader saw: the malformed lines it skipped (the first few as "file:line:
   // reason") and whether the partition ran out before job.steps.
   void Data(int64_t bad, const std::vector<std::string>& examples, bool exhausted) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     p_.set_bad_lines(bad);
     p_.clear_bad_line_examples();
     for (const std::string& e : examples) p_.add_bad_line_examples(e);
@@ -73,17 +74,20 @@ class ProgressBoard {
   // Training starts (or resumes) from the count on the board now: the time before it
   // (start-up, waiting for the servers) must not count as a step that trained slowly.
   void TrainingStarts() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     counted_at_ = now_();
   }
-  void Done() { std::lock_guard<std::mutex> lock(mu_); p_.set_done(true); }
+  void Done() {
+    absl::MutexLock lock(&mu_);
+    p_.set_done(true);
+  }
   // Mode checkpoint rollback: stopped for rollback `generation`; then rewound to a checkpoint.
   void Paused(uint64_t generation) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     p_.set_paused_generation(generation);
   }
   void Rewind(uint64_t generation, int64_t step, int64_t position) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     p_.set_step(step);
     p_.set_samples(position);
     p_.set_reader_position(position);
@@ -92,24 +96,24 @@ class ProgressBoard {
   }
   // A worker started after rollback `generation` was over: nothing of it to rewind.
   void Resumed(uint64_t generation) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     p_.set_resumed_generation(generation);
   }
   void Fail(const std::string& error) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     p_.set_error(error);
   }
   // The progress as the last snapshot left it, changing nothing (a /metrics scrape must not
   // move the heartbeats' rate window).
   v1::WorkerProgress Peek() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return p_;
   }
   // A snapshot for a heartbeat: rate and loss over the time since the previous snapshot,
   // and how long ago the count was reached (samples_age_s), which is what the coordinator
   // takes its rates from.
   v1::WorkerProgress Snapshot() {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const auto now = now_();
     double dt = std::chrono::duration<double>(now - last_time_).count();
     if (dt > 0 && p_.samples() >= last_samples_) {
@@ -125,18 +129,19 @@ class ProgressBoard {
   }
 
  private:
-  std::mutex mu_;
-  v1::WorkerProgress p_ = [] {
+  absl::Mutex mu_;
+  v1::WorkerProgress p_ ABSL_GUARDED_BY(mu_) = [] {
     v1::WorkerProgress p;
     p.set_eval_auc(-1);
     return p;
   }();
-  double loss_sum_ = 0;
-  int64_t loss_count_ = 0;
+  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t loss_count_ ABSL_GUARDED_BY(mu_) = 0;
   const Clock now_;
-  std::chrono::steady_clock::time_point last_time_;
-  std::chrono::steady_clock::time_point counted_at_;  // when p_.samples() was reached
-  int64_t last_samples_ = 0;
+  std::chrono::steady_clock::time_point last_time_ ABSL_GUARDED_BY(mu_);
+  // When p_.samples() was reached.
+  std::chrono::steady_clock::time_point counted_at_ ABSL_GUARDED_BY(mu_);
+  int64_t last_samples_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 class TrainingLoop {

@@ -84,7 +84,7 @@ ResumePlan PlanRollbackResume(const v1::Rollback& target, int64_t batch_size,
 
 bool RollbackTracker::Observe(const v1::Rollback& rollback, bool first_response) {
   if (rollback.generation() == 0) return false;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   latest_ = rollback;
   const uint64_t generation = rollback.generation();
   bool over = false;
@@ -98,7 +98,7 @@ bool RollbackTracker::Observe(const v1::Rollback& rollback, bool first_response)
 }
 
 std::optional<v1::Rollback> RollbackTracker::TakeReady(uint64_t* generation) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (wanted_.load() > *generation) *generation = wanted_.load();  // another failure meanwhile
   if (latest_.generation() != *generation || !latest_.ready()) return std::nullopt;
   handled_.store(*generation);

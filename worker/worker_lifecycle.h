@@ -12,13 +12,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/ecps.pb.h"
 #include "runtime/coordinator_grace.h"
 #include "runtime/coordinator_link.h"
@@ -102,8 +103,8 @@ class RollbackTracker {
   std::atomic<bool> halt_{false};
   std::atomic<uint64_t> wanted_{0};
   std::atomic<uint64_t> handled_{0};
-  std::mutex mu_;
-  v1::Rollback latest_;  // guarded by mu_
+  absl::Mutex mu_;
+  v1::Rollback latest_ ABSL_GUARDED_BY(mu_);
 };
 
 // What the process must do after a heartbeat.
