@@ -13,6 +13,7 @@
 #include "coordinator/etcd_client.h"
 #include "runtime/coordinator_client.h"
 #include "runtime/net.h"
+#include "runtime/security.h"
 
 namespace ecps {
 namespace {
@@ -190,7 +191,9 @@ int RoleSpawner::ActiveCoordinatorChild() const {
 
 absl::Status RoleSpawner::ClearEtcdState() {
   const CoordinatorSection& c = spec_.coordinator;
-  absl::StatusOr<std::unique_ptr<EtcdClient>> etcd = EtcdClient::Create(c.etcd_endpoints);
+  // The launcher's own identity (the admin's, with security.tls) is one etcd trusts too.
+  absl::StatusOr<std::unique_ptr<EtcdClient>> etcd =
+      EtcdClient::Create(c.etcd_endpoints, absl::Seconds(1), ProcessTls());
   if (!etcd.ok()) return etcd.status();
   const std::string prefix = c.etcd_prefix + spec_.job.name + "/";
   absl::StatusOr<int64_t> deleted = (*etcd)->DeletePrefix(prefix);

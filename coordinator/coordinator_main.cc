@@ -17,6 +17,7 @@
 #include "coordinator/etcd_client.h"
 #include "coordinator/etcd_state_store.h"
 #include "coordinator/leader_lease.h"
+#include "runtime/security.h"
 #include "proto/ecps.pb.h"
 #include "runtime/net.h"
 #include "spdlog/spdlog.h"
@@ -76,7 +77,7 @@ absl::StatusOr<EtcdLead> WinTheLead(const CoordinatorOptions& options, Terminati
       std::clamp(absl::Milliseconds(options.spec.cluster.heartbeat_timeout_ms) / 5,
                  absl::Milliseconds(100), absl::Seconds(1));
   absl::StatusOr<std::unique_ptr<EtcdClient>> client =
-      EtcdClient::Create(c.etcd_endpoints, attempt);
+      EtcdClient::Create(c.etcd_endpoints, attempt, ProcessTls());
   if (!client.ok()) return client.status();
   lead.client = *std::move(client);
   LeaderLeaseOptions lease;

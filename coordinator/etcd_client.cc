@@ -10,6 +10,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/etcd_rpc.grpc.pb.h"
 #include "runtime/rpc.h"
+#include "runtime/security.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -17,16 +18,26 @@ namespace {
 
 namespace pb = etcdserverpb;
 
-// "http://host:port" or "host:port" -> "host:port"; errors name the endpoint.
-absl::StatusOr<std::string> EndpointAddress(const std::string& endpoint) {
+// "http://host:port" (plaintext), "https://host:port" (with `tls`) or "host:port" ->
+// "host:port"; errors name the endpoint.
+absl::StatusOr<std::string> EndpointAddress(const std::string& endpoint, bool tls) {
   std::string address = endpoint;
   if (absl::StartsWith(address, "https://")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("etcd endpoint '", endpoint,
-                     "': https is not supported (plaintext etcd client URLs on "
-                     "the cluster's network; docs/deploy.md)"));
+    if (!tls) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "etcd endpoint '", endpoint,
+          "' is https, but the job has no TLS identity to speak it with (security.tls)"));
+    }
+    address = address.substr(8);
+  } else if (absl::StartsWith(address, "http://")) {
+    if (tls) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "etcd endpoint '", endpoint,
+          "' is plaintext http, but the job speaks TLS (security.tls): give https:// or "
+          "host:port"));
+    }
+    address = address.substr(7);
   }
-  if (absl::StartsWith(address, "http://")) address = address.substr(7);
   if (!address.empty() && address.back() == '/') address.pop_back();
   const size_t colon = address.rfind(':');
   int port = 0;
@@ -68,7 +79,8 @@ bool MemberDidNotAnswer(const grpc::Status& status) {
 
 }  // namespace
 
-EtcdClient::EtcdClient(std::vector<std::string> endpoints, absl::Duration attempt_timeout)
+EtcdClient::EtcdClient(std::vector<std::string> endpoints, absl::Duration attempt_timeout,
+                       const TlsIdentity* tls)
     : endpoints_(std::move(endpoints)), attempt_timeout_(attempt_timeout) {
   grpc::ChannelArguments args;
   // A restarted member is found again quickly; a dead one fails fast (no wait_for_ready).
@@ -78,24 +90,27 @@ EtcdClient::EtcdClient(std::vector<std::string> endpoints, absl::Duration attemp
   // at once; one that is cut off costs the call's attempt timeout.
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // Mutual TLS with the role's own certificate; etcd (--client-cert-auth) checks it against
+  // its --trusted-ca-file, and this side checks etcd's against the job's CA.
+  const std::shared_ptr<grpc::ChannelCredentials> credentials = ChannelCredentialsFor(tls);
   for (const std::string& endpoint : endpoints_) {
-    channels_.push_back(
-        grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args));
+    channels_.push_back(grpc::CreateCustomChannel(endpoint, credentials, args));
   }
 }
 
 EtcdClient::~EtcdClient() = default;
 
 absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(
-    const std::vector<std::string>& endpoints, absl::Duration attempt_timeout) {
+    const std::vector<std::string>& endpoints, absl::Duration attempt_timeout,
+    const TlsIdentity* tls) {
   if (endpoints.empty()) return absl::InvalidArgumentError("no etcd endpoint given");
   std::vector<std::string> addresses;
   for (const std::string& endpoint : endpoints) {
-    absl::StatusOr<std::string> address = EndpointAddress(endpoint);
+    absl::StatusOr<std::string> address = EndpointAddress(endpoint, tls != nullptr);
     if (!address.ok()) return address.status();
     addresses.push_back(*std::move(address));
   }
-  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(addresses), attempt_timeout));
+  return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(addresses), attempt_timeout, tls));
 }
 
 absl::Status EtcdClient::Call(

@@ -28,11 +28,14 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 class ClientContext;
 class Status;
 }  // namespace grpc
 
 namespace ecps {
+
+struct TlsIdentity;
 
 struct EtcdKeyValue {
   std::string key;
@@ -55,9 +58,13 @@ struct EtcdCreateResult {
 class EtcdClient {
  public:
   // `endpoints`: host:port of each member (an http:// prefix is accepted and dropped); at
-  // least one. INVALID_ARGUMENT naming a bad one (https://, no port, empty). Connects lazily.
+  // least one. `tls`: the process's identity (ProcessTls(), from security.tls) to speak mutual
+  // TLS to every member with, its endpoints then https:// or host:port; null: plaintext.
+  // INVALID_ARGUMENT naming a bad endpoint (no port, empty, a scheme the transport is not).
+  // Connects lazily.
   static absl::StatusOr<std::unique_ptr<EtcdClient>> Create(
-      const std::vector<std::string>& endpoints, absl::Duration attempt_timeout = absl::Seconds(1));
+      const std::vector<std::string>& endpoints, absl::Duration attempt_timeout = absl::Seconds(1),
+      const TlsIdentity* tls = nullptr);
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
@@ -91,7 +98,8 @@ class EtcdClient {
   const std::vector<std::string>& endpoints() const { return endpoints_; }
 
  private:
-  EtcdClient(std::vector<std::string> endpoints, absl::Duration attempt_timeout);
+  EtcdClient(std::vector<std::string> endpoints, absl::Duration attempt_timeout,
+             const TlsIdentity* tls);
   // Runs `call` against one member after another, as described above; `what` names the call
   // in the error.
   using Channel = std::shared_ptr<grpc::Channel>;

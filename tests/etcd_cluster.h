@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "coordinator/etcd_client.h"
+#include "runtime/security.h"
 #include "tests/poll.h"
 #include "tests/spawn.h"
 
@@ -71,6 +72,14 @@ class EtcdCluster {
     for (size_t i = 0; i < pids_.size(); ++i) Kill(static_cast<int>(i));
   }
 
+  // Before Start: the members serve TLS with `cert`/`key` and ask every client for a
+  // certificate of `ca` (--client-cert-auth); Start's readiness check presents `client`.
+  void UseTls(const std::string& ca, const std::string& cert, const std::string& key,
+              const TlsIdentity* client) {
+    tls_ = {ca, cert, key};
+    client_tls_ = client;
+  }
+
   // Starts `members` members with folders under `dir` and waits (up to 20 s) until every one
   // answers a read. Returns "" or what went wrong.
   std::string Start(int members, const std::filesystem::path& dir) {
@@ -80,7 +89,7 @@ class EtcdCluster {
     }
     if (std::string failed = Spawn(dir, {}); !failed.empty()) return failed;
     for (int i = 0; i < members; ++i) {
-      auto client = EtcdClient::Create({endpoint(i)});
+      auto client = EtcdClient::Create({endpoint(i)}, absl::Seconds(1), client_tls_);
       if (!client.ok()) return client.status().ToString();
       std::string last;
       const bool up = PollUntil(
@@ -160,7 +169,7 @@ class EtcdCluster {
     const std::string token =
         "ecps-test-" + std::to_string(getpid()) + "-" + std::to_string(client_ports_[0]);
     for (int i = 0; i < members; ++i) {
-      const std::string client = Url(client_ports_[i]);
+      const std::string client = Url(client_ports_[i], /*client=*/true);
       const std::string peer = Url(peer_ports_[i]);
       std::vector<std::string> args = prefix;
       args.insert(args.end(), {binary, "--name", Name(i), "--data-dir", (dir / Name(i)).string(),
@@ -169,17 +178,27 @@ class EtcdCluster {
                                "--initial-cluster", initial, "--initial-cluster-state", "new",
                                "--initial-cluster-token", token, "--heartbeat-interval", "50",
                                "--election-timeout", "500"});
+      if (!tls_.empty()) {
+        args.insert(args.end(), {"--cert-file", tls_[1], "--key-file", tls_[2],
+                                 "--trusted-ca-file", tls_[0], "--client-cert-auth"});
+      }
       pids_.push_back(SpawnLogged(args, dir / (Name(i) + ".log"), /*die_with_test=*/true));
     }
     return "";
   }
-  std::string Url(int port) const { return "http://" + host_ + ":" + std::to_string(port); }
+  // Client URLs are https with TLS; peers stay plaintext (on the test's own host).
+  std::string Url(int port, bool client = false) const {
+    return std::string(client && !tls_.empty() ? "https://" : "http://") + host_ + ":" +
+           std::to_string(port);
+  }
   static std::string NotUp(int i, const std::filesystem::path& dir, const std::string& last) {
     return "etcd member " + Name(i) + " did not answer within 20 s (" + last + "; " +
            (dir / (Name(i) + ".log")).string() + ")";
   }
 
   std::string host_ = "127.0.0.1";
+  std::vector<std::string> tls_;  // empty, or {ca, cert, key}
+  const TlsIdentity* client_tls_ = nullptr;
   std::vector<int> client_ports_;
   std::vector<int> peer_ports_;
   std::vector<pid_t> pids_;

@@ -7,13 +7,16 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "absl/strings/match.h"
 #include "proto/ecps.pb.h"
+#include "runtime/security.h"
 #include "tests/ecps_process.h"
 #include "tests/etcd_cluster.h"
 #include "tests/job_status.h"
@@ -83,7 +86,27 @@ class EtcdEndToEnd : public ::testing::Test {
                       "etcd-server and etcd-client)";
     }
     dir_ = TempDir("etcd_e2e");
+    if (TlsWanted()) {
+      // The job's certificates (tests/tls/make_certs.sh): etcd serves TLS with its own and
+      // asks every client for one of the job's CA.
+      const fs::path certs = dir_ / "certs";
+      ASSERT_EQ(std::system(("bash " + std::string(ECPS_SOURCE_DIR) + "/tests/tls/make_certs.sh " +
+                             certs.string() + " >/dev/null 2>&1").c_str()), 0);
+      auto admin = LoadTlsIdentity(TlsFiles{(certs / "ca.pem").string(),
+                                            (certs / "admin.pem").string(),
+                                            (certs / "admin.key").string()},
+                                   Role::kAdmin);
+      ASSERT_TRUE(admin.ok()) << admin.status();
+      admin_ = *std::move(admin);
+      etcd_.UseTls((certs / "ca.pem").string(), (certs / "etcd.pem").string(),
+                   (certs / "etcd.key").string(), &admin_);
+    }
     ASSERT_EQ(etcd_.Start(3, dir_ / "etcd"), "");
+  }
+  // Whether this test's etcd speaks TLS (the TLS test's name says so).
+  static bool TlsWanted() {
+    return absl::StrContains(::testing::UnitTest::GetInstance()->current_test_info()->name(),
+                             "Tls");
   }
   void TearDown() override {
     // The run (and with it every role) goes first, also when an assertion failed.
@@ -133,6 +156,7 @@ class EtcdEndToEnd : public ::testing::Test {
   }
 
   fs::path dir_;
+  TlsIdentity admin_;
   EtcdCluster etcd_;
   pid_t run_ = -1;
 };
@@ -184,6 +208,29 @@ TEST_F(EtcdEndToEnd, AnEtcdMemberKilledMidJobChangesNothing) {
   const std::string logs = CoordinatorLogs(job);
   EXPECT_EQ(logs.find("no longer leads"), std::string::npos) << logs;
   EXPECT_EQ(logs.find("over as term"), std::string::npos) << logs;
+}
+
+// With security.tls the coordinators speak mutual TLS to etcd too (their own certificate,
+// etcd's checked against the job's CA), as the launcher does when it clears an earlier run's
+// keys (the admin's); an etcd that asks every client for a certificate of the job's CA serves
+// the job, whose active coordinator is then SIGKILLed: the standby takes over through TLS.
+TEST_F(EtcdEndToEnd, OverTlsTheStateAndTheElectionWorkAsInPlaintext) {
+  const fs::path certs = dir_ / "certs";
+  std::string spec = Spec("etcd-tls", 400, etcd_.endpoint_list(), 1);
+  spec += "security:\n  tls:\n    ca: " + (certs / "ca.pem").string() + "\n";
+  for (const char* role : {"coordinator", "server", "worker", "admin"}) {
+    spec += std::string("    ") + role + ": {cert: " + (certs / role).string() + ".pem, key: " +
+            (certs / role).string() + ".key}\n";
+  }
+  StartRun(spec);
+  WaitForStep(100);
+  const fs::path job = dir_ / "out";
+  const pid_t active = CoordinatorOnPort(job, FirstLine(job / "coordinator.port"));
+  ASSERT_GT(active, 0) << CoordinatorLogs(job);
+  ASSERT_EQ(kill(active, SIGKILL), 0);
+  ExpectCleanEnd(400);
+  const std::string logs = CoordinatorLogs(job);
+  EXPECT_NE(logs.find("over as term 2"), std::string::npos) << logs;
 }
 
 }  // namespace

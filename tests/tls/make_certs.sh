@@ -5,6 +5,7 @@
 #   other-ca.pem, other-worker.*   a second CA, and a worker certificate it signed
 #   expired-worker.*               a worker certificate of ca whose validity ended in 2020
 #   intruder.*                     a certificate of ca whose CN is no role
+#   etcd.pem etcd.key              etcd's serving certificate by ca (SAN IP:127.0.0.1)
 # EC P-256 keys, valid for two days: each test run makes its own.
 set -euo pipefail
 dir="$1"
@@ -27,6 +28,14 @@ ca other-ca "another CA"
 for role in coordinator server worker admin; do signed "$role" "$role" ca; done
 signed other-worker worker other-ca
 signed intruder intruder ca
+
+# etcd's serving certificate (the etcd tests), its address in the SAN, which gRPC checks.
+key etcd
+openssl req -new -key etcd.key -out etcd.csr -subj "/CN=etcd" 2>/dev/null
+printf 'subjectAltName=IP:127.0.0.1\n' >etcd.ext
+openssl x509 -req -in etcd.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out etcd.pem -days 2 \
+  -extfile etcd.ext 2>/dev/null
+rm -f etcd.csr etcd.ext
 
 # openssl x509 cannot set past dates (before OpenSSL 3.4); openssl ca can.
 key expired-worker
