@@ -46,9 +46,12 @@ namespace {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-// How many times a job's coordinator is started again after dying before the job ended; one
-// more death fails the job (a coordinator that cannot live is not worth a loop).
+// How many times in a row a job's coordinator is started again after dying before the job
+// ended; one more death fails the job (a coordinator that cannot live is not worth a loop).
+// "In a row": the count starts over once a coordinator has served kCoordinatorSettled, so a
+// job of days survives a coordinator's death now and then.
 constexpr int kMaxCoordinatorRestarts = 3;
+constexpr auto kCoordinatorSettled = std::chrono::minutes(10);
 
 // Whether a coordinator that exited so before the job ended is started again: killed or
 // crashed (srun reports a task killed by signal N as exit 128+N), failed, or no longer
@@ -307,6 +310,9 @@ class Job {
         last = *status;
         run.have_status = true;
         last_ok = Clock::now();
+        if (coordinator_restarts_ > 0 && last_ok - coordinator_started_at_ >= kCoordinatorSettled) {
+          coordinator_restarts_ = 0;  // it lived: the next death is the first in a row again
+        }
         run.timeline.push_back(TimelinePoint{t, static_cast<double>(last.samples())});
         for (const std::string& e : FailureHistoryEvents(last, &failure_states)) events.Add(e);
         const bool ended = last.phase() == v1::JOB_FINISHED || last.phase() == v1::JOB_FAILED;
@@ -348,11 +354,12 @@ class Job {
   // them takes the job over by itself, and each dead coordinator is replaced by a new standby
   // on its port; without, a new one is started on the same state (RoleSpawner::
   // RestartCoordinator), possibly elsewhere, and takes the job over. Either way at most
-  // kMaxCoordinatorRestarts times. Returns why the job must stop, or "".
+  // kMaxCoordinatorRestarts times in a row. Returns why the job must stop, or "".
   std::string RestartCoordinator(RoleSpawner* spawner, Clock::time_point start,
                                  const v1::StatusResponse& last, RunRecord* run,
                                  EventLog* events) {
     coordinator_died_ = false;
+    coordinator_started_at_ = Clock::now();
     std::vector<int> dead;
     dead.swap(dead_coordinators_);
     if (spawner->replicas() > 1) {
@@ -453,7 +460,8 @@ class Job {
   Clock::time_point restart_coordinator_at_;   // when Monitor starts the new one
   std::vector<int> dead_coordinators_;  // their child indices
   std::set<int> led_;                   // with standbys: the children seen leading
-  int coordinator_restarts_ = 0;        // coordinators started after one died
+  int coordinator_restarts_ = 0;        // coordinators started after one died, in a row
+  Clock::time_point coordinator_started_at_;  // the latest of those
 };
 
 }  // namespace
