@@ -19,8 +19,8 @@ class FileSink : public ByteSink {
 
   absl::Status Append(absl::string_view bytes) override {
     if (fd_ < 0) return FileError(absl::StatusCode::kInternal, path_, "write after close");
-    absl::Status s = PwriteAll(fd_, path_, bytes.data(), static_cast<int64_t>(bytes.size()),
-                               offset_);
+    absl::Status s =
+        PwriteAll(fd_, path_, bytes.data(), static_cast<int64_t>(bytes.size()), offset_);
     offset_ += static_cast<int64_t>(bytes.size());
     return s;
   }
@@ -44,8 +44,7 @@ class StringSink : public ByteSink {
   StringSink(std::string* out, int64_t fail_after) : out_(out), fail_after_(fail_after) {}
 
   absl::Status Append(absl::string_view bytes) override {
-    if (fail_after_ >= 0 &&
-        static_cast<int64_t>(out_->size() + bytes.size()) > fail_after_) {
+    if (fail_after_ >= 0 && static_cast<int64_t>(out_->size() + bytes.size()) > fail_after_) {
       return absl::InternalError("memory sink: write failed");
     }
     out_->append(bytes.data(), bytes.size());

@@ -28,8 +28,8 @@ absl::Status NotDlrm(const std::string& why) {
 // (in, out) of every layer from its weight and bias sizes.
 absl::StatusOr<std::vector<std::pair<int, int>>> LayerSizes(const std::vector<int64_t>& sizes) {
   if (sizes.size() < 4 || sizes.size() % 2 != 0) {
-    return NotDlrm(absl::StrCat(sizes.size(),
-                                " tensors; a weight and a bias per layer, 2 layers at least"));
+    return NotDlrm(
+        absl::StrCat(sizes.size(), " tensors; a weight and a bias per layer, 2 layers at least"));
   }
   std::vector<std::pair<int, int>> layers;
   for (size_t i = 0; i < sizes.size(); i += 2) {

@@ -53,8 +53,9 @@ Json RowMappingJson(const DlrmShape& s) {
        "the synthetic source's ids are rows already"},
       {"raw", "the column's hexadecimal text (at most 16 digits) as an unsigned 64-bit integer"},
       {"missing_row", 0},
-      {"row", "1 + H(salt[t], raw) mod (table_rows[t] - 1); 0 when the value is missing or "
-              "table_rows[t] == 1"},
+      {"row",
+       "1 + H(salt[t], raw) mod (table_rows[t] - 1); 0 when the value is missing or "
+       "table_rows[t] == 1"},
       {"H", "H(s, x) = mix64(mix64(s) ^ (x + 0x632be59bd9b4e019 + (s << 6)))"},
       {"mix64",
        "x += 0x9e3779b97f4a7c15; x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9; "
@@ -69,25 +70,21 @@ Json TensorInfo(const std::string& name, const std::string& dtype, int width) {
 }
 
 Json OnnxJson(const DlrmShape& s) {
-  return Json{
-      {"file", kExportOnnxName},
-      {"ir_version", kOnnxIrVersion},
-      {"opset", kOnnxOpset},
-      {"inputs", Json{TensorInfo(kOnnxDenseInput, "float32", s.num_dense),
-                      TensorInfo(kOnnxRowsInput, "int64", s.num_sparse())}},
-      {"outputs", Json{TensorInfo(kOnnxLogitOutput, "float32", 1),
-                       TensorInfo(kOnnxProbabilityOutput, "float32", 1)}},
-      {"tables",
-       absl::StrCat("initializers table_TTT [rows, dim], ONNX external data in ",
-                    kExportTablesName, " (load the model from this folder)")}};
+  return Json{{"file", kExportOnnxName},
+              {"ir_version", kOnnxIrVersion},
+              {"opset", kOnnxOpset},
+              {"inputs", Json{TensorInfo(kOnnxDenseInput, "float32", s.num_dense),
+                              TensorInfo(kOnnxRowsInput, "int64", s.num_sparse())}},
+              {"outputs", Json{TensorInfo(kOnnxLogitOutput, "float32", 1),
+                               TensorInfo(kOnnxProbabilityOutput, "float32", 1)}},
+              {"tables", absl::StrCat("initializers table_TTT [rows, dim], ONNX external data in ",
+                                      kExportTablesName, " (load the model from this folder)")}};
 }
 
 Json TablesJson(const ExportDescription& d) {
   Json tables = Json::array();
   for (int t = 0; t < d.shape.num_sparse(); ++t) {
-    Json entry{{"table", t},
-               {"rows", d.shape.table_rows[t]},
-               {"weights", TableWeightsTensor(t)}};
+    Json entry{{"table", t}, {"rows", d.shape.table_rows[t]}, {"weights", TableWeightsTensor(t)}};
     if (d.with_optimizer_state && d.sparse_state_floats > 0) {
       entry["optimizer_state"] = TableStateTensor(t);
     }
@@ -105,9 +102,7 @@ Json TablesJson(const ExportDescription& d) {
 }  // namespace
 
 std::string TableWeightsTensor(int table) { return OnnxTableName(table); }
-std::string TableStateTensor(int table) {
-  return OnnxTableName(table) + ".optimizer_state";
-}
+std::string TableStateTensor(int table) { return OnnxTableName(table) + ".optimizer_state"; }
 std::string DenseStateTensor(const std::string& dense_name) {
   return dense_name + ".optimizer_state";
 }
@@ -136,9 +131,9 @@ std::string ExportManifestJson(const ExportDescription& d) {
   if (d.with_optimizer_state) {
     Json names = Json::array();
     for (const std::string& n : d.dense_names) names.push_back(DenseStateTensor(n));
-    j["dense_optimizer_state"] = {
-        {"file", kExportDenseStateName}, {"dense_optimizer", d.dense_optimizer},
-        {"tensors", names}};
+    j["dense_optimizer_state"] = {{"file", kExportDenseStateName},
+                                  {"dense_optimizer", d.dense_optimizer},
+                                  {"tensors", names}};
   }
   return j.dump(2) + "\n";
 }

@@ -91,9 +91,10 @@ absl::StatusOr<std::vector<ExternalTable>> WriteTables(const Manifest& manifest,
   for (int t = 0; with_state && t < tables; ++t) {
     tensors.push_back({TableStateTensor(t), "F32", {l.table_rows[t], state}});
   }
-  const std::map<std::string, std::string> metadata = {
-      {"format", "ecps-export"}, {"job", l.job}, {"step", std::to_string(l.step)},
-      {"sparse_optimizer", l.sparse_optimizer}};
+  const std::map<std::string, std::string> metadata = {{"format", "ecps-export"},
+                                                       {"job", l.job},
+                                                       {"step", std::to_string(l.step)},
+                                                       {"sparse_optimizer", l.sparse_optimizer}};
   ASSIGN_OR_RETURN(std::unique_ptr<ByteSink> sink,
                    CreateFileSink(JoinPath(dir, kExportTablesName)));
   ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsWriter> writer,
@@ -124,9 +125,9 @@ absl::Status WriteDenseState(const Manifest& manifest, const std::vector<std::st
                    CreateFileSink(JoinPath(dir, kExportDenseStateName)));
   ASSIGN_OR_RETURN(
       std::unique_ptr<SafetensorsWriter> writer,
-      SafetensorsWriter::Start(std::move(sink), tensors,
-                               {{"format", "ecps-export"},
-                                {"dense_optimizer", manifest.layout.dense_optimizer}}));
+      SafetensorsWriter::Start(
+          std::move(sink), tensors,
+          {{"format", "ecps-export"}, {"dense_optimizer", manifest.layout.dense_optimizer}}));
   for (const std::vector<float>& s : dense.state) {
     RETURN_IF_ERROR(writer->AppendFloats(s.data(), static_cast<int64_t>(s.size())));
   }
@@ -145,8 +146,8 @@ std::vector<std::string> DenseNames(const DlrmShape& shape) {
   const int bottom = static_cast<int>(shape.bottom_mlp.size());
   const std::vector<DlrmLayer> layers = DlrmLayers(shape);
   for (int i = 0; i < static_cast<int>(layers.size()); ++i) {
-    const std::string base = i < bottom ? absl::StrCat("bottom.", i)
-                                        : absl::StrCat("top.", i - bottom);
+    const std::string base =
+        i < bottom ? absl::StrCat("bottom.", i) : absl::StrCat("top.", i - bottom);
     names.push_back(base + ".weight");
     names.push_back(base + ".bias");
   }

@@ -61,7 +61,8 @@ TEST_F(ExporterTest, WritesTablesModelAndManifest) {
     for (int64_t r : {int64_t{0}, int64_t{6}, l.table_rows[t] - 1}) {
       const std::vector<float> p = Payload(t, r, 8);
       EXPECT_EQ(std::vector<float>(w.begin() + r * 4, w.begin() + r * 4 + 4),
-                std::vector<float>(p.begin(), p.begin() + 4)) << "table " << t << " row " << r;
+                std::vector<float>(p.begin(), p.begin() + 4))
+          << "table " << t << " row " << r;
     }
   }
   onnx::ModelProto model;

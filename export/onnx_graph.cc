@@ -80,8 +80,7 @@ class GraphBuilder {
   }
 
  private:
-  TensorProto* NewInitializer(const std::string& name, const std::vector<int64_t>& dims,
-                              int type) {
+  TensorProto* NewInitializer(const std::string& name, const std::vector<int64_t>& dims, int type) {
     TensorProto* t = graph_->add_initializer();
     t->set_name(name);
     t->set_data_type(type);
@@ -125,9 +124,9 @@ absl::Status CheckInputs(const DlrmShape& shape, const std::vector<DlrmLayer>& l
   for (const DlrmLayer& l : layers) {
     if (dense[l.weight].size() != static_cast<size_t>(l.in) * l.out ||
         dense[l.weight + 1].size() != static_cast<size_t>(l.out)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("onnx: dense tensors ", l.weight, ", ", l.weight + 1, " are not a ",
-                       l.in, " x ", l.out, " layer"));
+      return absl::InvalidArgumentError(absl::StrCat("onnx: dense tensors ", l.weight, ", ",
+                                                     l.weight + 1, " are not a ", l.in, " x ",
+                                                     l.out, " layer"));
     }
   }
   if (tables.size() != shape.table_rows.size()) {
@@ -136,8 +135,8 @@ absl::Status CheckInputs(const DlrmShape& shape, const std::vector<DlrmLayer>& l
   }
   for (size_t t = 0; t < tables.size(); ++t) {
     if (tables[t].bytes != shape.table_rows[t] * shape.dim * 4) {
-      return absl::InvalidArgumentError(absl::StrCat("onnx: table ", t, " has ",
-                                                     tables[t].bytes, " bytes, not rows x dim x 4"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("onnx: table ", t, " has ", tables[t].bytes, " bytes, not rows x dim x 4"));
     }
   }
   return absl::OkStatus();
@@ -150,8 +149,8 @@ std::string Interaction(GraphBuilder* g, const DlrmShape& shape, const std::stri
   for (int t = 0; t < T; ++t) {
     const std::string column = absl::StrCat("sparse_rows.", t);
     g->Int64Initializer(column + ".index", {}, {t});
-    GraphBuilder::IntAttribute(
-        g->Node("Gather", {kOnnxRowsInput, column + ".index"}, column), "axis", 1);
+    GraphBuilder::IntAttribute(g->Node("Gather", {kOnnxRowsInput, column + ".index"}, column),
+                               "axis", 1);
     g->Node("Gather", {OnnxTableName(t), column}, absl::StrCat("embedding.", t));
     vectors.push_back(absl::StrCat("embedding.", t));
   }
@@ -166,10 +165,9 @@ std::string Interaction(GraphBuilder* g, const DlrmShape& shape, const std::stri
   const std::vector<int64_t> pairs = InteractionPairIndex(T);
   g->Int64Initializer("interaction.pairs", {static_cast<int64_t>(pairs.size())}, pairs);
   GraphBuilder::IntAttribute(
-      g->Node("Gather", {"interaction.dots_flat", "interaction.pairs"}, "interaction.dots"),
-      "axis", 1);
-  GraphBuilder::IntAttribute(g->Node("Concat", {z0, "interaction.dots"}, "top.input"), "axis",
-                             1);
+      g->Node("Gather", {"interaction.dots_flat", "interaction.pairs"}, "interaction.dots"), "axis",
+      1);
+  GraphBuilder::IntAttribute(g->Node("Concat", {z0, "interaction.dots"}, "top.input"), "axis", 1);
   return "top.input";
 }
 

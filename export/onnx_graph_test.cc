@@ -57,10 +57,12 @@ Tensor Gather(const Tensor& data, const Tensor& idx, int64_t axis) {
   if (axis == 0) {
     out.dims = {idx.size(), cols};
     for (double r : idx.v) {
-      for (int64_t c = 0; c < cols; ++c) out.v.push_back(data.v[static_cast<int64_t>(r) * cols + c]);
+      for (int64_t c = 0; c < cols; ++c)
+        out.v.push_back(data.v[static_cast<int64_t>(r) * cols + c]);
     }
   } else {
-    out.dims = idx.dims.empty() ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, idx.size()};
+    out.dims =
+        idx.dims.empty() ? std::vector<int64_t>{rows} : std::vector<int64_t>{rows, idx.size()};
     for (int64_t r = 0; r < rows; ++r) {
       for (double c : idx.v) out.v.push_back(data.v[r * cols + static_cast<int64_t>(c)]);
     }
@@ -111,7 +113,8 @@ Tensor Run(const onnx::NodeProto& n, const std::vector<const Tensor*>& in) {
     y.dims.clear();
     int64_t known = 1;
     for (double d : in[1]->v) known *= d < 0 ? 1 : static_cast<int64_t>(d);
-    for (double d : in[1]->v) y.dims.push_back(d < 0 ? in[0]->size() / known : static_cast<int64_t>(d));
+    for (double d : in[1]->v)
+      y.dims.push_back(d < 0 ? in[0]->size() / known : static_cast<int64_t>(d));
     return y;
   }
   const int64_t b = in[0]->dims[0], r = in[0]->dims[1], c = in[0]->dims[2];
@@ -129,7 +132,8 @@ Tensor Run(const onnx::NodeProto& n, const std::vector<const Tensor*>& in) {
     for (int64_t j = 0; j < r; ++j)
       for (int64_t k = 0; k < m; ++k) {
         double s = 0;
-        for (int64_t q = 0; q < c; ++q) s += in[0]->v[(i * r + j) * c + q] * in[1]->v[(i * c + q) * m + k];
+        for (int64_t q = 0; q < c; ++q)
+          s += in[0]->v[(i * r + j) * c + q] * in[1]->v[(i * c + q) * m + k];
         y.v.push_back(s);
       }
   return y;
@@ -141,7 +145,7 @@ std::map<std::string, Tensor> Evaluate(const onnx::ModelProto& model,
                                        const std::map<std::string, Tensor>& external) {
   for (const auto& t : model.graph().initializer()) {
     values[t.name()] = t.data_location() == onnx::TensorProto::EXTERNAL ? external.at(t.name())
-                                                                          : FromInitializer(t);
+                                                                        : FromInitializer(t);
   }
   for (const auto& n : model.graph().node()) {
     std::vector<const Tensor*> in;

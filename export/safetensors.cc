@@ -23,9 +23,9 @@ int64_t ElementBytes(const std::string& dtype) {
 absl::StatusOr<int64_t> TensorBytes(const SafetensorsTensor& t) {
   const int64_t element = ElementBytes(t.dtype);
   if (element == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("safetensors: tensor ", t.name, ": dtype '", t.dtype,
-                     "' is not one this writer knows (F32, I64)"));
+    return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor ", t.name, ": dtype '",
+                                                   t.dtype,
+                                                   "' is not one this writer knows (F32, I64)"));
   }
   constexpr int64_t kMaxBytes = int64_t{1} << 62;
   int64_t bytes = element;
@@ -64,9 +64,8 @@ absl::StatusOr<SafetensorsPlan> PlanSafetensors(
     }
     absl::StatusOr<int64_t> bytes = TensorBytes(t);
     if (!bytes.ok()) return bytes.status();
-    header[t.name] = {{"dtype", t.dtype},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + *bytes}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + *bytes}}};
     plan.begin.push_back(offset);
     plan.bytes.push_back(*bytes);
     offset += *bytes;
@@ -93,9 +92,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsWriter>> SafetensorsWriter::Start(
 absl::Status SafetensorsWriter::Append(absl::string_view bytes) {
   const int64_t total = plan_.file_bytes() - plan_.data_start();
   if (written_ + static_cast<int64_t>(bytes.size()) > total) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("safetensors: ", written_ + bytes.size(), " data bytes written, past the ",
-                     total, " the header declares"));
+    return absl::FailedPreconditionError(absl::StrCat("safetensors: ", written_ + bytes.size(),
+                                                      " data bytes written, past the ", total,
+                                                      " the header declares"));
   }
   written_ += static_cast<int64_t>(bytes.size());
   return sink_->Append(bytes);

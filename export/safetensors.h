@@ -41,9 +41,8 @@ struct SafetensorsPlan {
 
 // INVALID_ARGUMENT naming the tensor for an empty or duplicate name, an unknown dtype, a
 // negative dimension or a size past 2^62 bytes.
-absl::StatusOr<SafetensorsPlan> PlanSafetensors(
-    const std::vector<SafetensorsTensor>& tensors,
-    const std::map<std::string, std::string>& metadata);
+absl::StatusOr<SafetensorsPlan> PlanSafetensors(const std::vector<SafetensorsTensor>& tensors,
+                                                const std::map<std::string, std::string>& metadata);
 
 // Writes one file through a sink: the header at Start, then the tensors' bytes in order.
 // Not thread-safe.

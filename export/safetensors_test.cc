@@ -76,8 +76,7 @@ TEST(SafetensorsTest, AFailingSinkFailsTheWrite) {
   std::vector<float> v(100, 1.0f);
   EXPECT_FALSE((*writer)->AppendFloats(v.data(), 100).ok());
   std::string header_only;
-  EXPECT_FALSE(
-      SafetensorsWriter::Start(MemorySink(&header_only, 4), {{"a", "F32", {1}}}, {}).ok());
+  EXPECT_FALSE(SafetensorsWriter::Start(MemorySink(&header_only, 4), {{"a", "F32", {1}}}, {}).ok());
 }
 
 }  // namespace

@@ -77,8 +77,8 @@ std::string SaveCheckpoint(const JobSpec& spec, const LocalTrainer& trainer,
   }
   std::vector<DenseEntry> dense;
   for (size_t i = 0; i < layout->dense_sizes.size(); ++i) {
-    auto entry = WriteDense(*tmp, i, trainer.steps(), trainer.dense_tensor(i),
-                            trainer.dense_state(i));
+    auto entry =
+        WriteDense(*tmp, i, trainer.steps(), trainer.dense_tensor(i), trainer.dense_state(i));
     EXPECT_TRUE(entry.ok()) << entry.status();
     dense.push_back(*entry);
   }
@@ -126,7 +126,8 @@ TEST_F(ExportE2eTest, OnnxRuntimeGivesEcpsProbabilities) {
   ASSERT_FALSE(ckpt.empty());
 
   const fs::path out = work_ / "export";
-  RunResult exported = RunProgram({ECPS_BINARY, "export", ckpt, "-o", out.string()}, work_ / "export.log");
+  RunResult exported =
+      RunProgram({ECPS_BINARY, "export", ckpt, "-o", out.string()}, work_ / "export.log");
   ASSERT_EQ(exported.exit_code, 0) << exported.output;
 
   auto eval = MakeDataSource(spec.data, spec.model, spec.job.seed, 0, 1, /*eval=*/true, kSamples);
@@ -140,7 +141,7 @@ TEST_F(ExportE2eTest, OnnxRuntimeGivesEcpsProbabilities) {
   WriteRaw(work_ / "rows.i64", batch.sparse);
 
   RunResult onnx = RunProgram({"/usr/bin/env", "node", script_, out.string(), work_.string()},
-                       work_ / "run_onnx.log");
+                              work_ / "run_onnx.log");
   ASSERT_EQ(onnx.exit_code, 0) << onnx.output;
   std::printf("%s", onnx.output.c_str());
   std::vector<float> got(kSamples);
@@ -152,8 +153,10 @@ TEST_F(ExportE2eTest, OnnxRuntimeGivesEcpsProbabilities) {
     max_diff = std::max(max_diff, std::abs(static_cast<double>(got[i]) - expected[i]));
     spread = std::max(spread, std::abs(static_cast<double>(expected[i]) - expected[0]));
   }
-  std::printf("export: %d held-out samples, max abs difference ONNX Runtime vs ecps %.3g "
-              "(probabilities spread over %.3f)\n", kSamples, max_diff, spread);
+  std::printf(
+      "export: %d held-out samples, max abs difference ONNX Runtime vs ecps %.3g "
+      "(probabilities spread over %.3f)\n",
+      kSamples, max_diff, spread);
   EXPECT_LE(max_diff, 1e-5);
   EXPECT_GT(spread, 0.1);  // a trained model: the comparison is not between constants
 }
@@ -169,12 +172,14 @@ TEST_F(ExportE2eTest, PythonOnnxCheckerAcceptsTheModel) {
   const std::string ckpt = SaveCheckpoint(spec, **trainer, (work_ / "checkpoints").string());
   const fs::path out = work_ / "export";
   ASSERT_EQ(RunProgram({ECPS_BINARY, "export", ckpt, "-o", out.string(), "--with-optimizer-state"},
-                work_ / "export.log").exit_code, 0);
+                       work_ / "export.log")
+                .exit_code,
+            0);
   RunResult checked = RunProgram({"/usr/bin/python3", "-c",
-                           "import onnx, sys; onnx.checker.check_model(sys.argv[1], "
-                           "full_check=True); print('onnx checker: ok')",
-                           (out / "model.onnx").string()},
-                          work_ / "checker.log");
+                                  "import onnx, sys; onnx.checker.check_model(sys.argv[1], "
+                                  "full_check=True); print('onnx checker: ok')",
+                                  (out / "model.onnx").string()},
+                                 work_ / "checker.log");
   EXPECT_EQ(checked.exit_code, 0) << checked.output;
 }
 
