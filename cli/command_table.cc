@@ -56,6 +56,13 @@ const std::vector<CommandSpec>& CommandTable() {
       {"checkpoint", "ADDR | --job DIR",
        "save a checkpoint of a running job now (to fault_tolerance.checkpoint.dir)",
        {kToken, kJob, kTlsCa, kTlsCert, kTlsKey}},
+      {"export", "CHECKPOINT -o DIR [--with-optimizer-state]",
+       "write a checkpoint as a serving stack loads it: the model as ONNX, the tables as\n"
+       "      safetensors, manifest.json (docs/model.md); CHECKPOINT: a step-N folder or a\n"
+       "      checkpoint root (its newest)",
+       {{"output", "DIR", "the folder to write (must not exist, or be empty)", 'o'},
+        {"with-optimizer-state", "",
+         "also the optimizer state (tables' and dense tensors'), to train on elsewhere"}}},
       {"scrub", "ADDR | --job DIR",
        "check every stripe's parity and every dense replica of a running job",
        {kToken, kJob, kTlsCa, kTlsCert, kTlsKey}},

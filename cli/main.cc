@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/bench_command.h"
 #include "cli/checkpoint_command.h"
+#include "cli/export_command.h"
 #include "cli/command_line.h"
 #include "cli/health_command.h"
 #include "cli/job_dir.h"
@@ -272,6 +273,12 @@ int Main(int argc, char** argv) {
     }
     if (command == "bench throughput") return RunThroughputBench(a.operands[0], a.Get("output"));
     return RunRecoveryBench(a.operands[0], a.Get("output"));
+  }
+  if (command == "export") {
+    if (a.operands.size() != 1 || !a.Has("output")) {
+      return UsageError(command, "usage: ecps export CHECKPOINT -o DIR [--with-optimizer-state]");
+    }
+    return RunExportCommand(a.operands[0], a.Get("output"), a.Has("with-optimizer-state"));
   }
   if (command == "checkpoint" || command == "scrub" || command == "kill") {
     Target target;

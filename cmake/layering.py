@@ -26,7 +26,9 @@ ALLOWED = {
     "ps": {"codec", "kernels", "runtime", "checkpoint", "proto"},
     "worker": {"kernels", "runtime", "checkpoint", "proto"},
     "coordinator": {"runtime", "checkpoint", "proto"},
-    "cli": {"coordinator", "ps", "worker", "kernels", "runtime", "checkpoint", "codec", "proto"},
+    "export": {"checkpoint", "kernels", "runtime", "proto"},
+    "cli": {"coordinator", "ps", "worker", "export", "kernels", "runtime", "checkpoint", "codec",
+            "proto"},
 }
 # Folders that may include anything of the project: they test or measure the others.
 ANYTHING = {"tests", "bench", "fuzz"}

@@ -6,7 +6,7 @@
 #                              then configure + build everything
 #   deploy/setup.sh --tests    also what only the tests need (deploy/test.sh): Slurm, munge,
 #                              Prometheus, openssl, python3-grpcio, clang, patchelf, iproute2, etcd,
-#                              node and the k8s check's npm modules
+#                              python3-onnx, node and the k8s and export tests' npm modules
 #   deploy/setup.sh --deps-only    install the packages, build nothing (with --tests too:
 #                              deploy/sanitize.sh)
 #   ECPS_BUILD_DIR=dir         build somewhere else (default: build)
@@ -50,6 +50,7 @@ if ((tests)); then
     patchelf             # deploy/bundle.sh, run by the bundle test: the bundle's $ORIGIN run paths
     etcd-server etcd-client  # label etcd: a real etcd cluster for the coordinator's state and standbys
     iproute2             # the multihost test's network namespaces
+    python3-onnx         # label export: ONNX's own checker on the model `ecps export` writes
     slurmctld slurmd slurm-client munge)  # the slurm test's private cluster
   # node and npm: the k8s test's offline schema check (tests/k8s). A Node.js that is there
   # already is used as it is: NodeSource's nodejs, for one, brings its own npm and conflicts
@@ -78,6 +79,18 @@ if ((tests)) &&
   # Not fatal here (the build needs none of it); the k8s test then fails and says why.
   npm ci --prefix "$root/tests/k8s" --no-audit --no-fund --loglevel=error >/dev/null ||
     echo "setup: warning: npm ci --prefix tests/k8s failed; the k8s test will fail" >&2
+fi
+
+# The export test's ONNX Runtime (onnxruntime-node, as tests/export/package-lock.json pins it),
+# the same way. Its install script would fetch the CUDA provider from NuGet: the CPU runtime
+# the test uses is in the npm package itself, so that download is skipped.
+export_modules="$root/tests/export/node_modules/.package-lock.json"
+if ((tests)) &&
+   { [ ! -f "$export_modules" ] || [ "$root/tests/export/package-lock.json" -nt "$export_modules" ]; }; then
+  echo "setup: installing the export test's npm modules (tests/export)"
+  ONNXRUNTIME_NODE_INSTALL=skip npm ci --prefix "$root/tests/export" --no-audit --no-fund \
+    --loglevel=error >/dev/null ||
+    echo "setup: warning: npm ci --prefix tests/export failed; the export test will skip" >&2
 fi
 
 # --deps-only: install and stop (deploy/sanitize.sh builds elsewhere, with Clang).

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "kernels/hash_rng.h"
+#include "kernels/row_hash.h"
 #include "runtime/status_macros.h"
 #include "worker/metrics.h"
 #include "worker/synthetic_source.h"
@@ -511,9 +512,7 @@ absl::Status ValidateCommon(const DataSection& data, const ModelSection& model, 
 }  // namespace
 
 int64_t CriteoRowId(uint64_t raw, int table, int64_t table_rows) {
-  if (table_rows <= 1) return 0;
-  return 1 + static_cast<int64_t>(HashOf(0xC817E0ull, static_cast<uint64_t>(table), raw) %
-                                  static_cast<uint64_t>(table_rows - 1));
+  return CategoricalRow(raw, table, table_rows);
 }
 
 absl::StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSection& data,

@@ -91,7 +91,8 @@ absl::StatusOr<double> SyntheticCeilingAuc(const DataSection& data, const ModelS
 bool ParseCriteoLine(std::string_view line, bool csv, const std::vector<int64_t>& rows,
                      float* dense, int64_t* sparse, float* label, std::string* reason);
 
-// The row a raw Criteo categorical value maps to: 1 + Mix64(raw, table) % (table_rows - 1).
+// The row a raw Criteo categorical value maps to (kernels/row_hash.h, CategoricalRow):
+// 1 + HashOf(0xC817E0, table, raw) % (table_rows - 1).
 // Row 0 is reserved for a missing value (and is the only row when table_rows == 1).
 int64_t CriteoRowId(uint64_t raw, int table, int64_t table_rows);
 
