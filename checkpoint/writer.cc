@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "checkpoint/manifest.h"
+#include "runtime/env.h"
 #include "runtime/hash.h"
 #include "runtime/posix_file.h"
 #include "runtime/status_macros.h"

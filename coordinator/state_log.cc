@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "runtime/env.h"
 #include "runtime/hash.h"
 #include "runtime/posix_file.h"
 #include "runtime/status_macros.h"
