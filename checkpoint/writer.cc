@@ -46,6 +46,21 @@ absl::Status SyncDataFiles(const std::string& tmp_dir, const CheckpointLayout& l
   return absl::OkStatus();
 }
 
+// Renames `tmp_dir` to `final_path`, which publishes the checkpoint, and fsyncs `root`. When
+// that fsync fails the save has failed, so the checkpoint is unpublished again (renamed back):
+// an error never leaves a checkpoint behind that the caller would not know of.
+absl::Status Publish(const std::string& tmp_dir, const std::string& final_path,
+                     const std::string& root, Env* env) {
+  RETURN_IF_ERROR(env->RenameFile(tmp_dir, final_path));
+  absl::Status synced = env->SyncPath(root);
+  if (synced.ok()) return synced;
+  absl::Status back = env->RenameFile(final_path, tmp_dir);
+  if (back.ok()) return synced;
+  return absl::Status(synced.code(),
+                      absl::StrCat(synced.message(), "; ", final_path,
+                                   " stays published (it is complete): ", back.message()));
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> BeginCheckpoint(const std::string& root, const CheckpointLayout& layout,
@@ -125,8 +140,7 @@ absl::Status CommitCheckpoint(const std::string& tmp_dir_arg, const CheckpointLa
   m.reader_positions = reader_positions;
   // WriteFileDurably fsyncs tmp_dir, which also makes the data files' entries durable.
   RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp_dir, kManifestName), ManifestToJson(m), env));
-  RETURN_IF_ERROR(env->RenameFile(tmp_dir, final_path));
-  RETURN_IF_ERROR(env->SyncPath(root.string()));
+  RETURN_IF_ERROR(Publish(tmp_dir, final_path, root.string(), env));
   if (final_dir != nullptr) *final_dir = final_path;
   return absl::OkStatus();
 }

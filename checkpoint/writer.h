@@ -34,7 +34,9 @@ absl::StatusOr<std::string> BeginCheckpoint(const std::string& root, const Check
 // (one per table), `dense` one entry per dense tensor, `reader_positions` one per worker.
 // On OK *final_dir (if not null) is the committed directory. It does not read the data back:
 // a missing or doubly written row is caught by VerifyCheckpoint, not here. On error nothing
-// is published (the tmp directory may be left behind; LatestCheckpoint ignores it).
+// is published (the tmp directory may be left behind; LatestCheckpoint ignores it): when the
+// fsync of ROOT after the rename fails, step-N is renamed back to step-N.tmp, and only if that
+// fails too is the (complete) checkpoint left published, which the error then says.
 absl::Status CommitCheckpoint(const std::string& tmp_dir, const CheckpointLayout& layout,
                               const std::vector<uint64_t>& table_checksums,
                               const std::vector<DenseEntry>& dense,
