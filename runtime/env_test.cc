@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -58,9 +59,14 @@ TEST_F(EnvTest, PosixEnvWritesReadsListsAndNamesWhatIsMissing) {
   EXPECT_EQ(*env->CreateDirs(Path("d/e")), true);
   EXPECT_EQ(*env->CreateDirs(Path("d/e")), false);
   EXPECT_EQ(*env->GetFileKind(Path("d")), FileKind::kDirectory);
+  std::filesystem::create_symlink(Path("nowhere"), Path("dangling"));
   absl::StatusOr<std::vector<DirEntry>> entries = env->ListDir(root_);
   ASSERT_TRUE(entries.ok()) << entries.status();
-  ASSERT_EQ(entries->size(), 2u);
+  std::map<std::string, FileKind> kinds;
+  for (const DirEntry& e : *entries) kinds[e.name] = e.kind;
+  EXPECT_EQ(kinds, (std::map<std::string, FileKind>{{"a", FileKind::kFile},
+                                                    {"d", FileKind::kDirectory},
+                                                    {"dangling", FileKind::kMissing}}));
 
   absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewAppendableFile(Path("a"));
   ASSERT_TRUE(file.ok()) << file.status();

@@ -187,12 +187,13 @@ class PosixEnv : public Env {
     std::vector<DirEntry> out;
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const fs::file_status st = it->status(ec);
-      if (ec) break;
+      // An entry whose target cannot be read (a dangling symbolic link) is listed all the same.
+      std::error_code status_ec;
+      const fs::file_status st = it->status(status_ec);
       FileKind kind = FileKind::kOther;
-      if (fs::is_regular_file(st)) kind = FileKind::kFile;
-      if (fs::is_directory(st)) kind = FileKind::kDirectory;
-      if (!fs::exists(st)) kind = FileKind::kMissing;  // a dangling symbolic link
+      if (st.type() == fs::file_type::not_found) kind = FileKind::kMissing;
+      if (st.type() == fs::file_type::regular) kind = FileKind::kFile;
+      if (st.type() == fs::file_type::directory) kind = FileKind::kDirectory;
       out.push_back(DirEntry{it->path().filename().string(), kind});
     }
     if (ec) return FsError(dir, "list", ec);
