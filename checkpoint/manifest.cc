@@ -392,25 +392,25 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string
 
 namespace {
 
-absl::StatusOr<std::string> ReadManifestText(const std::string& path) {
-  ASSIGN_OR_RETURN(int fd, OpenForRead(path, absl::StatusCode::kNotFound));
-  FdCloser closer(fd);
-  ASSIGN_OR_RETURN(int64_t size, FileSize(fd, path));
-  if (static_cast<uint64_t>(size) > kMaxManifestBytes) {
-    return FileError(absl::StatusCode::kDataLoss, path,
-                     absl::StrCat("not valid: ", size, " bytes is too large for a manifest"));
+absl::StatusOr<std::string> ReadManifestText(const std::string& path, Env* env) {
+  absl::StatusOr<int64_t> size = env->GetFileSize(path);
+  if (absl::IsNotFound(size.status())) {
+    return FileError(absl::StatusCode::kNotFound, path, "missing");
   }
-  std::string text(static_cast<size_t>(size), '\0');
-  RETURN_IF_ERROR(PreadExact(fd, path, text.data(), size, 0));
-  return text;
+  RETURN_IF_ERROR(size.status());
+  if (static_cast<uint64_t>(*size) > kMaxManifestBytes) {
+    return FileError(absl::StatusCode::kDataLoss, path,
+                     absl::StrCat("not valid: ", *size, " bytes is too large for a manifest"));
+  }
+  return env->ReadFile(path);
 }
 
 }  // namespace
 
-absl::StatusOr<Manifest> ReadManifest(const std::string& dir_arg) {
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir_arg, Env* env) {
   const std::string dir = StripTrailingSlashes(dir_arg);
   const std::string path = JoinPath(dir, kManifestName);
-  ASSIGN_OR_RETURN(std::string text, ReadManifestText(path));
+  ASSIGN_OR_RETURN(std::string text, ReadManifestText(path, env));
   absl::StatusOr<Manifest> m = ParseManifest(text, dir);
   if (!m.ok()) {
     if (m.status().code() == absl::StatusCode::kFailedPrecondition) {

@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "checkpoint/format.h"
+#include "runtime/env.h"
 
 namespace ecps {
 
@@ -22,7 +23,8 @@ std::string ManifestToJson(const Manifest& manifest);
 // duplicated or mistyped field, an invalid layout, a count that disagrees with the layout,
 // a file name or byte size that disagrees with the layout; FAILED_PRECONDITION for a format
 // version this build does not read.
-absl::StatusOr<Manifest> ReadManifest(const std::string& dir);
+// The file is read through `env` (runtime/env.h).
+absl::StatusOr<Manifest> ReadManifest(const std::string& dir, Env* env = Env::Default());
 // The same checks on the manifest's text (errors are the reasons, without the file name):
 // what ReadManifest and the fuzz target run.
 absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string& dir);

@@ -1,16 +1,9 @@
 #include "checkpoint/writer.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -25,31 +18,71 @@ namespace ecps {
 
 namespace fs = std::filesystem;
 
-absl::StatusOr<std::string> BeginCheckpoint(const std::string& root,
-                                            const CheckpointLayout& layout) {
+namespace {
+
+// Every data file of the checkpoint begun in `tmp_dir` must be there with its exact size;
+// makes its data durable (the servers that wrote it have fsynced it too, in their processes).
+absl::Status SyncDataFiles(const std::string& tmp_dir, const CheckpointLayout& layout, Env* env) {
+  auto check_file = [env](const std::string& path, int64_t bytes) -> absl::Status {
+    absl::StatusOr<int64_t> size = env->GetFileSize(path);
+    if (absl::IsNotFound(size.status())) {
+      return FileError(absl::StatusCode::kFailedPrecondition, path, "missing");
+    }
+    RETURN_IF_ERROR(size.status());
+    if (*size != bytes) {
+      return FileError(absl::StatusCode::kFailedPrecondition, path,
+                       absl::StrCat("size is ", *size, " bytes, expected ", bytes));
+    }
+    return env->SyncPath(path);
+  };
+  for (size_t t = 0; t < layout.table_rows.size(); ++t) {
+    int i = static_cast<int>(t);
+    RETURN_IF_ERROR(check_file(JoinPath(tmp_dir, TableFileName(i)), TableFileBytes(layout, i)));
+  }
+  for (size_t d = 0; d < layout.dense_sizes.size(); ++d) {
+    int i = static_cast<int>(d);
+    RETURN_IF_ERROR(check_file(JoinPath(tmp_dir, DenseFileName(i)), DenseFileBytes(layout, i)));
+  }
+  return absl::OkStatus();
+}
+
+// Renames `tmp_dir` to `final_path`, which publishes the checkpoint, and fsyncs `root`. When
+// that fsync fails the save has failed, so the checkpoint is unpublished again (renamed back):
+// an error never leaves a checkpoint behind that the caller would not know of.
+absl::Status Publish(const std::string& tmp_dir, const std::string& final_path,
+                     const std::string& root, Env* env) {
+  RETURN_IF_ERROR(env->RenameFile(tmp_dir, final_path));
+  absl::Status synced = env->SyncPath(root);
+  if (synced.ok()) return synced;
+  absl::Status back = env->RenameFile(final_path, tmp_dir);
+  if (back.ok()) return synced;
+  return absl::Status(synced.code(),
+                      absl::StrCat(synced.message(), "; ", final_path,
+                                   " stays published (it is complete): ", back.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BeginCheckpoint(const std::string& root, const CheckpointLayout& layout,
+                                            Env* env) {
   RETURN_IF_ERROR(ValidateLayout(layout));
-  std::error_code ec;
-  fs::create_directories(root, ec);
-  if (ec) return FileError(absl::StatusCode::kInternal, root, "mkdir failed: " + ec.message());
+  RETURN_IF_ERROR(env->CreateDirs(root).status());
   const std::string final_dir = JoinPath(root, CheckpointDirName(layout.step));
-  if (fs::exists(final_dir, ec)) {
+  ASSIGN_OR_RETURN(FileKind final_kind, env->GetFileKind(final_dir));
+  if (final_kind != FileKind::kMissing) {
     return FileError(absl::StatusCode::kAlreadyExists, final_dir, "already committed");
   }
   const std::string tmp_dir = final_dir + ".tmp";
-  fs::remove_all(tmp_dir, ec);  // a leftover of an earlier, unfinished attempt
-  if (ec) return FileError(absl::StatusCode::kInternal, tmp_dir, "remove failed: " + ec.message());
-  if (::mkdir(tmp_dir.c_str(), 0755) != 0) return ErrnoError(tmp_dir, "mkdir", errno);
+  RETURN_IF_ERROR(env->RemoveAll(tmp_dir));  // a leftover of an earlier, unfinished attempt
+  RETURN_IF_ERROR(env->CreateDir(tmp_dir));
   for (size_t t = 0; t < layout.table_rows.size(); ++t) {
     int i = static_cast<int>(t);
-    std::string path = JoinPath(tmp_dir, TableFileName(i));
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return ErrnoError(path, "create", errno);
-    FdCloser closer(fd);
+    ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
+                     env->NewWritableFile(JoinPath(tmp_dir, TableFileName(i))));
     // Blocks are allocated now, so that a full disk is an error here and not a SIGBUS in a
     // server writing rows through its mapping of the file.
-    if (int err = ::posix_fallocate(fd, 0, TableFileBytes(layout, i)); err != 0) {
-      return ErrnoError(path, "fallocate", err);
-    }
+    RETURN_IF_ERROR(file->Allocate(TableFileBytes(layout, i)));
+    RETURN_IF_ERROR(file->Close());
   }
   return tmp_dir;
 }
@@ -57,8 +90,8 @@ absl::StatusOr<std::string> BeginCheckpoint(const std::string& root,
 absl::Status CommitCheckpoint(const std::string& tmp_dir_arg, const CheckpointLayout& layout,
                               const std::vector<uint64_t>& table_checksums,
                               const std::vector<DenseEntry>& dense,
-                              const std::vector<int64_t>& reader_positions,
-                              std::string* final_dir) {
+                              const std::vector<int64_t>& reader_positions, std::string* final_dir,
+                              Env* env) {
   RETURN_IF_ERROR(ValidateLayout(layout));
   const std::string tmp_dir = StripTrailingSlashes(tmp_dir_arg);
   const fs::path tmp_path(tmp_dir);
@@ -89,30 +122,12 @@ absl::Status CommitCheckpoint(const std::string& tmp_dir_arg, const CheckpointLa
     }
   }
 
-  // Every file must be there with its exact size; make its data durable.
-  auto check_file = [](const std::string& path, int64_t bytes) -> absl::Status {
-    ASSIGN_OR_RETURN(int fd, OpenForRead(path, absl::StatusCode::kFailedPrecondition));
-    FdCloser closer(fd);
-    ASSIGN_OR_RETURN(int64_t size, FileSize(fd, path));
-    if (size != bytes) {
-      return FileError(absl::StatusCode::kFailedPrecondition, path,
-                       absl::StrCat("size is ", size, " bytes, expected ", bytes));
-    }
-    return FsyncFd(fd, path);
-  };
-  for (size_t t = 0; t < layout.table_rows.size(); ++t) {
-    int i = static_cast<int>(t);
-    RETURN_IF_ERROR(check_file(JoinPath(tmp_dir, TableFileName(i)), TableFileBytes(layout, i)));
-  }
-  for (size_t d = 0; d < layout.dense_sizes.size(); ++d) {
-    int i = static_cast<int>(d);
-    RETURN_IF_ERROR(check_file(JoinPath(tmp_dir, DenseFileName(i)), DenseFileBytes(layout, i)));
-  }
+  RETURN_IF_ERROR(SyncDataFiles(tmp_dir, layout, env));
 
   const fs::path root = tmp_path.parent_path().empty() ? fs::path(".") : tmp_path.parent_path();
   const std::string final_path = (root / CheckpointDirName(layout.step)).string();
-  std::error_code ec;
-  if (fs::exists(final_path, ec)) {
+  ASSIGN_OR_RETURN(FileKind final_kind, env->GetFileKind(final_path));
+  if (final_kind != FileKind::kMissing) {
     return FileError(absl::StatusCode::kAlreadyExists, final_path, "already committed");
   }
 
@@ -124,56 +139,43 @@ absl::Status CommitCheckpoint(const std::string& tmp_dir_arg, const CheckpointLa
   m.dense = dense;
   m.reader_positions = reader_positions;
   // WriteFileDurably fsyncs tmp_dir, which also makes the data files' entries durable.
-  RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp_dir, kManifestName), ManifestToJson(m)));
-  if (::rename(tmp_dir.c_str(), final_path.c_str()) != 0) {
-    return ErrnoError(final_path, "rename", errno);
-  }
-  RETURN_IF_ERROR(FsyncPath(root.string()));
+  RETURN_IF_ERROR(WriteFileDurably(JoinPath(tmp_dir, kManifestName), ManifestToJson(m), env));
+  RETURN_IF_ERROR(Publish(tmp_dir, final_path, root.string(), env));
   if (final_dir != nullptr) *final_dir = final_path;
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<TableWriter>> TableWriter::Open(const std::string& tmp_dir,
                                                                int table, int64_t rows,
-                                                               int payload_floats) {
+                                                               int payload_floats, Env* env) {
   if (table < 0 || rows < 1 || payload_floats < 1 ||
       rows > std::numeric_limits<int64_t>::max() / 8 / payload_floats) {
     return absl::InvalidArgumentError(absl::StrCat("TableWriter: table ", table, ", rows ", rows,
                                                    ", payload_floats ", payload_floats));
   }
   std::string path = JoinPath(tmp_dir, TableFileName(table));
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return FileError(absl::StatusCode::kFailedPrecondition, path,
-                       "missing (BeginCheckpoint creates it)");
-    }
-    return ErrnoError(path, "open", errno);
-  }
-  FdCloser closer(fd);
-  ASSIGN_OR_RETURN(int64_t size, FileSize(fd, path));
-  const int64_t expected = rows * payload_floats * 4;
-  if (size != expected) {
+  absl::StatusOr<int64_t> size = env->GetFileSize(path);
+  if (absl::IsNotFound(size.status())) {
     return FileError(absl::StatusCode::kFailedPrecondition, path,
-                     absl::StrCat("size is ", size, " bytes, expected ", expected, " (", rows,
+                     "missing (BeginCheckpoint creates it)");
+  }
+  RETURN_IF_ERROR(size.status());
+  const int64_t expected = rows * payload_floats * 4;
+  if (*size != expected) {
+    return FileError(absl::StatusCode::kFailedPrecondition, path,
+                     absl::StrCat("size is ", *size, " bytes, expected ", expected, " (", rows,
                                   " rows of ", payload_floats, " floats)"));
   }
   // Rows go through a shared mapping: a server's rows are interleaved with the other servers'
   // in the file, and one pwrite per row would cost a system call per row.
-  void* map =
-      ::mmap(nullptr, static_cast<size_t>(expected), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return ErrnoError(path, "mmap", errno);
-  return std::unique_ptr<TableWriter>(new TableWriter(
-      std::move(path), closer.release(), static_cast<char*>(map), rows, payload_floats));
-}
-
-TableWriter::~TableWriter() {
-  if (map_ != nullptr) ::munmap(map_, MapBytes());
-  if (fd_ >= 0) ::close(fd_);
+  ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, env->NewMappedFile(path, expected));
+  return std::unique_ptr<TableWriter>(new TableWriter(std::move(file), rows, payload_floats));
 }
 
 absl::Status TableWriter::WriteRows(const int64_t* rows, const float* payloads, int64_t n) {
-  if (fd_ < 0) return FileError(absl::StatusCode::kFailedPrecondition, path_, "already finished");
+  if (file_ == nullptr) {
+    return FileError(absl::StatusCode::kFailedPrecondition, path_, "already finished");
+  }
   if (n < 0 || (n > 0 && (rows == nullptr || payloads == nullptr))) {
     return absl::InvalidArgumentError(absl::StrCat("WriteRows: n is ", n));
   }
@@ -189,7 +191,7 @@ absl::Status TableWriter::WriteRows(const int64_t* rows, const float* payloads, 
     int64_t j = i + 1;
     while (j < n && rows[j] == rows[j - 1] + 1) ++j;
     const float* src = payloads + i * payload_floats_;
-    std::memcpy(map_ + rows[i] * row_bytes, src, static_cast<size_t>((j - i) * row_bytes));
+    std::memcpy(file_->data() + rows[i] * row_bytes, src, static_cast<size_t>((j - i) * row_bytes));
     for (int64_t k = i; k < j; ++k) {
       checksum_ ^= RowChecksum(rows[k], payloads + k * payload_floats_, payload_floats_);
     }
@@ -200,23 +202,17 @@ absl::Status TableWriter::WriteRows(const int64_t* rows, const float* payloads, 
 }
 
 absl::Status TableWriter::Finish() {
-  if (fd_ < 0) return FileError(absl::StatusCode::kFailedPrecondition, path_, "already finished");
-  int fd = std::exchange(fd_, -1);
-  FdCloser closer(fd);
-  const size_t bytes = MapBytes();
-  char* map = std::exchange(map_, nullptr);
-  const bool synced = ::msync(map, bytes, MS_SYNC) == 0;
-  const int sync_errno = errno;
-  ::munmap(map, bytes);
-  if (!synced) return ErrnoError(path_, "msync", sync_errno);
-  if (::fdatasync(fd) != 0) return ErrnoError(path_, "fdatasync", errno);
-  if (::close(closer.release()) != 0) return ErrnoError(path_, "close", errno);
-  return absl::OkStatus();
+  if (file_ == nullptr) {
+    return FileError(absl::StatusCode::kFailedPrecondition, path_, "already finished");
+  }
+  std::unique_ptr<MappedFile> file = std::move(file_);
+  RETURN_IF_ERROR(file->Sync());
+  return file->Close();
 }
 
 absl::StatusOr<DenseEntry> WriteDense(const std::string& tmp_dir, int tensor, int64_t version,
                                       const std::vector<float>& weights,
-                                      const std::vector<float>& state) {
+                                      const std::vector<float>& state, Env* env) {
   if (tensor < 0 || weights.empty() || version < 0) {
     return absl::InvalidArgumentError(absl::StrCat("WriteDense: tensor ", tensor, ", size ",
                                                    weights.size(), ", version ", version));
@@ -230,27 +226,28 @@ absl::StatusOr<DenseEntry> WriteDense(const std::string& tmp_dir, int tensor, in
   header.version = version;
   header.reserved = 0;
 
-  std::string path = JoinPath(tmp_dir, DenseFileName(tensor));
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return FileError(absl::StatusCode::kFailedPrecondition, tmp_dir,
-                       "missing (BeginCheckpoint creates it)");
-    }
-    return ErrnoError(path, "create", errno);
+  const std::string path = JoinPath(tmp_dir, DenseFileName(tensor));
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = env->NewWritableFile(path);
+  if (absl::IsNotFound(file.status())) {
+    return FileError(absl::StatusCode::kFailedPrecondition, tmp_dir,
+                     "missing (BeginCheckpoint creates it)");
   }
-  FdCloser closer(fd);
-  const int64_t weight_bytes = header.size * 4;
-  const int64_t state_bytes = header.state_floats * 4;
+  RETURN_IF_ERROR(file.status());
+  const size_t weight_bytes = static_cast<size_t>(header.size) * 4;
+  const size_t state_bytes = static_cast<size_t>(header.state_floats) * 4;
   Hash64Stream hash(0);
   hash.Update(&header, sizeof(header));
-  hash.Update(weights.data(), static_cast<size_t>(weight_bytes));
-  hash.Update(state.data(), static_cast<size_t>(state_bytes));
-  RETURN_IF_ERROR(PwriteAll(fd, path, &header, sizeof(header), 0));
-  RETURN_IF_ERROR(PwriteAll(fd, path, weights.data(), weight_bytes, kDenseHeaderBytes));
-  RETURN_IF_ERROR(PwriteAll(fd, path, state.data(), state_bytes, kDenseHeaderBytes + weight_bytes));
-  if (::fdatasync(fd) != 0) return ErrnoError(path, "fdatasync", errno);
-  if (::close(closer.release()) != 0) return ErrnoError(path, "close", errno);
+  hash.Update(weights.data(), weight_bytes);
+  hash.Update(state.data(), state_bytes);
+  // sizeof(header) is kDenseHeaderBytes: the weights and the state follow it.
+  RETURN_IF_ERROR(
+      (*file)->Append(absl::string_view(reinterpret_cast<const char*>(&header), sizeof(header))));
+  RETURN_IF_ERROR((*file)->Append(
+      absl::string_view(reinterpret_cast<const char*>(weights.data()), weight_bytes)));
+  RETURN_IF_ERROR(
+      (*file)->Append(absl::string_view(reinterpret_cast<const char*>(state.data()), state_bytes)));
+  RETURN_IF_ERROR((*file)->Sync());
+  RETURN_IF_ERROR((*file)->Close());
   return DenseEntry{version, hash.Digest()};
 }
 

@@ -1,6 +1,7 @@
 // The writer side of a checkpoint (docs/checkpoints.md, "Checkpoint format"): the
 // coordinator begins and commits it, servers write table rows and dense tensors in between.
-// See checkpoint/checkpoint.h for the life of a checkpoint.
+// See checkpoint/checkpoint.h for the life of a checkpoint. Every file goes through `env`
+// (runtime/env.h), the POSIX one unless a test injects faults.
 #ifndef ECPS_CHECKPOINT_WRITER_H_
 #define ECPS_CHECKPOINT_WRITER_H_
 
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "checkpoint/format.h"
+#include "runtime/env.h"
 
 namespace ecps {
 
@@ -22,8 +24,8 @@ namespace ecps {
 // pre-sized (sparse, all zeros) and returns that directory. A leftover step-N.tmp from an
 // earlier attempt is removed first. ALREADY_EXISTS when ROOT/step-N is already committed;
 // INVALID_ARGUMENT for an invalid layout. Only one coordinator may run it per ROOT.
-absl::StatusOr<std::string> BeginCheckpoint(const std::string& root,
-                                            const CheckpointLayout& layout);
+absl::StatusOr<std::string> BeginCheckpoint(const std::string& root, const CheckpointLayout& layout,
+                                            Env* env = Env::Default());
 
 // Publishes the checkpoint begun in `tmp_dir` (which BeginCheckpoint returned for the same
 // layout) after every writer finished: checks that every file exists with its exact size,
@@ -32,11 +34,14 @@ absl::StatusOr<std::string> BeginCheckpoint(const std::string& root,
 // (one per table), `dense` one entry per dense tensor, `reader_positions` one per worker.
 // On OK *final_dir (if not null) is the committed directory. It does not read the data back:
 // a missing or doubly written row is caught by VerifyCheckpoint, not here. On error nothing
-// is published (the tmp directory may be left behind; LatestCheckpoint ignores it).
+// is published (the tmp directory may be left behind; LatestCheckpoint ignores it): when the
+// fsync of ROOT after the rename fails, step-N is renamed back to step-N.tmp, and only if that
+// fails too is the (complete) checkpoint left published, which the error then says.
 absl::Status CommitCheckpoint(const std::string& tmp_dir, const CheckpointLayout& layout,
                               const std::vector<uint64_t>& table_checksums,
                               const std::vector<DenseEntry>& dense,
-                              const std::vector<int64_t>& reader_positions, std::string* final_dir);
+                              const std::vector<int64_t>& reader_positions, std::string* final_dir,
+                              Env* env = Env::Default());
 
 // ---- Server side -------------------------------------------------------------------------
 
@@ -48,8 +53,9 @@ class TableWriter {
   // Opens TMP_DIR/table-TTT.rows, created by BeginCheckpoint. FAILED_PRECONDITION naming the
   // file when it is missing or its size is not rows * payload_floats * 4.
   static absl::StatusOr<std::unique_ptr<TableWriter>> Open(const std::string& tmp_dir, int table,
-                                                           int64_t rows, int payload_floats);
-  ~TableWriter();
+                                                           int64_t rows, int payload_floats,
+                                                           Env* env = Env::Default());
+  ~TableWriter() = default;
   TableWriter(const TableWriter&) = delete;
   TableWriter& operator=(const TableWriter&) = delete;
 
@@ -70,13 +76,11 @@ class TableWriter {
   int64_t rows_written() const { return rows_written_; }
 
  private:
-  TableWriter(std::string path, int fd, char* map, int64_t rows, int payload_floats)
-      : path_(std::move(path)), fd_(fd), map_(map), rows_(rows), payload_floats_(payload_floats) {}
+  TableWriter(std::unique_ptr<MappedFile> file, int64_t rows, int payload_floats)
+      : path_(file->path()), file_(std::move(file)), rows_(rows), payload_floats_(payload_floats) {}
 
   const std::string path_;
-  int fd_;
-  char* map_;  // the whole file, mapped shared; rows are copied in
-  size_t MapBytes() const { return static_cast<size_t>(rows_) * payload_floats_ * sizeof(float); }
+  std::unique_ptr<MappedFile> file_;  // the whole file, mapped shared; null once finished
   const int64_t rows_;
   const int payload_floats_;
   uint64_t checksum_ = 0;
@@ -87,7 +91,7 @@ class TableWriter {
 // the committer needs. INVALID_ARGUMENT when tensor < 0, weights is empty or version < 0.
 absl::StatusOr<DenseEntry> WriteDense(const std::string& tmp_dir, int tensor, int64_t version,
                                       const std::vector<float>& weights,
-                                      const std::vector<float>& state);
+                                      const std::vector<float>& state, Env* env = Env::Default());
 
 }  // namespace ecps
 

@@ -36,7 +36,7 @@
 #include "ps/server_main.h"
 #include "ps/server_parts.h"
 #include "runtime/coordinator_client.h"
-#include "runtime/posix_file.h"
+#include "runtime/env.h"
 #include "runtime/spec.h"
 #include "runtime/status_macros.h"
 

@@ -23,9 +23,9 @@
 #include "coordinator/scrub.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/coordinator_state.pb.h"
+#include "runtime/env.h"
 #include "runtime/health.h"
 #include "runtime/net.h"
-#include "runtime/posix_file.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {

@@ -12,7 +12,7 @@
 #include "coordinator/coordinator_test_util.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "runtime/posix_file.h"
+#include "runtime/env.h"
 
 namespace ecps {
 namespace {

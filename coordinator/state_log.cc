@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <iterator>
 #include <optional>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -115,11 +114,11 @@ struct FolderListing {
   std::vector<std::string> temporaries;
 };
 
-absl::StatusOr<FolderListing> ListFolder(const std::string& dir) {
+absl::StatusOr<FolderListing> ListFolder(const std::string& dir, Env* env) {
   FolderListing out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
+  ASSIGN_OR_RETURN(std::vector<DirEntry> entries, env->ListDir(dir));
+  for (const DirEntry& entry : entries) {
+    const std::string& name = entry.name;
     if (name == kSnapshotName) {
       out.has_snapshot = true;
     } else if (std::optional<uint64_t> seq = ParseSegmentName(name)) {
@@ -128,22 +127,22 @@ absl::StatusOr<FolderListing> ListFolder(const std::string& dir) {
       out.temporaries.push_back(name);
     }
   }
-  if (ec) return FileError(absl::StatusCode::kInternal, dir, "list failed: " + ec.message());
   std::sort(out.segments.begin(), out.segments.end());
   return out;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  ASSIGN_OR_RETURN(int fd, OpenForRead(path, absl::StatusCode::kDataLoss));
-  FdCloser closer(fd);
-  ASSIGN_OR_RETURN(int64_t size, FileSize(fd, path));
-  std::string data(static_cast<size_t>(size), '\0');
-  RETURN_IF_ERROR(PreadExact(fd, path, data.data(), size, 0));
+// A file the listing named: its going missing since is DATA_LOSS.
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, Env* env) {
+  absl::StatusOr<std::string> data = env->ReadFile(path);
+  if (absl::IsNotFound(data.status())) {
+    return FileError(absl::StatusCode::kDataLoss, path, "missing");
+  }
   return data;
 }
 
-absl::Status ReadSnapshot(const std::string& path, StateLogContents* out) {
-  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+// The snapshot `data` read from `path`, checked.
+absl::Status ParseSnapshot(const std::string& path, absl::string_view data,
+                           StateLogContents* out) {
   auto damaged = [&](absl::string_view what) {
     return FileError(absl::StatusCode::kDataLoss, path,
                      absl::StrCat("damaged snapshot (it is replaced atomically, so no crash "
@@ -156,7 +155,7 @@ absl::Status ReadSnapshot(const std::string& path, StateLogContents* out) {
   }
   std::memcpy(&h, data.data(), sizeof(h));
   if (std::memcmp(h.magic, kSnapshotMagic, sizeof(h.magic)) != 0) return damaged("bad magic");
-  const absl::string_view bytes = absl::string_view(data).substr(sizeof(h));
+  const absl::string_view bytes = data.substr(sizeof(h));
   if (h.length != bytes.size()) {
     return damaged(
         absl::StrCat("its header says ", h.length, " bytes, the file holds ", bytes.size()));
@@ -165,6 +164,11 @@ absl::Status ReadSnapshot(const std::string& path, StateLogContents* out) {
   out->snapshot = std::string(bytes);
   out->snapshot_seq = h.last_seq;
   return absl::OkStatus();
+}
+
+absl::Status ReadSnapshot(const std::string& path, Env* env, StateLogContents* out) {
+  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path, env));
+  return ParseSnapshot(path, data, out);
 }
 
 // What is at `offset` of a segment's bytes, where record `seq` belongs.
@@ -229,8 +233,9 @@ struct SegmentScan {
   int64_t size = 0;  // its size: more than `end` when its last record is torn
 };
 
-absl::StatusOr<SegmentScan> ScanSegment(const std::string& path, uint64_t first_seq, bool last) {
-  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path));
+absl::StatusOr<SegmentScan> ScanSegment(const std::string& path, uint64_t first_seq, bool last,
+                                        Env* env) {
+  ASSIGN_OR_RETURN(std::string data, ReadWholeFile(path, env));
   SegmentHeader h;
   if (data.size() < sizeof(h) || std::memcmp(data.data(), kSegmentMagic, sizeof(h.magic)) != 0) {
     return FileError(absl::StatusCode::kDataLoss, path,
@@ -282,11 +287,11 @@ struct FolderState {
   int64_t tail_size = 0;                 // its size: more than tail_end when torn
 };
 
-absl::StatusOr<FolderState> ReadFolder(const std::string& dir) {
+absl::StatusOr<FolderState> ReadFolder(const std::string& dir, Env* env) {
   FolderState state;
-  ASSIGN_OR_RETURN(FolderListing listing, ListFolder(dir));
+  ASSIGN_OR_RETURN(FolderListing listing, ListFolder(dir, env));
   if (listing.has_snapshot) {
-    RETURN_IF_ERROR(ReadSnapshot(JoinPath(dir, kSnapshotName), &state.contents));
+    RETURN_IF_ERROR(ReadSnapshot(JoinPath(dir, kSnapshotName), env, &state.contents));
   }
   uint64_t expected = state.contents.snapshot_seq + 1;
   std::vector<uint64_t> live;  // segments the snapshot does not make stale
@@ -305,7 +310,7 @@ absl::StatusOr<FolderState> ReadFolder(const std::string& dir) {
     }
     const bool last = i + 1 == live.size();
     ASSIGN_OR_RETURN(SegmentScan scan,
-                     ScanSegment(JoinPath(dir, SegmentName(live[i])), live[i], last));
+                     ScanSegment(JoinPath(dir, SegmentName(live[i])), live[i], last, env));
     expected += scan.records.size();
     std::move(scan.records.begin(), scan.records.end(), std::back_inserter(state.contents.records));
     if (last) {
@@ -354,13 +359,11 @@ absl::StatusOr<int> TakeLock(const std::string& dir, const std::string& owner) {
   return closer.release();
 }
 
-absl::Status CreateFolder(const std::string& dir) {
-  std::error_code ec;
-  const bool created = fs::create_directories(dir, ec);
-  if (ec) return FileError(absl::StatusCode::kInternal, dir, "create failed: " + ec.message());
+absl::Status CreateFolder(const std::string& dir, Env* env) {
+  ASSIGN_OR_RETURN(bool created, env->CreateDirs(dir));
   if (!created) return absl::OkStatus();
   const std::string parent = fs::path(dir).parent_path().string();
-  return FsyncPath(parent.empty() ? "." : parent);  // the folder's entry is durable too
+  return env->SyncPath(parent.empty() ? "." : parent);  // the folder's entry is durable too
 }
 
 }  // namespace
@@ -370,7 +373,8 @@ absl::Status CreateFolder(const std::string& dir) {
 absl::StatusOr<std::unique_ptr<StateLog>> StateLog::Open(const std::string& dir_arg,
                                                          StateLogOptions options) {
   const std::string dir = StripTrailingSlashes(dir_arg);
-  RETURN_IF_ERROR(CreateFolder(dir));
+  if (options.env == nullptr) options.env = Env::Default();
+  RETURN_IF_ERROR(CreateFolder(dir, options.env));
   if (options.owner.empty()) options.owner = DefaultOwner();
   ASSIGN_OR_RETURN(int lock_fd, TakeLock(dir, options.owner));
   auto log = absl::WrapUnique(new StateLog(dir, std::move(options), lock_fd));
@@ -379,17 +383,17 @@ absl::StatusOr<std::unique_ptr<StateLog>> StateLog::Open(const std::string& dir_
 }
 
 StateLog::StateLog(std::string dir, StateLogOptions options, int lock_fd)
-    : dir_(std::move(dir)), options_(std::move(options)), lock_fd_(lock_fd) {}
+    : dir_(std::move(dir)), options_(std::move(options)), env_(options_.env), lock_fd_(lock_fd) {}
 
 StateLog::~StateLog() {
   absl::MutexLock lock(&mu_);
-  if (segment_fd_ >= 0) ::close(segment_fd_);
+  segment_.reset();
   ::close(lock_fd_);  // releases the flock
 }
 
 absl::Status StateLog::Recover() {
   absl::MutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(FolderState state, ReadFolder(dir_));
+  ASSIGN_OR_RETURN(FolderState state, ReadFolder(dir_, env_));
   const uint64_t snapshot_seq = state.contents.snapshot_seq;
   RemoveStaleFiles(snapshot_seq);
   if (state.tail_segment.has_value()) {
@@ -417,27 +421,22 @@ absl::Status StateLog::CreateSegment(uint64_t first_seq) {
   SegmentHeader h;
   std::memcpy(h.magic, kSegmentMagic, sizeof(h.magic));
   h.first_seq = first_seq;
-  return WriteFileDurably(path, Frame(h, ""));
+  return WriteFileDurably(path, Frame(h, ""), env_);
 }
 
 absl::Status StateLog::OpenSegment(uint64_t first_seq, int64_t end, int64_t size) {
   const std::string path = JoinPath(dir_, SegmentName(first_seq));
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(path, "open", errno);
-  FdCloser closer(fd);
+  ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, env_->NewAppendableFile(path));
   if (size > end) {  // a torn last record
-    if (::ftruncate(fd, end) != 0) return ErrnoError(path, "truncate", errno);
-    RETURN_IF_ERROR(FsyncFd(fd, path));
+    RETURN_IF_ERROR(file->Truncate(end));
+    RETURN_IF_ERROR(file->Sync());
   }
-  if (segment_fd_ >= 0) ::close(segment_fd_);
-  segment_fd_ = closer.release();
-  segment_path_ = path;
-  segment_end_ = end;
+  segment_ = std::move(file);  // appends go at `end`, the file's end
   return absl::OkStatus();
 }
 
 void StateLog::RemoveStaleFiles(uint64_t snapshot_seq) {
-  absl::StatusOr<FolderListing> listing = ListFolder(dir_);
+  absl::StatusOr<FolderListing> listing = ListFolder(dir_, env_);
   if (!listing.ok()) {
     spdlog::warn("state log: stale files not removed: {}", listing.status().ToString());
     return;
@@ -450,12 +449,12 @@ void StateLog::RemoveStaleFiles(uint64_t snapshot_seq) {
   for (const std::string& name : stale) {
     const std::string path = JoinPath(dir_, name);
     absl::Status s = Step(StateLogStep::kRemoveStale, path);
-    if (s.ok() && ::unlink(path.c_str()) != 0) s = ErrnoError(path, "remove", errno);
+    if (s.ok()) s = env_->RemoveFile(path);
     if (!s.ok())
       spdlog::warn("state log: stale file not removed (the next open tries again): {}",
                    s.ToString());
   }
-  absl::Status synced = FsyncPath(dir_);
+  absl::Status synced = env_->SyncPath(dir_);
   if (!synced.ok()) spdlog::warn("state log: {}", synced.ToString());
 }
 
@@ -473,7 +472,7 @@ absl::Status StateLog::Fail(absl::Status s) {
 
 absl::StatusOr<StateLogContents> StateLog::Load() const {
   absl::ReaderMutexLock lock(&mu_);
-  ASSIGN_OR_RETURN(FolderState state, ReadFolder(dir_));
+  ASSIGN_OR_RETURN(FolderState state, ReadFolder(dir_, env_));
   return std::move(state.contents);
 }
 
@@ -488,13 +487,12 @@ absl::StatusOr<uint64_t> StateLog::Append(absl::string_view record) {
   RecordHeader h{0, next_seq_, static_cast<uint32_t>(record.size()), 0};
   h.checksum = RecordChecksum(h, record);
   const std::string frame = Frame(h, record);
-  const int64_t bytes = static_cast<int64_t>(frame.size());
-  absl::Status s = Step(StateLogStep::kAppendWrite, segment_path_);
-  if (s.ok()) s = PwriteAll(segment_fd_, segment_path_, frame.data(), bytes, segment_end_);
-  if (s.ok()) s = Step(StateLogStep::kAppendSync, segment_path_);
-  if (s.ok()) s = FsyncFd(segment_fd_, segment_path_);
+  const std::string& path = segment_->path();
+  absl::Status s = Step(StateLogStep::kAppendWrite, path);
+  if (s.ok()) s = segment_->Append(frame);
+  if (s.ok()) s = Step(StateLogStep::kAppendSync, path);
+  if (s.ok()) s = segment_->Sync();
   if (!s.ok()) return Fail(std::move(s));
-  segment_end_ += bytes;
   return next_seq_++;
 }
 
@@ -510,7 +508,7 @@ absl::Status StateLog::WriteSnapshot(absl::string_view state) {
   h.checksum = SnapshotChecksum(h, state);
   absl::Status s = CreateSegment(last_seq + 1);
   if (s.ok()) s = Step(StateLogStep::kSnapshotWrite, path);
-  if (s.ok()) s = WriteFileDurably(path, Frame(h, state));
+  if (s.ok()) s = WriteFileDurably(path, Frame(h, state), env_);
   if (s.ok()) s = OpenSegment(last_seq + 1, kSegmentHeaderBytes, kSegmentHeaderBytes);
   if (!s.ok()) return Fail(std::move(s));
   RemoveStaleFiles(last_seq);

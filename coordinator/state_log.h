@@ -65,6 +65,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/env.h"
 
 namespace ecps {
 
@@ -86,6 +87,9 @@ struct StateLogOptions {
   // Tests: called before each step with the file it is about; a non-OK status fails the step
   // with it before it happens, leaving the folder as a crash at that point would.
   std::function<absl::Status(StateLogStep step, const std::string& path)> before_step;
+  // Every file but LOCK is read and written through it (runtime/env.h; tests inject faults
+  // with one). Not owned; it must outlive the log. Null: Env::Default().
+  Env* env = Env::Default();
 };
 
 struct StateLogRecord {
@@ -153,12 +157,12 @@ class StateLog {
 
   const std::string dir_;
   const StateLogOptions options_;
+  Env* const env_;
   const int lock_fd_;
 
   mutable absl::Mutex mu_;
-  int segment_fd_ ABSL_GUARDED_BY(mu_) = -1;
-  std::string segment_path_ ABSL_GUARDED_BY(mu_);
-  int64_t segment_end_ ABSL_GUARDED_BY(mu_) = 0;  // where the next record goes
+  // The last segment, where the next record goes (at its end).
+  std::unique_ptr<WritableFile> segment_ ABSL_GUARDED_BY(mu_);
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the first write error; OK while none
 };

@@ -9,7 +9,6 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/status_macros.h"
 
 namespace ecps {
 
@@ -99,20 +98,6 @@ absl::StatusOr<int> OpenForRead(const std::string& path, absl::StatusCode missin
     return ErrnoError(path, "open", errno);
   }
   return fd;
-}
-
-absl::Status WriteFileDurably(const std::string& path, const std::string& contents) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(tmp, "create", errno);
-  {
-    FdCloser closer(fd);
-    RETURN_IF_ERROR(PwriteAll(fd, tmp, contents.data(), static_cast<int64_t>(contents.size()), 0));
-    RETURN_IF_ERROR(FsyncFd(fd, tmp));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return ErrnoError(path, "rename", errno);
-  const std::string dir = fs::path(path).parent_path().string();
-  return FsyncPath(dir.empty() ? "." : dir);  // a bare name lives in the working directory
 }
 
 }  // namespace ecps

@@ -1,8 +1,8 @@
-// Small POSIX file helpers for code that owns its durability (the checkpoint files): whole
-// reads and writes that retry EINTR and short transfers, fsync by descriptor or path, and an
-// atomic replace. Every error is an absl::Status whose message starts with the path it is
-// about; a missing file is NOT_FOUND unless the caller asks for another code, other failures
-// INTERNAL with the errno text. Thread-compatible: no shared state.
+// Small POSIX file helpers: whole reads and writes that retry EINTR and short transfers, fsync
+// by descriptor or path. What writes files durably goes through runtime/env.h, whose default
+// Env is made of these; readers use them directly. Every error is an absl::Status whose message
+// starts with the path it is about; a missing file is NOT_FOUND unless the caller asks for another
+// code, other failures INTERNAL with the errno text. Thread-compatible: no shared state.
 #ifndef ECPS_RUNTIME_POSIX_FILE_H_
 #define ECPS_RUNTIME_POSIX_FILE_H_
 
@@ -51,9 +51,6 @@ absl::Status FsyncFd(int fd, const std::string& path);
 absl::Status FsyncPath(const std::string& path);
 // Opens `path` read-only; a missing file is "PATH: missing" with `missing_code`.
 absl::StatusOr<int> OpenForRead(const std::string& path, absl::StatusCode missing_code);
-// Replaces PATH with `contents` durably and atomically: PATH.tmp, fsync, rename, fsync of the
-// directory. A crash leaves either the old PATH or the new one (and perhaps PATH.tmp).
-absl::Status WriteFileDurably(const std::string& path, const std::string& contents);
 
 }  // namespace ecps
 
