@@ -10,6 +10,9 @@
 // is the server id, and a headless Service that gives each pod a stable DNS name), the spares
 // (a StatefulSet of their own) and the workers (an Indexed Job whose completion index is the
 // worker id).
+//
+// Each object is built as a value (cli/k8s_objects.h; cli/k8s_workloads.h builds them) and
+// written by one serializer (cli/k8s_yaml.h).
 #ifndef ECPS_CLI_K8S_MANIFESTS_H_
 #define ECPS_CLI_K8S_MANIFESTS_H_
 
