@@ -13,6 +13,7 @@
 #include "coordinator/state_log.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "coordinator/state_store.h"
 #include "runtime/fault_injection_env.h"
 
 namespace ecps {
@@ -181,4 +182,34 @@ TEST_F(StateLogFaultTest, ATornWriteNeverLoadsAStateThatWasNotAcknowledged) {
 }
 
 }  // namespace
+// The coordinator's file state store over a disk whose fsync fails now and then: the save
+// that meets the failure is tried again on the reopened log, and the saves after it work. A
+// StateLog alone refuses every write after its first failed one, so before the store reopened
+// it, one failed fsync stopped every later save of a coordinator (and a takeover would have
+// started from that old state).
+TEST_F(StateLogFaultTest, TheStateStoreSavesOnAfterAFailedFsync) {
+  FaultInjectionEnv env;
+  StateLogOptions options;
+  options.env = &env;
+  absl::StatusOr<std::unique_ptr<StateStore>> store =
+      OpenFileStateStore(CaseDir("store"), options);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Save("s1").ok());
+
+  env.FailSync(1);  // the next save's first fsync: the retry on the reopened log succeeds
+  EXPECT_TRUE((*store)->Save("s2").ok());
+  absl::StatusOr<std::optional<std::string>> loaded = (*store)->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->value_or(""), "s2");
+
+  for (const char* state : {"s3", "s4"}) {
+    EXPECT_TRUE((*store)->Save(state).ok()) << state;
+  }
+  loaded = (*store)->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->value_or(""), "s4");
+  store->reset();  // lets go of the folder's lock
+  EXPECT_EQ(Reopened(CaseDir("store")).snapshot.value_or(""), "s4") << "durable";
+}
+
 }  // namespace ecps

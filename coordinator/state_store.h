@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "coordinator/state_log.h"
 
 namespace ecps {
 
@@ -33,8 +34,10 @@ class StateStore {
 };
 
 // The state log (state_log.h) in `dir`, created if missing; its snapshot is the state. Errors
-// as StateLog::Open's (FAILED_PRECONDITION while another process holds the folder).
-absl::StatusOr<std::unique_ptr<StateStore>> OpenFileStateStore(const std::string& dir);
+// as StateLog::Open's (FAILED_PRECONDITION while another process holds the folder). A save
+// that fails reopens the log and is tried once more (a failed write stops the log otherwise).
+absl::StatusOr<std::unique_ptr<StateStore>> OpenFileStateStore(const std::string& dir,
+                                                              StateLogOptions options = {});
 
 }  // namespace ecps
 
