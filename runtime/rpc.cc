@@ -8,31 +8,51 @@
 #include "absl/strings/numbers.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/ecps.pb.h"
+#include "runtime/error_kind.h"
 #include "runtime/metrics.h"
 
 namespace ecps {
 
 namespace {
-constexpr char kAnsweredDetails[] = "ecps:answered";
+// A gRPC status's error details as ToGrpcStatus writes them: the mark, then the error's kind
+// (runtime/error_kind.h) when it has one: "ecps:answered" or "ecps:answered;kind=stale_epoch".
+constexpr std::string_view kAnsweredDetails = "ecps:answered";
+constexpr std::string_view kKindField = ";kind=";
 constexpr char kAnsweredPayload[] = "type.googleapis.com/ecps.AnsweredByPeer";
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()), kAnsweredDetails);
+  std::string details(kAnsweredDetails);
+  if (const ErrorKind kind = ErrorKindOf(status); kind != ErrorKind::kNone) {
+    details.append(kKindField);
+    details.append(ErrorKindName(kind));
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+                      std::move(details));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
                          status.error_message());
-  if (AnsweredByPeer(status)) converted.SetPayload(kAnsweredPayload, absl::Cord("1"));
+  if (!AnsweredByPeer(status)) return converted;
+  converted.SetPayload(kAnsweredPayload, absl::Cord("1"));
+  const std::string details = status.error_details();  // a copy: gRPC returns it by value
+  const std::string_view rest = std::string_view(details).substr(kAnsweredDetails.size());
+  if (rest.substr(0, kKindField.size()) == kKindField) {
+    converted = WithErrorKind(std::move(converted), ErrorKindNamed(rest.substr(kKindField.size())));
+  }
   return converted;
 }
 
 bool AnsweredByPeer(const grpc::Status& status) {
-  return !status.ok() && status.error_details() == kAnsweredDetails;
+  if (status.ok()) return false;
+  const std::string details = status.error_details();  // a copy: gRPC returns it by value
+  const std::string_view view = details;
+  return view == kAnsweredDetails ||
+         (view.substr(0, kAnsweredDetails.size()) == kAnsweredDetails &&
+          view.substr(kAnsweredDetails.size(), kKindField.size()) == kKindField);
 }
 
 absl::Status AnsweredByPeerStatus(absl::StatusCode code, std::string_view message) {

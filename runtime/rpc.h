@@ -3,7 +3,7 @@
 //
 // absl::StatusCode values equal grpc::StatusCode values, so a status crosses the wire with
 // its code intact: a server handler returns ToGrpcStatus(absl_status) and a client gets the
-// same code back from FromGrpcStatus.
+// same code back from FromGrpcStatus, with the error's kind (runtime/error_kind.h).
 #ifndef ECPS_RUNTIME_RPC_H_
 #define ECPS_RUNTIME_RPC_H_
 
@@ -34,6 +34,8 @@ inline constexpr int kMaxMessageBytes = 256 << 20;
 // instance.
 inline constexpr char kCoordinatorFreezeOwner[] = "coordinator";
 
+// The error's kind (runtime/error_kind.h) travels in the gRPC status's error details, beside
+// the AnsweredByPeer mark; the message travels as it is.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
