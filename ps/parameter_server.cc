@@ -15,6 +15,7 @@
 #include "checkpoint/checkpoint.h"
 #include "proto/ecps.pb.h"
 #include "ps/wire_bytes.h"
+#include "runtime/error_kind.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 
@@ -150,9 +151,10 @@ absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header,
     return absl::FailedPreconditionError("this server was declared dead and replaced (fenced)");
   }
   if (!any_epoch && header.epoch() < epoch()) {
-    return absl::FailedPreconditionError("stale epoch " + std::to_string(header.epoch()) +
-                                         " < " + std::to_string(epoch()) + " from " +
-                                         header.sender());
+    return WithErrorKind(
+        absl::FailedPreconditionError("stale epoch " + std::to_string(header.epoch()) + " < " +
+                                      std::to_string(epoch()) + " from " + header.sender()),
+        ErrorKind::kStaleEpoch);
   }
   if (!ready()) return absl::UnavailableError("server is still initialising its tables");
   return absl::OkStatus();
@@ -393,8 +395,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
               const std::string address = parts_.peers->AddressOf(peer);
               absl::Status s = parts_.peers->ReplicateDense(peer, *send);
               if (s.ok()) break;
-              if (absl::IsFailedPrecondition(s) && send == &rep &&
-                  s.message().find("is at version") != std::string::npos) {
+              if (send == &rep && HasErrorKind(s, ErrorKind::kReplicaBehind)) {
                 // The replica missed an update (the previous primary died between its
                 // replicas): send it the whole tensor at this version instead.
                 catch_up = rep;
@@ -410,8 +411,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
               }
               const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
                                      absl::IsCancelled(s) ||
-                                     (absl::IsFailedPrecondition(s) &&
-                                      s.message().find("stale epoch") != std::string::npos);
+                                     HasErrorKind(s, ErrorKind::kStaleEpoch);
               if (!transient || std::chrono::steady_clock::now() > give_up) return s;
               if (parts_.report_unreachable && !absl::IsFailedPrecondition(s) &&
                   !AnsweredByPeer(s)) {

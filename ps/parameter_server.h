@@ -227,7 +227,8 @@ class ParameterServerCore {
   absl::Status ReadParityRow(int table, int64_t stripe, std::vector<uint8_t>* out) const;
 
  private:
-  // Token, fencing, readiness and (unless `any_epoch`) the sender's epoch.
+  // Token, fencing, readiness and (unless `any_epoch`) the sender's epoch: an older one is
+  // FAILED_PRECONDITION of kind kStaleEpoch (runtime/error_kind.h).
   absl::Status CheckRequest(const v1::RequestHeader& header, bool any_epoch = false) const;
   // Whether `instance` is server `server`'s current holder, as far as this server can tell
   // for a request of epoch `epoch`: FAILED_PRECONDITION when the map (at least that new)
