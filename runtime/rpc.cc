@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -99,22 +98,24 @@ bool WaitForConnection(grpc::Channel* channel, std::chrono::system_clock::time_p
   return true;
 }
 
+RetryPolicy RpcRetryPolicy(const RpcOptions& options) {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(options.initial_backoff_ms);
+  policy.multiplier = 2;
+  policy.max_backoff = std::chrono::milliseconds(options.max_backoff_ms);
+  policy.max_attempts = std::max(1, options.max_attempts);
+  policy.codes = {absl::StatusCode::kUnavailable};
+  return policy;
+}
+
 absl::Status CallWithRetry(const RpcOptions& options,
                            const std::function<grpc::Status(grpc::ClientContext*)>& call) {
-  int backoff_ms = options.initial_backoff_ms;
-  grpc::Status status;
-  for (int attempt = 0; attempt < std::max(1, options.max_attempts); ++attempt) {
-    if (attempt > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-      backoff_ms = std::min(options.max_backoff_ms, backoff_ms * 2);
-    }
+  return RetryUntilDone(RpcRetryPolicy(options), [&] {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(options.deadline_ms));
-    status = call(&context);
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-  }
-  return FromGrpcStatus(status);
+    return FromGrpcStatus(call(&context));
+  });
 }
 
 void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoch,
