@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
@@ -163,6 +164,17 @@ class DeltaStreams {
     std::thread sender;  // set at construction, joined at destruction
   };
   void SenderLoop(int peer);
+  // Where each (table and j, stripe) record went in a batch being coalesced.
+  using RecordIndex = absl::flat_hash_map<std::pair<uint64_t, int64_t>, size_t>;
+  // Copies the records of `taken` (take of them, deltas of `len` bytes) into `packed`,
+  // merging the deltas of one parity row when `coalesce` (several pushes); takes the buffer
+  // when there is only one.
+  static void PackRecords(std::vector<std::string>* taken, bool coalesce, size_t take, size_t len,
+                          RecordIndex* index, std::string* packed);
+  // Sends `batch` with `records` until the peer acknowledges it, resending after a backoff;
+  // false when the streams stop first.
+  bool SendUntilAcked(int peer, v1::ParityDeltaBatch* batch,
+                      const std::shared_ptr<std::string>& records);
 
   const int self_;
   DeltaTransport* transport_;
