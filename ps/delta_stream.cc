@@ -204,7 +204,7 @@ void DeltaStreams::PackRecords(std::vector<std::string>* taken, bool coalesce, s
 
 bool DeltaStreams::SendUntilAcked(int peer, v1::ParityDeltaBatch* batch,
                                   const std::shared_ptr<std::string>& records) {
-  int backoff_ms = options_.initial_backoff_ms;
+  Retrier retrier(options_.resend);
   while (true) {
     if (stopping_.load()) return false;
     header_(batch);
@@ -215,12 +215,12 @@ bool DeltaStreams::SendUntilAcked(int peer, v1::ParityDeltaBatch* batch,
         (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
       options_.on_unreachable(peer, address);
     }
-    if (!ack.ok() && backoff_ms >= options_.max_backoff_ms) {
+    if (!ack.ok() && retrier.backoff() >= options_.resend.max_backoff) {
       spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,
                    ack.status().ToString());
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-    backoff_ms = std::min(options_.max_backoff_ms, backoff_ms * 2);
+    // An ack below the batch (OK, but not applied yet) is resent like an error.
+    retrier.Wait();
   }
 }
 
