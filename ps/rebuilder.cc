@@ -340,6 +340,10 @@ void Rebuilder::Loop() {
   }
   rebuilt_cv_.SignalAll();
   queue_.Close();
+  LogDone();
+}
+
+void Rebuilder::LogDone() {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   std::vector<double> ms;
   {

@@ -150,6 +150,8 @@ class Rebuilder {
                                                     bool urgent);
   void Loop();          // the background sweep
   void OnDemandLoop();  // the rows workers wait for
+  // The rebuild's one line at the end: rows, time, on-demand batches.
+  void LogDone() ABSL_LOCKS_EXCLUDED(mu_);
   // The background sweep's next stripes, hot ones first, then the slot cursor's.
   void NextSweepItems(bool background, std::vector<Item>* items)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
