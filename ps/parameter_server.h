@@ -248,6 +248,11 @@ class ParameterServerCore {
   absl::StatusOr<uint64_t> BeginUpdate(const v1::PushRequest* push = nullptr);
   void EndUpdate(uint64_t generation);
   absl::Status ApplyPush(const v1::PushRequest& request);
+  // Ships the update that made `version` of dense tensor `tensor` (gradient `grad`, bytes of
+  // floats) to its replicas, retrying as DenseShipRetry says (parameter_server_peers.cc); a
+  // replica that missed an update (kReplicaBehind) gets the whole tensor (`weights`, `state`).
+  absl::Status ShipDenseUpdate(int tensor, const std::string& grad, int64_t version,
+                               const std::vector<float>& weights, const std::vector<float>& state);
   // Parity reads of (table, stripe) pairs: whether this server holds each; the rows with
   // their versions, in order.
   absl::Status CheckParityRead(const std::vector<std::pair<int, int64_t>>& wanted) const;
