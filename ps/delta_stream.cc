@@ -155,11 +155,80 @@ int64_t DeltaStreams::unacked() const {
   return total;
 }
 
+void DeltaStreams::PackRecords(std::vector<std::string>* taken, bool coalesce, size_t take,
+                               size_t len, RecordIndex* index, std::string* packed) {
+  // Deltas of one push name distinct rows and go as they are; deltas of several pushes are
+  // coalesced, one XOR per repeated parity row, in the one pass that copies them into the
+  // message.
+  const size_t record = Batch::kHeader + len;
+  if (taken->size() == 1) {
+    std::swap(*packed, (*taken)[0]);
+    return;
+  }
+  packed->reserve(take * record);
+  if (!coalesce) {
+    for (const std::string& chunk : *taken) packed->append(chunk);
+    return;
+  }
+  index->clear();
+  index->reserve(take);
+  for (const std::string& chunk : *taken) {
+    const char* end = chunk.data() + chunk.size();
+    for (const char* p = chunk.data(); p + record <= end; p += record) {
+      uint64_t table_j;  // the header's table and j, as one word
+      int64_t stripe;
+      std::memcpy(&table_j, p, 8);
+      std::memcpy(&stripe, p + 8, 8);
+      auto [it, inserted] = index->try_emplace(std::make_pair(table_j, stripe), packed->size());
+      if (!inserted) {
+        // Merge only versions that join up: the merged delta must hold exactly the updates
+        // from its `from` to its `to`. The deltas of two pushes of a row can be queued in
+        // either order, and an update between them may have gone in an earlier batch.
+        char* acc = packed->data() + it->second;
+        uint32_t acc_from, acc_to, from, to;
+        std::memcpy(&acc_from, acc + 16, 4);
+        std::memcpy(&acc_to, acc + 20, 4);
+        std::memcpy(&from, p + 16, 4);
+        std::memcpy(&to, p + 20, 4);
+        if (acc_to == from || to == acc_from) {
+          acc_to == from ? std::memcpy(acc + 20, &to, 4) : std::memcpy(acc + 16, &from, 4);
+          XorBytes(acc + Batch::kHeader, p + Batch::kHeader, len);
+          continue;
+        }
+        it->second = packed->size();  // a record of its own, which later ones may join
+      }
+      packed->append(p, record);
+    }
+  }
+}
+
+bool DeltaStreams::SendUntilAcked(int peer, v1::ParityDeltaBatch* batch,
+                                  const std::shared_ptr<std::string>& records) {
+  Retrier retrier(options_.resend);
+  while (true) {
+    if (stopping_.load()) return false;
+    header_(batch);
+    const std::string address = options_.on_unreachable ? transport_->AddressOf(peer) : "";
+    auto ack = transport_->SendPacked(peer, *batch, records);
+    if (ack.ok() && *ack >= batch->seq()) return true;
+    if (!ack.ok() && options_.on_unreachable && !AnsweredByPeer(ack.status()) &&
+        (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
+      options_.on_unreachable(peer, address);
+    }
+    if (!ack.ok() && retrier.backoff() >= options_.resend.max_backoff) {
+      spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,
+                   ack.status().ToString());
+    }
+    // An ack below the batch (OK, but not applied yet) is resent like an error.
+    retrier.Wait();
+  }
+}
+
 void DeltaStreams::SenderLoop(int peer) {
   Stream& s = *streams_[peer];
   v1::ParityDeltaBatch batch;
   std::vector<std::string> taken;  // the pushes' buffers taken for the next batch
-  absl::flat_hash_map<std::pair<uint64_t, int64_t>, size_t> index;  // record -> offset
+  RecordIndex index;
   // With a linger, what is pending goes early once it fills most of the window.
   const size_t flush_at = static_cast<size_t>(std::max(
       1, std::min(options_.max_batch_deltas,
@@ -209,78 +278,17 @@ void DeltaStreams::SenderLoop(int peer) {
       batch.set_seq(s.next_seq++);
       batch.set_delta_bytes(static_cast<int32_t>(len));
     }
-    // Deltas of one push name distinct rows and go as they are; deltas of several pushes are
-    // coalesced, one XOR per repeated parity row, in the one pass that copies them into the
-    // message.
     // The records go to the transport apart from the batch, shared, so that it can send them
     // without a copy (grpc slices that keep them alive while the bytes are on their way).
     auto records = std::make_shared<std::string>();
-    std::string* packed = records.get();
-    const size_t record = Batch::kHeader + len;
-    if (taken.size() == 1) {
-      std::swap(*packed, taken[0]);
-    } else if (!coalesce) {
-      packed->reserve(take * record);
-      for (const std::string& chunk : taken) packed->append(chunk);
-    } else {
-      packed->reserve(take * record);
-      index.clear();
-      index.reserve(take);
-      for (const std::string& chunk : taken) {
-        const char* end = chunk.data() + chunk.size();
-        for (const char* p = chunk.data(); p + record <= end; p += record) {
-          uint64_t table_j;  // the header's table and j, as one word
-          int64_t stripe;
-          std::memcpy(&table_j, p, 8);
-          std::memcpy(&stripe, p + 8, 8);
-          auto [it, inserted] =
-              index.try_emplace(std::make_pair(table_j, stripe), packed->size());
-          if (!inserted) {
-            // Merge only versions that join up: the merged delta must hold exactly the
-            // updates from its `from` to its `to`. The deltas of two pushes of a row can be
-            // queued in either order, and an update between them may have gone in an earlier
-            // batch.
-            char* acc = packed->data() + it->second;
-            uint32_t acc_from, acc_to, from, to;
-            std::memcpy(&acc_from, acc + 16, 4);
-            std::memcpy(&acc_to, acc + 20, 4);
-            std::memcpy(&from, p + 16, 4);
-            std::memcpy(&to, p + 20, 4);
-            if (acc_to == from || to == acc_from) {
-              acc_to == from ? std::memcpy(acc + 20, &to, 4) : std::memcpy(acc + 16, &from, 4);
-              XorBytes(acc + Batch::kHeader, p + Batch::kHeader, len);
-              continue;
-            }
-            it->second = packed->size();  // a record of its own, which later ones may join
-          }
-          packed->append(p, record);
-        }
-      }
-    }
-    int backoff_ms = options_.initial_backoff_ms;
+    PackRecords(&taken, coalesce, take, len, &index, records.get());
     // What the whole message is on the wire: the batch, and the records as its field 6.
     size_t bytes = batch.ByteSizeLong();
-    if (!packed->empty()) {
-      bytes += 1 + google::protobuf::io::CodedOutputStream::VarintSize64(packed->size()) +
-               packed->size();
+    if (!records->empty()) {
+      bytes += 1 + google::protobuf::io::CodedOutputStream::VarintSize64(records->size()) +
+               records->size();
     }
-    while (true) {
-      if (stopping_.load()) return;
-      header_(&batch);
-      const std::string address = options_.on_unreachable ? transport_->AddressOf(peer) : "";
-      auto ack = transport_->SendPacked(peer, batch, records);
-      if (ack.ok() && *ack >= batch.seq()) break;
-      if (!ack.ok() && options_.on_unreachable && !AnsweredByPeer(ack.status()) &&
-          (absl::IsUnavailable(ack.status()) || absl::IsDeadlineExceeded(ack.status()))) {
-        options_.on_unreachable(peer, address);
-      }
-      if (!ack.ok() && backoff_ms >= options_.max_backoff_ms) {
-        spdlog::warn("server {}: parity stream to server {} failing: {}", self_, peer,
-                     ack.status().ToString());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-      backoff_ms = std::min(options_.max_backoff_ms, backoff_ms * 2);
-    }
+    if (!SendUntilAcked(peer, &batch, records)) return;
     bytes_sent_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed);
     batches_sent_.fetch_add(1, std::memory_order_relaxed);
     {

@@ -24,8 +24,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "runtime/retry_policy.h"
 
 namespace ecps {
 namespace v1 {
@@ -52,6 +54,16 @@ class DeltaTransport {
 // Hears of a peer server that looks down: its id and the address that failed (may be empty).
 using UnreachableFn = std::function<void(int peer, const std::string& address)>;
 
+// The default DeltaStreamOptions::resend.
+inline RetryPolicy ResendRetry() {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(5);
+  policy.multiplier = 2;
+  policy.max_backoff = std::chrono::milliseconds(500);
+  policy.codes = StatusCodeSet::AllErrors();
+  return policy;
+}
+
 struct DeltaStreamOptions {
   int max_batch_deltas = 8192;  // deltas per batch, after coalescing
   int window = 0;               // >0: Enqueue blocks while this many are unacknowledged
@@ -60,8 +72,9 @@ struct DeltaStreamOptions {
   // sends at once when someone waits for an acknowledgement (WaitAcked, Drain, an Enqueue
   // held back by the window) or when three quarters of the window are pending.
   int linger_ms = 0;
-  int initial_backoff_ms = 5;  // resend backoff, doubled up to max_backoff_ms
-  int max_backoff_ms = 500;
+  // How a batch is resent until its ack: 5 ms doubling to 500 ms, whatever the error, for as
+  // long as it takes (a stream never gives a batch up; the peer is replaced if it is dead).
+  RetryPolicy resend = ResendRetry();
   std::string instance;  // this process's incarnation, stamped on every batch
   // Called with the peer and its address when a send fails as if the peer were down
   // (UNAVAILABLE or DEADLINE_EXCEEDED): the coordinator hears of a dead parity server at once.
@@ -163,6 +176,17 @@ class DeltaStreams {
     std::thread sender;  // set at construction, joined at destruction
   };
   void SenderLoop(int peer);
+  // Where each (table and j, stripe) record went in a batch being coalesced.
+  using RecordIndex = absl::flat_hash_map<std::pair<uint64_t, int64_t>, size_t>;
+  // Copies the records of `taken` (take of them, deltas of `len` bytes) into `packed`,
+  // merging the deltas of one parity row when `coalesce` (several pushes); takes the buffer
+  // when there is only one.
+  static void PackRecords(std::vector<std::string>* taken, bool coalesce, size_t take, size_t len,
+                          RecordIndex* index, std::string* packed);
+  // Sends `batch` with `records` until the peer acknowledges it, resending as options.resend
+  // says; false when the streams stop first.
+  bool SendUntilAcked(int peer, v1::ParityDeltaBatch* batch,
+                      const std::shared_ptr<std::string>& records);
 
   const int self_;
   DeltaTransport* transport_;

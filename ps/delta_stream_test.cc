@@ -35,7 +35,7 @@ TEST(DeltaStreams, ReportsAnUnreachableParityServer) {
   std::mutex mu;
   std::vector<std::pair<int, std::string>> reported;
   DeltaStreamOptions options;
-  options.initial_backoff_ms = 1;
+  options.resend.initial_backoff = std::chrono::milliseconds(1);
   options.on_unreachable = [&](int peer, const std::string& address) {
     std::lock_guard<std::mutex> lock(mu);
     reported.emplace_back(peer, address);
@@ -71,7 +71,7 @@ TEST(DeltaStreams, DoesNotReportAPeerThatAnswered) {
   } peer;
   std::atomic<int> reports{0};
   DeltaStreamOptions options;
-  options.initial_backoff_ms = 1;
+  options.resend.initial_backoff = std::chrono::milliseconds(1);
   options.on_unreachable = [&](int, const std::string&) { ++reports; };
   DeltaStreams streams(0, 3, &peer, options, [](v1::ParityDeltaBatch*) {});
   DeltaStreams::Batch batch;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/optimizers.h"
+#include "runtime/error_kind.h"
 
 namespace ecps {
 
@@ -53,9 +54,11 @@ absl::Status DenseStore::ApplyReplica(int tensor, int64_t version, const float* 
   absl::MutexLock lock(&t.mu);
   if (version <= t.version) return absl::OkStatus();  // a resend of an applied update
   if (version != t.version + 1) {
-    return absl::FailedPreconditionError("dense replica of tensor " + std::to_string(tensor) +
-                                         " is at version " + std::to_string(t.version) +
-                                         ", got update " + std::to_string(version));
+    return WithErrorKind(
+        absl::FailedPreconditionError("dense replica of tensor " + std::to_string(tensor) +
+                                      " is at version " + std::to_string(t.version) +
+                                      ", got update " + std::to_string(version)),
+        ErrorKind::kReplicaBehind);
   }
   t.version = version;
   ApplyDenseUpdate(optimizer_, t.version, size, grad, t.weights.data(), t.state.data());

@@ -36,8 +36,8 @@ class DenseStore {
   bool Holds(int tensor) const;  // primary or replica here
 
   // Replica side: applies the update that makes version `version`. A version already applied
-  // is ignored (a resend); a gap is FAILED_PRECONDITION. INVALID_ARGUMENT for a tensor not
-  // replicated here or a wrong size.
+  // is ignored (a resend); a gap is FAILED_PRECONDITION of kind kReplicaBehind
+  // (runtime/error_kind.h). INVALID_ARGUMENT for a tensor not replicated here or a wrong size.
   absl::Status ApplyReplica(int tensor, int64_t version, const float* grad, int64_t size);
   // Replica side, catching up: replaces the tensor with the primary's at `version` when that
   // is newer than the replica's (else a no-op). INVALID_ARGUMENT for wrong sizes.

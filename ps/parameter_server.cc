@@ -5,7 +5,6 @@
 #include <cstring>
 #include <string>
 #include <map>
-#include <thread>
 #include <vector>
 
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include "checkpoint/checkpoint.h"
 #include "proto/ecps.pb.h"
 #include "ps/wire_bytes.h"
+#include "runtime/error_kind.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 
@@ -150,9 +150,10 @@ absl::Status ParameterServerCore::CheckRequest(const v1::RequestHeader& header,
     return absl::FailedPreconditionError("this server was declared dead and replaced (fenced)");
   }
   if (!any_epoch && header.epoch() < epoch()) {
-    return absl::FailedPreconditionError("stale epoch " + std::to_string(header.epoch()) +
-                                         " < " + std::to_string(epoch()) + " from " +
-                                         header.sender());
+    return WithErrorKind(
+        absl::FailedPreconditionError("stale epoch " + std::to_string(header.epoch()) + " < " +
+                                      std::to_string(epoch()) + " from " + header.sender()),
+        ErrorKind::kStaleEpoch);
   }
   if (!ready()) return absl::UnavailableError("server is still initialising its tables");
   return absl::OkStatus();
@@ -371,56 +372,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
     status = parts_.dense->ApplyAndShip(
         tensor, grad.data(), static_cast<int64_t>(grad.size()),
         [&](int64_t version, const std::vector<float>& weights, const std::vector<float>& state) {
-          std::vector<int> replicas = parts_.dense->ReplicasOf(tensor);
-          if (replicas.empty() || parts_.peers == nullptr) return absl::OkStatus();
-          v1::ReplicateDenseRequest rep;
-          FillHeader(rep.mutable_header(), token(), epoch(),
-                     "server-" + std::to_string(parts_.server));
-          rep.set_tensor(tensor);
-          rep.set_version(version);
-          rep.set_grad(g);
-          rep.set_from_server(parts_.server);
-          rep.set_sender_instance(parts_.instance);
-          // A replica that is down is being replaced: keep shipping (to the replacement's
-          // address once the map has it) rather than let primary and replica drift apart.
-          const auto give_up = std::chrono::steady_clock::now() +
-                               std::chrono::milliseconds(parts_.rebuild_wait_ms);
-          for (int peer : replicas) {
-            v1::ReplicateDenseRequest* send = &rep;
-            v1::ReplicateDenseRequest catch_up;
-            while (true) {
-              send->mutable_header()->set_epoch(epoch());
-              const std::string address = parts_.peers->AddressOf(peer);
-              absl::Status s = parts_.peers->ReplicateDense(peer, *send);
-              if (s.ok()) break;
-              if (absl::IsFailedPrecondition(s) && send == &rep &&
-                  s.message().find("is at version") != std::string::npos) {
-                // The replica missed an update (the previous primary died between its
-                // replicas): send it the whole tensor at this version instead.
-                catch_up = rep;
-                catch_up.set_snapshot_weights(reinterpret_cast<const char*>(weights.data()),
-                                              weights.size() * sizeof(float));
-                catch_up.set_snapshot_state(reinterpret_cast<const char*>(state.data()),
-                                            state.size() * sizeof(float));
-                send = &catch_up;
-                spdlog::warn("server {}: dense replica of tensor {} on server {} is behind "
-                             "({}); sending it the whole tensor at version {}",
-                             parts_.server, tensor, peer, std::string(s.message()), version);
-                continue;
-              }
-              const bool transient = absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s) ||
-                                     absl::IsCancelled(s) ||
-                                     (absl::IsFailedPrecondition(s) &&
-                                      s.message().find("stale epoch") != std::string::npos);
-              if (!transient || std::chrono::steady_clock::now() > give_up) return s;
-              if (parts_.report_unreachable && !absl::IsFailedPrecondition(s) &&
-                  !AnsweredByPeer(s)) {
-                parts_.report_unreachable(peer, address);
-              }
-              std::this_thread::sleep_for(std::chrono::milliseconds(20));
-            }
-          }
-          return absl::OkStatus();
+          return ShipDenseUpdate(tensor, g, version, weights, state);
         });
   }
   EndUpdate(*generation);

@@ -227,7 +227,8 @@ class ParameterServerCore {
   absl::Status ReadParityRow(int table, int64_t stripe, std::vector<uint8_t>* out) const;
 
  private:
-  // Token, fencing, readiness and (unless `any_epoch`) the sender's epoch.
+  // Token, fencing, readiness and (unless `any_epoch`) the sender's epoch: an older one is
+  // FAILED_PRECONDITION of kind kStaleEpoch (runtime/error_kind.h).
   absl::Status CheckRequest(const v1::RequestHeader& header, bool any_epoch = false) const;
   // Whether `instance` is server `server`'s current holder, as far as this server can tell
   // for a request of epoch `epoch`: FAILED_PRECONDITION when the map (at least that new)
@@ -247,6 +248,11 @@ class ParameterServerCore {
   absl::StatusOr<uint64_t> BeginUpdate(const v1::PushRequest* push = nullptr);
   void EndUpdate(uint64_t generation);
   absl::Status ApplyPush(const v1::PushRequest& request);
+  // Ships the update that made `version` of dense tensor `tensor` (gradient `grad`, bytes of
+  // floats) to its replicas, retrying as DenseShipRetry says (parameter_server_peers.cc); a
+  // replica that missed an update (kReplicaBehind) gets the whole tensor (`weights`, `state`).
+  absl::Status ShipDenseUpdate(int tensor, const std::string& grad, int64_t version,
+                               const std::vector<float>& weights, const std::vector<float>& state);
   // Parity reads of (table, stripe) pairs: whether this server holds each; the rows with
   // their versions, in order.
   absl::Status CheckParityRead(const std::vector<std::pair<int, int64_t>>& wanted) const;

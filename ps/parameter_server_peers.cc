@@ -1,7 +1,8 @@
 // ParameterServerCore's handlers of what peers and the coordinator ask (ps/parameter_server.h):
 // the cluster map and peer checks, parity deltas and dense replicas (ParityReceiver),
-// freezes, scrubs, and the reads and writes of a rebuild. The data path (pulls, pushes, row
-// reads) and checkpoints are in parameter_server.cc.
+// freezes, scrubs, and the reads and writes of a rebuild; a dense update's shipping to its
+// replicas. The data path (pulls, pushes, row reads) and checkpoints are in
+// parameter_server.cc.
 #include "ps/parameter_server.h"
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "proto/ecps.pb.h"
+#include "runtime/error_kind.h"
+#include "runtime/retry_policy.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 
@@ -23,7 +26,72 @@ constexpr std::chrono::milliseconds kDefaultLease{30000};
 constexpr std::chrono::milliseconds kMaxLease{15 * 60 * 1000};
 constexpr std::chrono::milliseconds kFreezeWait{30000};
 
+// Shipping a dense update to a replica: every 20 ms, for up to `wait_ms` (the rebuild wait)
+// per tensor, while the replica does not answer, answers late or is stopping, or refuses this
+// server's epoch as stale (this server follows the newer map meanwhile).
+RetryPolicy DenseShipRetry(int wait_ms) {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(20);
+  policy.multiplier = 1;
+  policy.max_backoff = policy.initial_backoff;
+  policy.deadline = std::chrono::milliseconds(wait_ms);
+  policy.codes = {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
+                  absl::StatusCode::kCancelled};
+  policy.kinds = {ErrorKind::kStaleEpoch};
+  return policy;
+}
+
 }  // namespace
+
+absl::Status ParameterServerCore::ShipDenseUpdate(int tensor, const std::string& grad,
+                                                  int64_t version,
+                                                  const std::vector<float>& weights,
+                                                  const std::vector<float>& state) {
+  std::vector<int> replicas = parts_.dense->ReplicasOf(tensor);
+  if (replicas.empty() || parts_.peers == nullptr) return absl::OkStatus();
+  v1::ReplicateDenseRequest rep;
+  FillHeader(rep.mutable_header(), token(), epoch(), "server-" + std::to_string(parts_.server));
+  rep.set_tensor(tensor);
+  rep.set_version(version);
+  rep.set_grad(grad);
+  rep.set_from_server(parts_.server);
+  rep.set_sender_instance(parts_.instance);
+  // A replica that is down is being replaced: keep shipping (to the replacement's address once
+  // the map has it) rather than let primary and replica drift apart.
+  Retrier retrier(DenseShipRetry(parts_.rebuild_wait_ms));
+  for (int peer : replicas) {
+    v1::ReplicateDenseRequest* send = &rep;
+    v1::ReplicateDenseRequest catch_up;
+    while (true) {
+      send->mutable_header()->set_epoch(epoch());
+      const std::string address = parts_.peers->AddressOf(peer);
+      absl::Status s = parts_.peers->ReplicateDense(peer, *send);
+      if (s.ok()) break;
+      if (send == &rep && HasErrorKind(s, ErrorKind::kReplicaBehind)) {
+        // The replica missed an update (the previous primary died between its replicas):
+        // send it the whole tensor at this version instead.
+        catch_up = rep;
+        catch_up.set_snapshot_weights(reinterpret_cast<const char*>(weights.data()),
+                                      weights.size() * sizeof(float));
+        catch_up.set_snapshot_state(reinterpret_cast<const char*>(state.data()),
+                                    state.size() * sizeof(float));
+        send = &catch_up;
+        spdlog::warn(
+            "server {}: dense replica of tensor {} on server {} is behind ({}); "
+            "sending it the whole tensor at version {}",
+            parts_.server, tensor, peer, std::string(s.message()), version);
+        continue;
+      }
+      if (!retrier.ShouldRetry(s)) return s;
+      // A stale epoch is an answer; so is any error an ecps handler returned.
+      if (parts_.report_unreachable && !absl::IsFailedPrecondition(s) && !AnsweredByPeer(s)) {
+        parts_.report_unreachable(peer, address);
+      }
+      retrier.Wait();
+    }
+  }
+  return absl::OkStatus();
+}
 
 void ParameterServerCore::FollowMap(const v1::ClusterMap& map) {
   {

@@ -1,7 +1,6 @@
 #include "ps/peer_client.h"
 
 #include <chrono>
-#include <thread>
 
 #include <grpcpp/impl/codegen/client_unary_call.h>
 #include <grpcpp/support/byte_buffer.h>
@@ -54,7 +53,7 @@ void PeerClient::SetAddress(int peer, const std::string& address) {
     TcpPeer& t = *tcp_[peer];
     absl::MutexLock lock(&t.mu);
     t.port = 0;
-    t.failures = 0;
+    t.retry.Reset();
   }
 }
 
@@ -88,18 +87,19 @@ bool PeerClient::SendOverTcp(int peer, const v1::ParityDeltaBatch& batch,
   absl::MutexLock lock(&t.mu);
   if (result->ok() || AnsweredByPeer(result->status())) {
     ++t.sent;
-    t.failures = 0;
+    t.retry.Reset();
     return true;
   }
   // The connection failed, not the peer's answer: this batch and the next go over gRPC,
   // which says whether the peer is down; its acks offer the port again, taken up after a
-  // wait that doubles with each failure in a row (1 s to 10 min), so a port that cannot be
-  // reached costs a failed attempt now and then, not one per batch.
-  t.failures = std::min(t.failures + 1, 20);
-  const int64_t wait_ms = std::min<int64_t>(int64_t{500} << t.failures, 600'000);
-  t.retry_after = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  // wait that doubles with each failure in a row (TcpRetry), so a port that cannot be reached
+  // costs a failed attempt now and then, not one per batch.
+  t.retry.CountAttempt();
+  const auto wait = t.retry.NextBackoff();
+  t.retry_after = std::chrono::steady_clock::now() + wait;
   spdlog::warn("parity to server {} over TCP failed ({}); over gRPC for the next {} s", peer,
-               result->status().ToString(), wait_ms / 1000);
+               result->status().ToString(),
+               std::chrono::duration_cast<std::chrono::seconds>(wait).count());
   t.port = 0;
   return false;
 }
@@ -112,7 +112,7 @@ void PeerClient::LearnTcpPort(int peer, const std::string& address, int port) {
   TcpPeer& t = *tcp_[peer];
   absl::MutexLock lock(&t.mu);
   if (t.port == port && t.host == host) return;
-  if (t.failures > 0 && std::chrono::steady_clock::now() < t.retry_after) return;
+  if (t.retry.attempts() > 0 && std::chrono::steady_clock::now() < t.retry_after) return;
   t.host = std::move(host);
   t.port = port;
 }
@@ -219,17 +219,13 @@ void PeerClient::ReadRowsFromEach(const std::vector<int>& peers,
                                   const std::vector<v1::ReadRowsRequest>& requests,
                                   std::vector<v1::ReadRowsResponse>* responses,
                                   std::vector<absl::Status>* statuses) {
-  const RpcOptions options;  // the attempts and backoff of CallWithRetry
+  // The attempts, backoff and codes of CallWithRetry (ReadRows).
+  Retrier retrier(RpcRetryPolicy(RpcOptions{}));
   responses->resize(peers.size());
   statuses->assign(peers.size(), absl::OkStatus());
   std::vector<size_t> pending(peers.size());
   for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
-  int backoff_ms = options.initial_backoff_ms;
-  for (int attempt = 0; attempt < options.max_attempts && !pending.empty(); ++attempt) {
-    if (attempt > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-      backoff_ms = std::min(options.max_backoff_ms, backoff_ms * 2);
-    }
+  while (true) {
     grpc::CompletionQueue cq;
     std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs(pending.size());
     std::vector<std::unique_ptr<grpc::ClientContext>> contexts(pending.size());
@@ -262,9 +258,11 @@ void PeerClient::ReadRowsFromEach(const std::vector<int>& peers,
       if (calls[j] == nullptr) continue;
       const size_t i = pending[j];
       (*statuses)[i] = FromGrpcStatus(results[j]);
-      if (results[j].error_code() == grpc::StatusCode::UNAVAILABLE) retry.push_back(i);
+      if (retrier.policy().Retries((*statuses)[i])) retry.push_back(i);
     }
     pending.swap(retry);
+    if (pending.empty() || !retrier.CountAttempt()) return;
+    retrier.Wait();
   }
 }
 

@@ -20,6 +20,7 @@
 #include "ps/delta_stream.h"
 #include "ps/stripe_source.h"
 #include "ps/tcp_deltas.h"
+#include "runtime/retry_policy.h"
 
 namespace ecps {
 
@@ -71,6 +72,15 @@ class PeerClient : public DeltaTransport, public StripeSource {
   std::shared_ptr<const RawDeltas> RawDeltasFor(int peer) ABSL_LOCKS_EXCLUDED(mu_);
   static std::shared_ptr<const RawDeltas> MakeRawDeltas(std::shared_ptr<grpc::Channel> channel);
 
+  // After a TCP connection to a peer failed, parity goes over gRPC for 1 s, then 2 s, 4 s ...
+  // up to 10 min per failure in a row before the port it offers is taken up again.
+  static RetryPolicy TcpRetry() {
+    RetryPolicy policy;
+    policy.initial_backoff = std::chrono::seconds(1);
+    policy.multiplier = 2;
+    policy.max_backoff = std::chrono::minutes(10);
+    return policy;
+  }
   // One peer's TCP connection for parity batches, and the port it offered (0: none yet).
   // `mu` guards the port and is held only briefly (SetAddress runs on the thread that follows
   // the map); `send_mu` is held through a send.
@@ -78,7 +88,8 @@ class PeerClient : public DeltaTransport, public StripeSource {
     absl::Mutex mu;
     std::string host ABSL_GUARDED_BY(mu);
     int port ABSL_GUARDED_BY(mu) = 0;
-    int failures ABSL_GUARDED_BY(mu) = 0;  // in a row: each doubles the wait before a retry
+    // Failures in a row: each doubles the wait before the port is taken up again.
+    Retrier retry ABSL_GUARDED_BY(mu){TcpRetry()};
     std::chrono::steady_clock::time_point retry_after ABSL_GUARDED_BY(mu);
     int64_t sent ABSL_GUARDED_BY(mu) = 0;
     absl::Mutex send_mu ABSL_ACQUIRED_BEFORE(mu);

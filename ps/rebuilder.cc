@@ -191,16 +191,26 @@ void Rebuilder::LoadHotRows() {
   spdlog::info("server {}: rebuilding {} hot rows first", options_.server, queue_.hot());
 }
 
-bool Rebuilder::Backoff(int* failures, const absl::Status& status) {
-  ++*failures;
-  if (*failures == 1 || *failures % 20 == 0) {
-    spdlog::warn("server {}: rebuild batch failed ({} in a row): {}", options_.server, *failures,
+RetryPolicy Rebuilder::BatchRetry() {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(50);
+  policy.multiplier = 1;
+  policy.increment = std::chrono::milliseconds(50);
+  policy.max_backoff = std::chrono::milliseconds(1000);
+  policy.codes = StatusCodeSet::AllErrors();
+  return policy;
+}
+
+bool Rebuilder::Backoff(Retrier* retrier, const absl::Status& status) {
+  retrier->CountAttempt();
+  const int failures = retrier->attempts();
+  if (failures == 1 || failures % 20 == 0) {
+    spdlog::warn("server {}: rebuild batch failed ({} in a row): {}", options_.server, failures,
                  status.ToString());
   }
   // Keep trying: a member that is unreachable now (a peer being replaced too, a transient
   // partition) may come back; requests waiting for rows time out on their own.
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(50 * std::min(*failures, 20));
+  const auto deadline = std::chrono::steady_clock::now() + retrier->NextBackoff();
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     if (!WaitBefore(&stop_cv_, &mu_, deadline)) break;
@@ -209,7 +219,7 @@ bool Rebuilder::Backoff(int* failures, const absl::Status& status) {
 }
 
 void Rebuilder::OnDemandLoop() {
-  int failures = 0;
+  Retrier retrier(BatchRetry());
   Members scratch;
   std::vector<Item> items;
   while (true) {
@@ -233,10 +243,10 @@ void Rebuilder::OnDemandLoop() {
     if (!s.ok()) {
       // Requests may wait for them: retry once the backoff is over.
       queue_.PutBack(items);
-      if (!Backoff(&failures, s)) return;
+      if (!Backoff(&retrier, s)) return;
       continue;
     }
-    failures = 0;
+    retrier.Reset();
   }
 }
 
@@ -273,7 +283,7 @@ void Rebuilder::NextSweepItems(bool background, std::vector<Item>* items) {
 
 void Rebuilder::Loop() {
   LoadHotRows();
-  int failures = 0;
+  Retrier retrier(BatchRetry());
   Members scratch;
   bool uncapped = false;
   while (true) {
@@ -320,10 +330,10 @@ void Rebuilder::Loop() {
     // Even a failed batch may have installed rows.
     NotifyRebuilt();
     if (!s.ok()) {
-      if (!Backoff(&failures, s)) return;
+      if (!Backoff(&retrier, s)) return;
       continue;
     }
-    failures = 0;
+    retrier.Reset();
     if (options_.rate_limit_mb_s > 0 && !uncapped && !items.empty()) {
       // The next background batch waits until the background reads so far fit the rate
       // limit; rows workers ask for are never held back, and do not count.
@@ -340,6 +350,10 @@ void Rebuilder::Loop() {
   }
   rebuilt_cv_.SignalAll();
   queue_.Close();
+  LogDone();
+}
+
+void Rebuilder::LogDone() {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   std::vector<double> ms;
   {

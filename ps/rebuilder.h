@@ -44,6 +44,7 @@
 #include "ps/row_code.h"
 #include "ps/stripe_snapshot.h"
 #include "ps/stripe_source.h"
+#include "runtime/retry_policy.h"
 #include "runtime/task_pool.h"
 
 namespace ecps {
@@ -150,11 +151,17 @@ class Rebuilder {
                                                     bool urgent);
   void Loop();          // the background sweep
   void OnDemandLoop();  // the rows workers wait for
+  // The rebuild's one line at the end: rows, time, on-demand batches.
+  void LogDone() ABSL_LOCKS_EXCLUDED(mu_);
   // The background sweep's next stripes, hot ones first, then the slot cursor's.
   void NextSweepItems(bool background, std::vector<Item>* items)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // After a failed batch: logs now and then and waits a little (false when stopping).
-  bool Backoff(int* failures, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
+  // A failed batch is tried again, whatever the error, for as long as the rebuild runs,
+  // after a wait that grows by 50 ms per failure in a row up to 1 s.
+  static RetryPolicy BatchRetry();
+  // After a failed batch: counts it in `retrier`, logs now and then and waits its next
+  // backoff, or less when the rebuild stops (then false).
+  bool Backoff(Retrier* retrier, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes EnsureRows/EnsureDense after installs. Taking mu_ first means no waiter checked
   // its rows before the installs and waits past the wake-up.
   void NotifyRebuilt() ABSL_LOCKS_EXCLUDED(mu_);

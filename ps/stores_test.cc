@@ -12,6 +12,7 @@
 #include "ps/dense_store.h"
 #include "ps/embedding_store.h"
 #include "ps/row_code.h"
+#include "runtime/error_kind.h"
 #include "runtime/placement.h"
 
 namespace ecps {
@@ -137,8 +138,9 @@ TEST(DenseStoreTest, ReplicasApplyInVersionOrderAndStayIdentical) {
   ASSERT_TRUE(primary.ApplyAndShip(0, g2.data(), 3, ship).ok());
   EXPECT_EQ(shipped, (std::vector<int64_t>{1, 2}));
 
-  EXPECT_EQ(replica.ApplyReplica(0, 2, g2.data(), 3).code(),
-            absl::StatusCode::kFailedPrecondition) << "version 1 is missing";
+  const absl::Status gap = replica.ApplyReplica(0, 2, g2.data(), 3);
+  EXPECT_EQ(gap.code(), absl::StatusCode::kFailedPrecondition) << "version 1 is missing";
+  EXPECT_TRUE(HasErrorKind(gap, ErrorKind::kReplicaBehind)) << gap;
   ASSERT_TRUE(replica.ApplyReplica(0, 1, g1.data(), 3).ok());
   ASSERT_TRUE(replica.ApplyReplica(0, 1, g1.data(), 3).ok()) << "a resend is ignored";
   ASSERT_TRUE(replica.ApplyReplica(0, 2, g2.data(), 3).ok());

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "runtime/net.h"
+#include "runtime/retry_policy.h"
 #include "runtime/status_macros.h"
 #include "spdlog/spdlog.h"
 
@@ -34,6 +35,29 @@ std::vector<std::string> Candidates(const std::string& address) {
   absl::StatusOr<std::vector<std::string>> list = SplitDialAddresses(address);
   if (!list.ok() || list->empty()) return {address};
   return *std::move(list);
+}
+
+// Registering: 50 ms doubling to 1 s (once per round of the candidates), for `wait_ms`, while
+// nobody answers (UNAVAILABLE, DEADLINE_EXCEEDED: not started yet, not resolvable yet).
+RetryPolicy RegisterRetry(int wait_ms) {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(50);
+  policy.multiplier = 2;
+  policy.max_backoff = std::chrono::milliseconds(1000);
+  policy.deadline = std::chrono::milliseconds(wait_ms);
+  policy.codes = {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded};
+  return policy;
+}
+
+// The map watch: opened again after 20 ms doubling to 1 s (back to 20 ms once a map arrives),
+// for as long as the client lives, whatever ended the stream but a refused credential.
+RetryPolicy WatchRetry() {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(20);
+  policy.multiplier = 2;
+  policy.max_backoff = std::chrono::milliseconds(1000);
+  policy.codes = StatusCodeSet::AllErrors().Without(absl::StatusCode::kUnauthenticated);
+  return policy;
 }
 
 bool NoAnswer(const grpc::Status& status) {
@@ -183,7 +207,7 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::milliseconds(wait_ms);
   auto next_note = start + std::chrono::seconds(5);
-  int backoff_ms = 50;
+  Retrier retrier(RegisterRetry(wait_ms));
   absl::Status status;
   while (true) {
     const bool several = Current().several;
@@ -196,25 +220,22 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
       ctx.set_deadline(std::chrono::system_clock::now() + (attempt_end - Clock::now()));
       return stub->Register(&ctx, request, &response);
     }));
-    if (!absl::IsUnavailable(status) && !absl::IsDeadlineExceeded(status)) break;
-    const auto now = Clock::now();
-    if (now >= deadline) {
+    if (!retrier.policy().Retries(status)) break;
+    if (!retrier.CountAttempt()) {
       status = absl::DeadlineExceededError(absl::StrFormat(
           "the coordinator at %s did not answer within %.0f s (cluster.connect_timeout_s): %s",
           CandidatesText(), wait_ms / 1000.0, status.message()));
       break;
     }
-    if (now >= next_note) {
+    if (const auto now = Clock::now(); now >= next_note) {
       spdlog::info("{}: waiting for the coordinator at {} ({:.0f} s of {:.0f} s): {}", sender_,
                    CandidatesText(), std::chrono::duration<double>(now - start).count(),
                    wait_ms / 1000.0, std::string(status.message()));
       next_note = now + std::chrono::seconds(10);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(
-        std::min<int64_t>(backoff_ms, std::chrono::duration_cast<std::chrono::milliseconds>(
-                                          deadline - now).count())));
+    retrier.Hold();
     // Every candidate gets an attempt before the backoff grows.
-    if (Current().index == 0) backoff_ms = std::min(backoff_ms * 2, 1000);
+    if (Current().index == 0) retrier.Grow();
   }
   if (!status.ok()) return status;
   std::lock_guard<std::mutex> lock(mu_);
@@ -319,7 +340,7 @@ void CoordinatorClient::StartWatch() {
 }
 
 void CoordinatorClient::WatchLoop() {
-  int backoff_ms = 20;
+  Retrier retrier(WatchRetry());
   while (true) {
     grpc::ClientContext context;
     v1::WatchClusterMapRequest request;
@@ -333,7 +354,7 @@ void CoordinatorClient::WatchLoop() {
     auto reader = dial.stub->WatchClusterMap(&context, request);
     v1::ClusterMap map;
     while (reader->Read(&map)) {
-      backoff_ms = 20;
+      retrier.Reset();
       {
         std::lock_guard<std::mutex> lock(mu_);
         TakeMapLocked(map);
@@ -346,14 +367,15 @@ void CoordinatorClient::WatchLoop() {
       watch_context_ = nullptr;
       if (stopping_) return;
     }
-    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    if (!status.ok() && !retrier.policy().Retries(FromGrpcStatus(status))) {
       spdlog::error("cluster map watch refused: {}", status.error_message());
       return;
     }
     if (NoAnswer(status)) MoveOn(dial.index, "does not answer");
+    // A stream that ended (OK) is opened again as after an error.
+    const auto wait = retrier.NextBackoff();
     std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait_for(lock, std::chrono::milliseconds(backoff_ms), [this] { return stopping_; });
-    backoff_ms = std::min(1000, backoff_ms * 2);
+    changed_.wait_for(lock, wait, [this] { return stopping_; });
   }
 }
 

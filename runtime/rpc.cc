@@ -2,37 +2,56 @@
 
 #include <algorithm>
 #include <chrono>
-#include <thread>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "proto/ecps.pb.h"
+#include "runtime/error_kind.h"
 #include "runtime/metrics.h"
 
 namespace ecps {
 
 namespace {
-constexpr char kAnsweredDetails[] = "ecps:answered";
+// A gRPC status's error details as ToGrpcStatus writes them: the mark, then the error's kind
+// (runtime/error_kind.h) when it has one: "ecps:answered" or "ecps:answered;kind=stale_epoch".
+constexpr std::string_view kAnsweredDetails = "ecps:answered";
+constexpr std::string_view kKindField = ";kind=";
 constexpr char kAnsweredPayload[] = "type.googleapis.com/ecps.AnsweredByPeer";
 }  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()), kAnsweredDetails);
+  std::string details(kAnsweredDetails);
+  if (const ErrorKind kind = ErrorKindOf(status); kind != ErrorKind::kNone) {
+    details.append(kKindField);
+    details.append(ErrorKindName(kind));
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()),
+                      std::move(details));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {
   if (status.ok()) return absl::OkStatus();
   absl::Status converted(static_cast<absl::StatusCode>(status.error_code()),
                          status.error_message());
-  if (AnsweredByPeer(status)) converted.SetPayload(kAnsweredPayload, absl::Cord("1"));
+  if (!AnsweredByPeer(status)) return converted;
+  converted.SetPayload(kAnsweredPayload, absl::Cord("1"));
+  const std::string details = status.error_details();  // a copy: gRPC returns it by value
+  const std::string_view rest = std::string_view(details).substr(kAnsweredDetails.size());
+  if (rest.substr(0, kKindField.size()) == kKindField) {
+    converted = WithErrorKind(std::move(converted), ErrorKindNamed(rest.substr(kKindField.size())));
+  }
   return converted;
 }
 
 bool AnsweredByPeer(const grpc::Status& status) {
-  return !status.ok() && status.error_details() == kAnsweredDetails;
+  if (status.ok()) return false;
+  const std::string details = status.error_details();  // a copy: gRPC returns it by value
+  const std::string_view view = details;
+  return view == kAnsweredDetails ||
+         (view.substr(0, kAnsweredDetails.size()) == kAnsweredDetails &&
+          view.substr(kAnsweredDetails.size(), kKindField.size()) == kKindField);
 }
 
 absl::Status AnsweredByPeerStatus(absl::StatusCode code, std::string_view message) {
@@ -79,22 +98,24 @@ bool WaitForConnection(grpc::Channel* channel, std::chrono::system_clock::time_p
   return true;
 }
 
+RetryPolicy RpcRetryPolicy(const RpcOptions& options) {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(options.initial_backoff_ms);
+  policy.multiplier = 2;
+  policy.max_backoff = std::chrono::milliseconds(options.max_backoff_ms);
+  policy.max_attempts = std::max(1, options.max_attempts);
+  policy.codes = {absl::StatusCode::kUnavailable};
+  return policy;
+}
+
 absl::Status CallWithRetry(const RpcOptions& options,
                            const std::function<grpc::Status(grpc::ClientContext*)>& call) {
-  int backoff_ms = options.initial_backoff_ms;
-  grpc::Status status;
-  for (int attempt = 0; attempt < std::max(1, options.max_attempts); ++attempt) {
-    if (attempt > 0) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-      backoff_ms = std::min(options.max_backoff_ms, backoff_ms * 2);
-    }
+  return RetryUntilDone(RpcRetryPolicy(options), [&] {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(options.deadline_ms));
-    status = call(&context);
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE) break;
-  }
-  return FromGrpcStatus(status);
+    return FromGrpcStatus(call(&context));
+  });
 }
 
 void FillHeader(v1::RequestHeader* header, std::string_view token, uint64_t epoch,

@@ -3,7 +3,7 @@
 //
 // absl::StatusCode values equal grpc::StatusCode values, so a status crosses the wire with
 // its code intact: a server handler returns ToGrpcStatus(absl_status) and a client gets the
-// same code back from FromGrpcStatus.
+// same code back from FromGrpcStatus, with the error's kind (runtime/error_kind.h).
 #ifndef ECPS_RUNTIME_RPC_H_
 #define ECPS_RUNTIME_RPC_H_
 
@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
+#include "runtime/retry_policy.h"
 #include "runtime/security.h"
 
 namespace ecps {
@@ -34,6 +35,8 @@ inline constexpr int kMaxMessageBytes = 256 << 20;
 // instance.
 inline constexpr char kCoordinatorFreezeOwner[] = "coordinator";
 
+// The error's kind (runtime/error_kind.h) travels in the gRPC status's error details, beside
+// the AnsweredByPeer mark; the message travels as it is.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
@@ -64,14 +67,19 @@ bool WaitForConnection(grpc::Channel* channel, std::chrono::system_clock::time_p
 
 struct RpcOptions {
   int deadline_ms = 10000;      // per attempt
-  int max_attempts = 5;         // attempts on UNAVAILABLE (1: no retry)
+  int max_attempts = 5;         // attempts on UNAVAILABLE (1 or less: no retry)
   int initial_backoff_ms = 20;  // doubled after each UNAVAILABLE, capped at max_backoff_ms
   int max_backoff_ms = 1000;
 };
 
-// Calls `call` with a fresh ClientContext carrying a deadline, and retries with exponential
-// backoff while it returns UNAVAILABLE. Returns the last status. Every other error (and OK)
-// returns at once: only UNAVAILABLE means the request surely did not take effect.
+// The retry policy of `options` (runtime/retry_policy.h): UNAVAILABLE only, the attempts and
+// the doubling backoff it names.
+RetryPolicy RpcRetryPolicy(const RpcOptions& options);
+
+// Calls `call` with a fresh ClientContext carrying a deadline, and retries under
+// RpcRetryPolicy(options) while it returns UNAVAILABLE. Returns the last status. Every other
+// error (and OK) returns at once: only UNAVAILABLE means the request surely did not take
+// effect.
 absl::Status CallWithRetry(const RpcOptions& options,
                            const std::function<grpc::Status(grpc::ClientContext*)>& call);
 

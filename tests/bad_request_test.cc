@@ -15,6 +15,8 @@
 #include "gtest/gtest.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/grpc_parameter_server.h"
+#include "runtime/error_kind.h"
+#include "runtime/rpc.h"
 #include "tests/test_cluster.h"
 #include "worker/ps_client.h"
 
@@ -155,8 +157,10 @@ TEST(FailureReports, WorkerReportsAClosedPortButNotAServerStillInitialising) {
 TEST_F(BadRequestTest, StaleEpochIsFenced) {
   cluster_->core(0)->SetEpoch(3);
   const size_t dim = spec_.model.embedding_dim;
-  EXPECT_EQ(Push(kToken, 2, 0, {0, 2}, 2 * dim).error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+  const grpc::Status stale = Push(kToken, 2, 0, {0, 2}, 2 * dim);
+  EXPECT_EQ(stale.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // The kind crosses the wire: a caller tests it, never the message.
+  EXPECT_TRUE(HasErrorKind(FromGrpcStatus(stale), ErrorKind::kStaleEpoch));
   cluster_->core(0)->SetEpoch(1);
   EXPECT_EQ(ReadRows(0, {0, 2}), before_);
 }

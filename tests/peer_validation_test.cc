@@ -3,10 +3,12 @@
 // the caller's freeze, dense replica updates from a non-primary, checkpoint writes into a
 // committed checkpoint, non-finite gradients, requests past the limits, and releases of
 // someone else's freeze. Each refusal changes nothing and is counted.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
@@ -289,6 +291,59 @@ TEST_F(PeerValidationTest, DenseReplicaUpdatesComeOnlyFromThePrimary) {
   rep.set_sender_instance("test-server-0");
   rep.clear_grad();
   EXPECT_TRUE(absl::IsInvalidArgument(core(1)->ReplicateDense(rep)));
+}
+
+// On its way to the replica a dense update meets both error kinds (runtime/error_kind.h),
+// never read from a message: a replica that missed an update refuses the next one
+// (kReplicaBehind), and the primary sends it the whole tensor; a replica at a newer epoch
+// refuses the update as stale (kStaleEpoch), and the primary retries it until it has that
+// epoch too.
+TEST_F(PeerValidationTest, ADenseReplicaThatMissedAnUpdateOrMovedOnIsCaughtUp) {
+  // Tensor 0's primary is server 0; server 1 holds its replica.
+  auto read = [&](int s, uint64_t epoch) {
+    v1::ReadDenseRequest req;
+    FillHeader(req.mutable_header(), kToken, epoch, "test");
+    req.set_tensor(0);
+    v1::ReadDenseResponse resp;
+    EXPECT_TRUE(core(s)->ReadDense(req, &resp).ok());
+    return resp;
+  };
+  const size_t floats = read(0, 1).weights().size() / sizeof(float);
+  ASSERT_GT(floats, 0u);
+  auto push = [&] {
+    v1::PushDenseRequest req;
+    FillHeader(req.mutable_header(), kToken, 1, "worker-0");
+    req.add_tensors(0);
+    std::vector<float> grad(floats, 0.125f);
+    req.add_grads(
+        std::string(reinterpret_cast<const char*>(grad.data()), grad.size() * sizeof(float)));
+    return core(0)->PushDense(req);
+  };
+  // The replica's map gives server 0 to another instance: it refuses the update (no kind:
+  // not retried), which the primary applied. The replica is one update behind.
+  core(1)->FollowMap(Map(1, {"someone-else", "test-server-1", "test-server-2"}));
+  EXPECT_TRUE(absl::IsFailedPrecondition(push()));
+  EXPECT_EQ(read(0, 1).version(), 1);
+  EXPECT_EQ(read(1, 1).version(), 0);
+  core(1)->FollowMap(Map(2, {"test-server-0", "test-server-1", "test-server-2"}));
+  ASSERT_TRUE(push().ok());
+  v1::ReadDenseResponse primary = read(0, 1), replica = read(1, 1);
+  EXPECT_EQ(replica.version(), 2);
+  EXPECT_EQ(replica.weights(), primary.weights());
+  EXPECT_EQ(replica.state(), primary.state());
+
+  core(1)->SetEpoch(3);
+  std::thread follows([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    core(0)->SetEpoch(3);
+  });
+  EXPECT_TRUE(push().ok());
+  follows.join();
+  primary = read(0, 3);
+  replica = read(1, 3);
+  EXPECT_EQ(primary.version(), 3);
+  EXPECT_EQ(replica.version(), 3);
+  EXPECT_EQ(replica.weights(), primary.weights());
 }
 
 TEST_F(PeerValidationTest, NonFiniteGradientsAreRefusedAndChangeNothing) {

@@ -45,19 +45,31 @@ void PsClient::Refresh() {
   }
 }
 
-// Runs one unary async call per server in parallel and waits for all. A call that fails with
-// UNAVAILABLE, DEADLINE_EXCEEDED or CANCELLED (the server may be dead or shutting down) or
-// FAILED_PRECONDITION (a stale epoch) is retried, with backoff, against the latest cluster map, within the RPC deadline
-// or, with failure handling set, the recovery wait.
+RetryPolicy PsClient::FanOutRetry(bool follow_map, int wait_ms) {
+  RetryPolicy policy;
+  policy.initial_backoff = std::chrono::milliseconds(20);
+  policy.multiplier = 2;
+  policy.max_backoff = std::chrono::milliseconds(500);
+  policy.deadline = std::chrono::milliseconds(wait_ms);
+  policy.codes = {absl::StatusCode::kUnavailable};
+  if (follow_map) {
+    policy.codes = {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
+                    absl::StatusCode::kCancelled, absl::StatusCode::kFailedPrecondition};
+  }
+  return policy;
+}
+
+// Runs one unary async call per server in parallel and waits for all; retries the calls that
+// failed as FanOutRetry says, against the latest cluster map.
 template <typename Request, typename Response, typename StartFn>
 absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
                               std::vector<Response>* responses, StartFn start, bool retry_failed) {
   const FailureHandling& fh = impl_->failures;
   const int deadline_ms = impl_->rpc_timeout_ms;
-  const int wait_ms = fh.map_source ? std::max(deadline_ms, fh.recovery_wait_ms) : deadline_ms;
-  auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  const bool follow_map = static_cast<bool>(fh.map_source);
+  Retrier retrier(FanOutRetry(
+      follow_map, follow_map ? std::max(deadline_ms, fh.recovery_wait_ms) : deadline_ms));
   std::vector<int> pending = servers;
-  int backoff_ms = 20;
   while (true) {
     grpc::CompletionQueue cq;
     std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
@@ -82,37 +94,27 @@ absl::Status PsClient::FanOut(const std::vector<int>& servers, std::vector<Reque
     std::vector<int> retry;
     for (size_t i = 0; i < pending.size(); ++i) {
       if (statuses[i].ok()) continue;
-      const grpc::StatusCode code = statuses[i].error_code();
-      const bool retryable =
-          code == grpc::StatusCode::UNAVAILABLE ||
-          (fh.map_source && (code == grpc::StatusCode::DEADLINE_EXCEEDED ||
-                             code == grpc::StatusCode::CANCELLED ||
-                             code == grpc::StatusCode::FAILED_PRECONDITION));
-      if (retry_failed && retryable && std::chrono::steady_clock::now() < give_up &&
+      absl::Status st = FromGrpcStatus(statuses[i]);
+      if (retry_failed && retrier.policy().Retries(st) && !retrier.Expired() &&
           !(fh.cancelled && fh.cancelled())) {
         // A server that answered is alive (still initialising, a row not rebuilt yet).
-        if (code != grpc::StatusCode::FAILED_PRECONDITION && !AnsweredByPeer(statuses[i]) &&
-            fh.on_unavailable) {
+        if (!absl::IsFailedPrecondition(st) && !AnsweredByPeer(st) && fh.on_unavailable) {
           fh.on_unavailable(pending[i], addresses[i]);
         }
         retry.push_back(pending[i]);
         continue;
       }
-      absl::Status st = FromGrpcStatus(statuses[i]);
       return absl::Status(st.code(), "server " + std::to_string(pending[i]) + ": " +
                                          std::string(st.message()));
     }
     if (retry.empty()) return absl::OkStatus();
     pending = std::move(retry);
     // Back off, but retry at once when a new cluster map arrives (a replacement took over).
-    const auto wake = std::chrono::steady_clock::now() + std::chrono::milliseconds(backoff_ms);
-    backoff_ms = std::min(500, backoff_ms * 2);
-    while (std::chrono::steady_clock::now() < wake) {
-      if (fh.map_source && fh.map_source().epoch() > epoch_.load()) {
-        backoff_ms = 20;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (follow_map) {
+      retrier.WaitOrWake([&] { return fh.map_source().epoch() > epoch_.load(); },
+                         std::chrono::milliseconds(5));
+    } else {
+      retrier.Wait();
     }
     Refresh();
     for (int s : pending) requests[s].mutable_header()->set_epoch(epoch_.load());

@@ -1,8 +1,10 @@
 // The worker's view of the parameter servers: routes rows and dense tensors to the servers
 // that hold them (runtime/placement.h), and fans requests out to all servers in parallel.
 //
-// Thread-safe: the worker prefetches the next batch while it pushes this one. Errors: UNAVAILABLE
-// is retried with backoff within the RPC deadline; any other error is returned at once.
+// Thread-safe: the worker prefetches the next batch while it pushes this one. Errors
+// (FanOutRetry): UNAVAILABLE is retried with backoff within the RPC deadline; with failure
+// handling set (SetFailureHandling) also DEADLINE_EXCEEDED, CANCELLED and FAILED_PRECONDITION,
+// within the recovery wait; any other error is returned at once.
 #ifndef ECPS_WORKER_PS_CLIENT_H_
 #define ECPS_WORKER_PS_CLIENT_H_
 
@@ -16,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/placement.h"
+#include "runtime/retry_policy.h"
 #include "worker/step.h"
 
 namespace ecps {
@@ -55,11 +58,12 @@ class PsClient {
   const Placement& placement() const { return placement_; }
 
   // Following the cluster through failures: `map_source` returns the latest cluster map (the
-  // coordinator client's watcher); on a server that is UNAVAILABLE, or that refuses the
-  // request's epoch as stale, the client calls `on_unavailable(server, address)` with the
-  // address the failed call went to (the worker reports
-  // it to the coordinator), re-reads the map (a replacement's address, the new epoch) and
-  // retries until `recovery_wait_ms` has passed or `cancelled()` returns true.
+  // coordinator client's watcher); after a call that failed as FanOutRetry retries, the client
+  // re-reads the map (a replacement's address, the new epoch) and retries until
+  // `recovery_wait_ms` has passed or `cancelled()` returns true. For a server that did not
+  // answer (not FAILED_PRECONDITION, not an error an ecps handler returned) it first calls
+  // `on_unavailable(server, address)` with the address the failed call went to (the worker
+  // reports it to the coordinator).
   struct FailureHandling {
     std::function<v1::ClusterMap()> map_source;
     std::function<void(int server, const std::string& address)> on_unavailable;
@@ -81,6 +85,12 @@ class PsClient {
   Route RouteRows(const UniqueIds& ids) const;
   // Re-reads the map: new addresses and a newer epoch. Thread-safe.
   void Refresh();
+  // How FanOut retries a call that failed: 20 ms doubling to 500 ms, for `wait_ms` in all;
+  // UNAVAILABLE, and when it follows the cluster map (`follow_map`: failure handling set) also
+  // DEADLINE_EXCEEDED, CANCELLED (a server dead or stopping) and FAILED_PRECONDITION (a stale
+  // epoch, a fenced server, a peer's refusal that a newer map resolves). A new map ends the
+  // wait at once.
+  static RetryPolicy FanOutRetry(bool follow_map, int wait_ms);
   // retry_failed=false: one try per server (the first failure is returned).
   template <typename Request, typename Response, typename StartFn>
   absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
