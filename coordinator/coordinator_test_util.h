@@ -10,6 +10,7 @@
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
 #include "gtest/gtest.h"
+#include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
 #include "runtime/rpc.h"
 #include "runtime/spec.h"
@@ -111,6 +112,15 @@ inline void WireRollback(CoordinatorService* service) {
     report.set_step(5);
     report.add_reader_positions(640);
     return report;
+  });
+}
+
+// Has `service` keep every state it saves in `*saved` (each save replacing the last); the
+// saver saves once at once.
+inline absl::Status CaptureState(CoordinatorService* service, v1::CoordinatorState* saved) {
+  return service->SetStateSaver([saved](const v1::CoordinatorState& state) {
+    *saved = state;
+    return absl::OkStatus();
   });
 }
 

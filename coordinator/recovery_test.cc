@@ -14,6 +14,7 @@ namespace ecps {
 namespace {
 
 using testing::FailureReport;
+using testing::CaptureState;
 using testing::kToken;
 using testing::ServerHeartbeat;
 using testing::ServerRegistration;
@@ -294,12 +295,7 @@ TEST(FailureHistoryTest, RowPayloadBytesFollowsTheOptimizer) {
 TEST_F(RecoveryTest, ASparePromotedRightAfterATakeoverKeepsTheTakeoversGrace) {
   StartJob(3, 1, 1);
   v1::CoordinatorState saved;
-  ASSERT_TRUE(service_
-                  ->SetStateSaver([&saved](const v1::CoordinatorState& state) {
-                    saved = state;
-                    return absl::OkStatus();
-                  })
-                  .ok());
+  ASSERT_TRUE(CaptureState(service_.get(), &saved).ok());
   clock_.Advance(absl::Seconds(5));  // the coordinator is down
   CoordinatorServiceOptions options;
   options.process_gone = [](const std::string& address) { return address == "127.0.0.1:7001"; };

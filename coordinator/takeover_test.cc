@@ -13,6 +13,7 @@
 namespace ecps {
 namespace {
 
+using testing::CaptureState;
 using testing::kToken;
 using testing::ServerHeartbeat;
 using testing::ServerRegistration;
@@ -157,12 +158,7 @@ TEST_F(TakeoverTest, ARollbackInProgressIsTakenOver) {
   spec.fault_tolerance.checkpoint.interval_steps = 10;
   MakeService(spec);
   v1::CoordinatorState saved;
-  ASSERT_TRUE(service_
-                  ->SetStateSaver([&saved](const v1::CoordinatorState& state) {
-                    saved = state;
-                    return absl::OkStatus();
-                  })
-                  .ok());
+  ASSERT_TRUE(CaptureState(service_.get(), &saved).ok());
   WireRollback(service_.get());
   Register(ServerRegistration(0, "s0"));
   Register(ServerRegistration(1, "s1"));

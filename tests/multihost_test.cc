@@ -166,6 +166,29 @@ class MultiHostTest : public ::testing::Test {
     }
   }
 
+  // Waits for the job's end: the coordinator that ends it (`coordinator`, logging to `log` in
+  // the test's folder) and the worker exit 0. Returns the final status it wrote to
+  // `final_status`, expected FINISHED after every step with a clean scrub.
+  v1::StatusResponse ExpectCleanEnd(pid_t coordinator, const std::string& log, pid_t worker,
+                                    const fs::path& final_status) {
+    const int coordinator_exit = WaitFor(coordinator, std::chrono::seconds(180));
+    EXPECT_NE(coordinator_exit, -1) << "the job did not end; logs in " << dir_;
+    EXPECT_TRUE(coordinator_exit != -1 && WIFEXITED(coordinator_exit) &&
+                WEXITSTATUS(coordinator_exit) == 0)
+        << ReadFile(dir_ / log);
+    const int worker_exit = WaitFor(worker, std::chrono::seconds(30));
+    EXPECT_TRUE(WIFEXITED(worker_exit) && WEXITSTATUS(worker_exit) == 0);
+    v1::StatusResponse last;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(final_status), &last).ok())
+        << final_status;
+    EXPECT_EQ(last.phase(), v1::JOB_FINISHED) << last.error();
+    EXPECT_EQ(last.step(), kSteps);
+    EXPECT_TRUE(last.scrub().done());
+    EXPECT_TRUE(last.scrub().clean()) << last.scrub().parity_mismatches() << " parity mismatches";
+    EXPECT_GT(last.scrub().stripes_checked(), 0);
+    return last;
+  }
+
   static int Failure(const v1::StatusResponse& st, int id) {
     for (int i = 0; i < st.failures_size(); ++i) {
       if (st.failures(i).role() == v1::ROLE_SERVER && st.failures(i).id() == id) return i;
@@ -259,20 +282,8 @@ monitoring: {log_level: info}
       << "the partitioned server did not exit after its link came back";
 
   // The job finishes every step, with nothing lost and a clean scrub.
-  const int coordinator_exit = WaitFor(coordinator, std::chrono::seconds(180));
-  ASSERT_NE(coordinator_exit, -1) << "the job did not end; logs in " << dir_;
-  EXPECT_TRUE(WIFEXITED(coordinator_exit) && WEXITSTATUS(coordinator_exit) == 0)
-      << ReadFile(dir_ / "coordinator.log");
-  const int worker_exit = WaitFor(worker, std::chrono::seconds(30));
-  EXPECT_TRUE(WIFEXITED(worker_exit) && WEXITSTATUS(worker_exit) == 0);
-  v1::StatusResponse last;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(final_status), &last).ok())
-      << final_status;
-  EXPECT_EQ(last.phase(), v1::JOB_FINISHED) << last.error();
-  EXPECT_EQ(last.step(), kSteps);
-  EXPECT_TRUE(last.scrub().done());
-  EXPECT_TRUE(last.scrub().clean()) << last.scrub().parity_mismatches() << " parity mismatches";
-  EXPECT_GT(last.scrub().stripes_checked(), 0);
+  const v1::StatusResponse last = ExpectCleanEnd(coordinator, "coordinator.log", worker,
+                                                 final_status);
   ASSERT_EQ(last.failures_size(), 2);
   EXPECT_TRUE(Recovered(last, 1));
   EXPECT_TRUE(Recovered(last, 3));
@@ -365,18 +376,8 @@ monitoring: {log_level: info}
       << ReadFile(dir_ / "coordinator.log");
   Must(absl::StrCat("ip -n ", Ns(-1), " link set v", kCoordinatorNode, " up"));
 
-  const int second_exit = WaitFor(second, std::chrono::seconds(180));
-  ASSERT_NE(second_exit, -1) << "the job did not end; logs in " << dir_;
-  EXPECT_TRUE(WIFEXITED(second_exit) && WEXITSTATUS(second_exit) == 0)
-      << ReadFile(dir_ / "coordinator-2.log");
-  const int worker_exit = WaitFor(worker, std::chrono::seconds(30));
-  EXPECT_TRUE(WIFEXITED(worker_exit) && WEXITSTATUS(worker_exit) == 0);
-  v1::StatusResponse last;
-  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(final_status), &last).ok())
-      << final_status;
-  EXPECT_EQ(last.phase(), v1::JOB_FINISHED) << last.error();
-  EXPECT_EQ(last.step(), kSteps);
-  EXPECT_TRUE(last.scrub().clean()) << last.scrub().parity_mismatches() << " parity mismatches";
+  const v1::StatusResponse last = ExpectCleanEnd(second, "coordinator-2.log", worker,
+                                                 final_status);
   EXPECT_EQ(last.failures_size(), 0) << "a node was declared dead in the takeover";
   for (int id = 0; id < kServers; ++id) {
     EXPECT_FALSE(absl::StrContains(ReadFile(dir_ / absl::StrCat("server-", id, ".log")),
