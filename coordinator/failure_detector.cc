@@ -31,7 +31,9 @@ bool FailureDetector::Heartbeat(const std::string& node) {
   auto it = nodes_.find(node);
   if (it == nodes_.end() || it->second.dead) return false;
   it->second.last_heartbeat = clock_->Now();
-  it->second.counted_from = it->second.last_heartbeat;  // a grace is over once it is heard
+  // A grace still running (a takeover's) is kept: right after a takeover a node's next
+  // heartbeat may fail as its channels move between coordinators, and back off up to 2 s.
+  it->second.counted_from = std::max(it->second.counted_from, it->second.last_heartbeat);
   it->second.suspected = false;
   it->second.gone = false;
   return true;

@@ -49,7 +49,8 @@ class FailureDetector {
 
   // Starts (or restarts) watching `node`, counting now as a heartbeat; clears any suspicion
   // or death verdict of that node.
-  // `grace`: its heartbeat timeout runs from now + grace (a takeover's start).
+  // `grace`: its heartbeat timeout runs from now + grace (a takeover's start), heartbeats
+  // or not.
   void Track(const std::string& node, absl::Duration grace = absl::ZeroDuration());
   // Whether `node` is watched and not declared dead.
   bool IsLive(const std::string& node) const;

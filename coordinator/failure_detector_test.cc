@@ -46,6 +46,20 @@ TEST_F(FailureDetectorTest, TimeTheCoordinatorWasDeafIsNotHeldAgainstTheNodes) {
   EXPECT_TRUE(detector_.IsDead("a")) << "a verdict is not taken back";
 }
 
+// A takeover's grace holds until it is over, heartbeats or not: a node heard from once may
+// still be moving between coordinators, its next heartbeats failing and backing off.
+TEST_F(FailureDetectorTest, AHeartbeatDoesNotCutATakeoversGraceShort) {
+  detector_.Track("a", absl::Seconds(3));
+  clock_.Advance(absl::Milliseconds(500));
+  ASSERT_TRUE(detector_.Heartbeat("a"));
+  clock_.Advance(absl::Milliseconds(2900));  // 2.9 s silent, within the grace's 3 s + 1.5 s
+  EXPECT_TRUE(detector_.Check().empty());
+  clock_.Advance(absl::Milliseconds(1101));  // 4.501 s after the Track
+  std::vector<FailureDetector::Death> deaths = detector_.Check();
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(deaths[0].silence, absl::Milliseconds(4001)) << "since its heartbeat";
+}
+
 TEST_F(FailureDetectorTest, AGraceIsNotReportedAsNegativeSilence) {
   detector_.Track("a", absl::Seconds(3));
   clock_.Advance(absl::Milliseconds(4501));

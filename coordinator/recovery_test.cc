@@ -317,8 +317,8 @@ TEST_F(RecoveryTest, ASparePromotedRightAfterATakeoverKeepsTheTakeoversGrace) {
   EXPECT_EQ(map.servers(1).state(), v1::NODE_RECOVERING);
   EXPECT_FALSE(Beat(ServerHeartbeat(-1, "spare0", v1::NODE_STANDBY)).fenced());
 
-  // Heard from once, it is held to the heartbeat timeout like everyone else.
-  clock_.Advance(kTimeout + absl::Milliseconds(1));
+  // Once the grace is over, it is held to the heartbeat timeout like everyone else.
+  clock_.Advance(kTakeoverGrace + absl::Milliseconds(1));
   for (const auto& hb : Everyone("s1")) Beat(hb);
   service_->Tick();
   service_->GetClusterMap(&map);
