@@ -166,6 +166,38 @@ class MultiHostTest : public ::testing::Test {
     }
   }
 
+  // The job's spec in the test's folder: five servers (k 4, r 1) and a worker; `cluster`
+  // lines added to its cluster section, `sections` after it.
+  fs::path WriteSpec(const std::string& name, const std::string& cluster,
+                     const std::string& sections) {
+    const fs::path spec = dir_ / "spec.yaml";
+    std::ofstream(spec) << absl::StrCat(R"(
+job: {name: )", name, R"(, steps: )", kSteps, R"(, eval_every: 0, eval_samples: 2048, output_dir: )",
+                                        (dir_ / "out").string(), R"(}
+cluster:
+  servers: )", kServers, "\n", cluster, R"(  workers: 1
+  coordinator_port: 7000
+  heartbeat_interval_ms: 200
+  heartbeat_timeout_ms: 1500
+  rpc_timeout_ms: 3000
+)", sections, R"(model: {num_dense: 13, num_sparse: 8, embedding_dim: 8, table_rows: 4000, bottom_mlp: [16, 8], top_mlp: [16]}
+data: {source: synthetic, batch_size: 128}
+fault_tolerance: {mode: erasure_code, k: 4, r: 1, checkpoint: {save_final: false}}
+monitoring: {log_level: info}
+)");
+    return spec;
+  }
+
+  // Servers 0..4 and worker 0 of `spec`, each on its host; the servers' pids into `servers`,
+  // the worker's returned.
+  pid_t StartServersAndWorker(const fs::path& spec, std::vector<pid_t>* servers) {
+    for (int id = 0; id < kServers; ++id) {
+      servers->push_back(StartIn(ServerNode(id), absl::StrCat("server-", id),
+                                 {"server", "--spec", spec.string(), "--id", std::to_string(id)}));
+    }
+    return StartIn(kWorkerNode, "worker", {"worker", "--spec", spec.string(), "--id", "0"});
+  }
+
   // Waits for the job's end: the coordinator that ends it (`coordinator`, logging to `log` in
   // the test's folder) and the worker exit 0. Returns the final status it wrote to
   // `final_status`, expected FINISHED after every step with a clean scrub.
@@ -209,36 +241,12 @@ class MultiHostTest : public ::testing::Test {
 };
 
 TEST_F(MultiHostTest, KilledAndPartitionedServersAreRebuiltAcrossHosts) {
-  const fs::path spec = dir_ / "spec.yaml";
-  {
-    std::ofstream f(spec);
-    f << absl::StrCat(R"(
-job: {name: multihost, steps: )", kSteps, R"(, eval_every: 0, eval_samples: 2048, output_dir: )",
-                      (dir_ / "out").string(), R"(}
-cluster:
-  servers: )", kServers, R"(
-  spares: )", kSpares, R"(
-  workers: 1
-  coordinator_port: 7000
-  heartbeat_interval_ms: 200
-  heartbeat_timeout_ms: 1500
-  rpc_timeout_ms: 3000
-model: {num_dense: 13, num_sparse: 8, embedding_dim: 8, table_rows: 4000, bottom_mlp: [16, 8], top_mlp: [16]}
-data: {source: synthetic, batch_size: 128}
-fault_tolerance: {mode: erasure_code, k: 4, r: 1, checkpoint: {save_final: false}}
-monitoring: {log_level: info}
-)");
-  }
+  const fs::path spec = WriteSpec("multihost", absl::StrCat("  spares: ", kSpares, "\n"), "");
   // Start order does not matter: the servers and the worker first; they wait for the
   // coordinator (ECPS_COORDINATOR, a flag would do as well).
   setenv("ECPS_COORDINATOR", CoordinatorAddress().c_str(), 1);
   std::vector<pid_t> servers;
-  for (int id = 0; id < kServers; ++id) {
-    servers.push_back(StartIn(ServerNode(id), absl::StrCat("server-", id),
-                              {"server", "--spec", spec.string(), "--id", std::to_string(id)}));
-  }
-  const pid_t worker =
-      StartIn(kWorkerNode, "worker", {"worker", "--spec", spec.string(), "--id", "0"});
+  const pid_t worker = StartServersAndWorker(spec, &servers);
   const fs::path final_status = dir_ / "final-status.json";
   const pid_t coordinator =
       StartIn(kCoordinatorNode, "coordinator",
@@ -305,30 +313,10 @@ TEST_F(MultiHostTest, ACoordinatorCutOffIsReplacedByItsStandbyAndStaysOut) {
   const std::string active = CoordinatorAddress();
   const std::string standby = Address(kStandbyNode) + ":7000";
   coordinators_ = {active, standby};
-  const fs::path spec = dir_ / "spec.yaml";
-  {
-    std::ofstream f(spec);
-    f << absl::StrCat(R"(
-job: {name: multihost-etcd, steps: )", kSteps, R"(, eval_every: 0, eval_samples: 2048, output_dir: )",
-                      (dir_ / "out").string(), R"(}
-cluster:
-  servers: )", kServers, R"(
-  workers: 1
-  coordinator_port: 7000
-  heartbeat_interval_ms: 200
-  heartbeat_timeout_ms: 1500
-  rpc_timeout_ms: 3000
-coordinator:
-  replicas: 2
-  state_store: etcd
-  etcd_endpoints: [)", etcd.endpoint_list(), R"(]
-  lease_ttl_s: 2
-model: {num_dense: 13, num_sparse: 8, embedding_dim: 8, table_rows: 4000, bottom_mlp: [16, 8], top_mlp: [16]}
-data: {source: synthetic, batch_size: 128}
-fault_tolerance: {mode: erasure_code, k: 4, r: 1, checkpoint: {save_final: false}}
-monitoring: {log_level: info}
-)");
-  }
+  const fs::path spec = WriteSpec("multihost-etcd", "",
+                                  absl::StrCat("coordinator:\n  replicas: 2\n  state_store: etcd\n"
+                                               "  etcd_endpoints: [", etcd.endpoint_list(),
+                                               "]\n  lease_ttl_s: 2\n"));
   setenv("ECPS_COORDINATOR", (active + "," + standby).c_str(), 1);
   const pid_t first = StartIn(kCoordinatorNode, "coordinator",
                               {"coordinator", "--spec", spec.string(), "--final-status",
@@ -342,12 +330,7 @@ monitoring: {log_level: info}
                                {"coordinator", "--spec", spec.string(), "--final-status",
                                 final_status.string()});
   std::vector<pid_t> servers;
-  for (int id = 0; id < kServers; ++id) {
-    servers.push_back(StartIn(ServerNode(id), absl::StrCat("server-", id),
-                              {"server", "--spec", spec.string(), "--id", std::to_string(id)}));
-  }
-  const pid_t worker =
-      StartIn(kWorkerNode, "worker", {"worker", "--spec", spec.string(), "--id", "0"});
+  const pid_t worker = StartServersAndWorker(spec, &servers);
   auto training = WaitUntil("training under way", [](const v1::StatusResponse& st) {
     return st.phase() == v1::JOB_RUNNING && st.step() >= kSteps / 6;
   });
