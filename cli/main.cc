@@ -1,9 +1,11 @@
 // ecps: one binary, one subcommand per role (see `ecps help`).
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,11 +39,29 @@
 #ifndef ECPS_HAS_ASAN
 #define ECPS_HAS_ASAN 0
 #endif
+#if ECPS_HAS_ASAN || defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/lsan_interface.h>
+#endif
 
 namespace ecps {
 namespace {
 
 using Args = ParsedCommand;
+
+// An operator command (status, scrub, kill, checkpoint, health) ends here, without the
+// exit-time handlers. A command that gave up on its coordinator (refused TLS, nobody
+// listening) leaves gRPC retrying that connection on gRPC's own threads; OpenSSL's exit-time
+// cleanup would free the tables a handshake there is reading, and the process would die of
+// SIGSEGV after printing its answer. Nothing of the command is left to flush but stdio.
+[[noreturn]] void EndOperatorCommand(int exit_code) {
+#if ECPS_HAS_ASAN || defined(__SANITIZE_ADDRESS__)
+  __lsan_do_leak_check();  // what the skipped exit handlers would have checked
+#endif
+  std::cout.flush();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(exit_code);
+}
 
 // A command line that does not fit its command: the message, then that command's help.
 int UsageError(const std::string& command, const std::string& message) {
@@ -283,9 +303,12 @@ int Main(int argc, char** argv) {
   if (command == "checkpoint" || command == "scrub" || command == "kill") {
     Target target;
     if (!ResolveTarget(a, command == "kill" ? 2 : 0, &target)) return 2;
-    if (command == "checkpoint") return RunCheckpointCommand(target.address, target.token);
-    if (command == "scrub") return RunScrubCommand(target.address, target.token);
-    return RunKillCommand(target.address, target.token, target.operands[0], target.operands[1]);
+    if (command == "checkpoint") {
+      EndOperatorCommand(RunCheckpointCommand(target.address, target.token));
+    }
+    if (command == "scrub") EndOperatorCommand(RunScrubCommand(target.address, target.token));
+    EndOperatorCommand(
+        RunKillCommand(target.address, target.token, target.operands[0], target.operands[1]));
   }
   if (command == "health") {
     if (a.operands.size() != 2) return UsageError(command, "usage: ecps health ADDR ROLE");
@@ -311,16 +334,16 @@ int Main(int argc, char** argv) {
       }
       tls = *std::move(loaded);
     }
-    return RunHealthCommand(a.operands[0], *role, a.Get("service"), deadline_ms,
-                            tls.has_value() ? &*tls : nullptr);
+    EndOperatorCommand(RunHealthCommand(a.operands[0], *role, a.Get("service"), deadline_ms,
+                                        tls.has_value() ? &*tls : nullptr));
   }
   if (command == "status") {
     Target target;
     if (!ResolveTarget(a, 0, &target)) return 2;
     int interval = 1000;
     if (!IntFlag(a, "interval-ms", 1000, &interval)) return 2;
-    return RunStatusCommand(target.address, target.token, a.Has("json"), a.Has("watch"),
-                            interval);
+    EndOperatorCommand(RunStatusCommand(target.address, target.token, a.Has("json"),
+                                        a.Has("watch"), interval));
   }
   if (!a.operands.empty()) {
     return UsageError(command, command + " takes flags only, not '" + a.operands[0] + "'");
