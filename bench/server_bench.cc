@@ -6,7 +6,7 @@
 //
 //   BM_Push            a push's rows applied by the embedding store (mode none)
 //   BM_PushWithDeltas  the same, each row's delta (old XOR new) written into the outgoing
-//                      records of its parity server, as ParameterServerCore::ApplyPush does
+//                      records of its parity server, as CodedRedundancy::ApplyPush does
 //                      (the data side of erasure_code (4,1))
 //   BM_ApplyDeltas     the parity side: a batch's packed records read back and applied to the
 //                      parity store, as ParityReceiver::ApplyDeltas does

@@ -94,11 +94,11 @@ int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir
   }
   // The failure every faulty run gets.
   FaultSpec fault;
-  fault.action = "kill_server";
+  fault.action = FaultAction::kKillServer;
   fault.target = std::min(1, base.cluster.servers - 1);
   fault.at_step = std::max<int64_t>(1, base.job.steps * 2 / 5);
   for (const FaultSpec& f : base.faults) {
-    if (f.action == "kill_server") {
+    if (f.action == FaultAction::kKillServer) {
       fault = f;
       break;
     }
@@ -153,7 +153,7 @@ int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir
       return 2;
     }
     std::printf("ecps bench: %s%s\n", v.name.c_str(),
-                v.fault ? (" with " + fault.action + " of server " + std::to_string(fault.target) +
+                v.fault ? (std::string(" with ") + ToString(fault.action) + " of server " + std::to_string(fault.target) +
                            " at step " + std::to_string(fault.at_step))
                               .c_str()
                         : " (no failure: the steady-state reference)");

@@ -21,7 +21,7 @@ void DrillRunner::Run(const v1::StatusResponse& st, double t, CoordinatorClient*
   for (size_t i = 0; i < faults_.size(); ++i) {
     const FaultSpec& f = faults_[i];
     if (done_[i] || st.step() < f.at_step) continue;
-    if (f.action == "kill_coordinator") {
+    if (f.action == FaultAction::kKillCoordinator) {
       // The launcher's own child (CheckDrills refuses it elsewhere); a new one takes over.
       const int active = active_coordinator_ ? active_coordinator_() : -1;
       if (active_coordinator_ && active < 0) continue;  // none leads right now: next poll
@@ -40,7 +40,7 @@ void DrillRunner::Run(const v1::StatusResponse& st, double t, CoordinatorClient*
       }
       continue;
     }
-    const v1::Role role = f.action == "kill_worker" ? v1::ROLE_WORKER : v1::ROLE_SERVER;
+    const v1::Role role = f.action == FaultAction::kKillWorker ? v1::ROLE_WORKER : v1::ROLE_SERVER;
     int index = -1;
     int64_t pid = 0;
     for (const auto& n : st.nodes()) {
@@ -65,7 +65,7 @@ void DrillRunner::Run(const v1::StatusResponse& st, double t, CoordinatorClient*
       events->Add(absl::StrFormat("drill at step %d: kill %s (pid %d) through the coordinator%s",
                                   st.step(), label, pid,
                                   killed.ok() ? "" : ": " + killed.ToString()));
-    } else if (f.action == "stop_server") {
+    } else if (f.action == FaultAction::kStopServer) {
       backend_->Signal(index, SIGSTOP);
       const auto until = std::chrono::steady_clock::now() +
                          std::chrono::milliseconds(static_cast<int64_t>(f.duration_s * 1000));

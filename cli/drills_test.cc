@@ -35,7 +35,7 @@ bool PollUntil(const std::function<bool()>& done, std::chrono::seconds timeout) 
   return true;
 }
 
-FaultSpec Fault(const std::string& action, int64_t at_step, int target = 0,
+FaultSpec Fault(FaultAction action, int64_t at_step, int target = 0,
                 double duration_s = 0) {
   FaultSpec f;
   f.action = action;
@@ -112,7 +112,7 @@ class DrillsTest : public ::testing::Test {
 TEST_F(DrillsTest, KillsWhoeverHoldsTheTargetOnceItsStepIsReached) {
   const int s0 = Start("server-0");
   const int s1 = Start("server-1");
-  DrillRunner drills({Fault("kill_server", 10, 1)}, backend_.get());
+  DrillRunner drills({Fault(FaultAction::kKillServer, 10, 1)}, backend_.get());
   v1::StatusResponse st = At(9);
   Holds(&st, v1::ROLE_SERVER, 0, Pid(s0));
   Holds(&st, v1::ROLE_SERVER, 1, Pid(s1));
@@ -140,7 +140,7 @@ TEST_F(DrillsTest, KillsWhoeverHoldsTheTargetOnceItsStepIsReached) {
 // second drill on that id waits for the replacement rather than "killing" the dead one again.
 TEST_F(DrillsTest, ASecondDrillOnAnIdIsForTheReplacement) {
   const int old_holder = Start("server-1");
-  DrillRunner drills({Fault("kill_server", 10, 1), Fault("kill_server", 20, 1)}, backend_.get());
+  DrillRunner drills({Fault(FaultAction::kKillServer, 10, 1), Fault(FaultAction::kKillServer, 20, 1)}, backend_.get());
   v1::StatusResponse st = At(10);
   Holds(&st, v1::ROLE_SERVER, 1, Pid(old_holder));
   drills.Run(st, 1.0, nullptr, &events_);
@@ -161,7 +161,7 @@ TEST_F(DrillsTest, ASecondDrillOnAnIdIsForTheReplacement) {
 
 TEST_F(DrillsTest, AStoppedServerIsContinuedOnceItsDurationIsOver) {
   const int s2 = Start("server-2");
-  DrillRunner drills({Fault("stop_server", 5, 2, 0.3)}, backend_.get());
+  DrillRunner drills({Fault(FaultAction::kStopServer, 5, 2, 0.3)}, backend_.get());
   v1::StatusResponse st = At(5);
   Holds(&st, v1::ROLE_SERVER, 2, Pid(s2));
   const auto started = std::chrono::steady_clock::now();
@@ -184,7 +184,7 @@ TEST_F(DrillsTest, AStoppedServerIsContinuedOnceItsDurationIsOver) {
 TEST_F(DrillsTest, AWorkerDrillKillsTheWorkerOfThatIdNotTheServer) {
   const int s0 = Start("server-0");
   const int w0 = Start("worker-0");
-  DrillRunner drills({Fault("kill_worker", 3, 0)}, backend_.get());
+  DrillRunner drills({Fault(FaultAction::kKillWorker, 3, 0)}, backend_.get());
   v1::StatusResponse st = At(3);
   Holds(&st, v1::ROLE_SERVER, 0, Pid(s0));
   Holds(&st, v1::ROLE_WORKER, 0, Pid(w0));
@@ -199,7 +199,7 @@ TEST_F(DrillsTest, AWorkerDrillKillsTheWorkerOfThatIdNotTheServer) {
 TEST_F(DrillsTest, KillCoordinatorKillsTheLeaderOnly) {
   const int standby = Start("coordinator");
   const int leader = Start("coordinator");
-  DrillRunner drills({Fault("kill_coordinator", 7, 0, 4.0)}, backend_.get());
+  DrillRunner drills({Fault(FaultAction::kKillCoordinator, 7, 0, 4.0)}, backend_.get());
   int leading = -1;
   drills.set_active_coordinator([&leading] { return leading; });
   drills.Run(At(7), 1.0, nullptr, &events_);
@@ -212,7 +212,7 @@ TEST_F(DrillsTest, KillCoordinatorKillsTheLeaderOnly) {
   EXPECT_EQ(drills.DownFor(Pid(standby)), 0.0);
   EXPECT_TRUE(absl::StrContains(events_.Take(), "a new one in 4.0 s"));
 
-  DrillRunner alone({Fault("kill_coordinator", 1)}, backend_.get());
+  DrillRunner alone({Fault(FaultAction::kKillCoordinator, 1)}, backend_.get());
   alone.Run(At(1), 3.0, nullptr, &events_);
   EXPECT_TRUE(Killed(standby)) << "without standbys the coordinator child is the one";
 }

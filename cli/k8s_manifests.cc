@@ -136,7 +136,7 @@ absl::Status CheckAddresses(const JobSpec& spec) {
 // What only `ecps run` does: drills, and resuming from a path on this machine.
 absl::Status CheckRunOnly(const JobSpec& spec) {
   if (!spec.faults.empty()) {
-    return Refuse("faults[0]: ", spec.faults[0].action,
+    return Refuse("faults[0]: ", ToString(spec.faults[0].action),
                   " drills are run by `ecps run`'s launcher, which a Kubernetes job does not "
                   "have; remove faults: (to drill by hand, `ecps kill ADDR server N` against "
                   "the coordinator's Service)");

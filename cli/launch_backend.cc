@@ -71,12 +71,12 @@ absl::StatusOr<int> LaunchBackend::Spawn(const std::string& name,
 absl::Status CheckDrills(const JobSpec& spec, bool signals_roles) {
   if (signals_roles) return absl::OkStatus();
   for (const FaultSpec& f : spec.faults) {
-    if (f.action == "kill_coordinator") {
+    if (f.action == FaultAction::kKillCoordinator) {
       return absl::InvalidArgumentError(
           "faults: kill_coordinator drills need processes the launcher can signal (ecps run's "
           "local processes)");
     }
-    if (f.action == "stop_server") {
+    if (f.action == FaultAction::kStopServer) {
       return absl::InvalidArgumentError(
           "faults: stop_server drills need processes the launcher can signal (ecps run's local "
           "processes); under Slurm only kill_server and kill_worker run (through the "

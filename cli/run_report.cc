@@ -97,7 +97,7 @@ Json DrillsJson(const RunRecord& run) {
   Json out = Json::array();
   for (const DrillRecord& d : run.drills) {
     out.push_back({{"at_step", d.fault.at_step},
-                   {"action", d.fault.action},
+                   {"action", ToString(d.fault.action)},
                    {"target", d.fault.target},
                    {"duration_s", Rounded(d.fault.duration_s, 3)},
                    {"pid", d.pid},

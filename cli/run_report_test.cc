@@ -77,7 +77,7 @@ RunRecord DrilledRun() {
   // 100 samples/s until the failure at 20 s, 50 while it recovered, 50 after.
   run.timeline = {{0, 0}, {10, 1000}, {20, 2000}, {30, 2500}, {40, 3000}};
   FaultSpec kill;
-  kill.action = "kill_server";
+  kill.action = FaultAction::kKillServer;
   kill.target = 1;
   kill.at_step = 50;
   run.drills.push_back(DrillRecord{kill, 20, 4242});

@@ -49,6 +49,11 @@ class DeltaTransport {
                                               std::shared_ptr<const std::string> packed);
   // The address Send reaches `peer` at now; empty when the transport has none.
   virtual std::string AddressOf(int /*peer*/) { return ""; }
+  // Server `peer` is another process now (a replacement): forget what was learnt of the old
+  // one (the transport's own address book follows the peer client).
+  virtual void PeerMoved(int /*peer*/) {}
+  // Batches this transport sent over plain TCP (parity_transport: tcp); 0 for the others.
+  virtual int64_t tcp_batches() { return 0; }
 };
 
 // Hears of a peer server that looks down: its id and the address that failed (may be empty).

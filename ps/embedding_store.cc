@@ -55,8 +55,17 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Create(
   return store;
 }
 
-absl::Status EmbeddingStore::Resolve(int table, absl::Span<const int64_t> rows,
-                                     std::vector<int64_t>* slots) const {
+absl::StatusOr<EmbeddingStore::Rows> EmbeddingStore::Resolve(
+    int table, absl::Span<const int64_t> rows) const {
+  Rows resolved;
+  resolved.table = table;
+  resolved.ids = rows;
+  if (absl::Status s = ResolveSlots(table, rows, &resolved.slots); !s.ok()) return s;
+  return resolved;
+}
+
+absl::Status EmbeddingStore::ResolveSlots(int table, absl::Span<const int64_t> rows,
+                                          std::vector<int64_t>* slots) const {
   if (table < 0 || table >= placement_.num_tables()) {
     return absl::InvalidArgumentError("table " + std::to_string(table) + " out of range [0, " +
                                       std::to_string(placement_.num_tables()) + ")");
@@ -84,7 +93,7 @@ absl::Status EmbeddingStore::Resolve(int table, absl::Span<const int64_t> rows,
 
 absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, float* out) const {
   std::vector<int64_t> slots;
-  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  if (absl::Status s = ResolveSlots(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i + kPrefetchAhead < slots.size()) {
       __builtin_prefetch(Payload(table, slots[i + kPrefetchAhead]), 0, 3);
@@ -99,14 +108,20 @@ absl::Status EmbeddingStore::Pull(int table, absl::Span<const int64_t> rows, flo
 
 absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
                                   const float* grads, const DeltaSink& on_delta) {
+  absl::StatusOr<Rows> resolved = Resolve(table, rows);
+  if (!resolved.ok()) return resolved.status();
   if (on_delta) {
     std::vector<uint8_t> delta(sizeof(float) * payload_floats_);
     return PushDeltas(
-        table, rows, grads, [&](int64_t, uint32_t, uint32_t) { return delta.data(); },
+        *resolved, grads, [&](int64_t, uint32_t, uint32_t) { return delta.data(); },
         &on_delta);
   }
-  std::vector<int64_t> slots;
-  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  return Push(*resolved, grads);
+}
+
+absl::Status EmbeddingStore::Push(const Rows& rows, const float* grads) {
+  const int table = rows.table;
+  const std::vector<int64_t>& slots = rows.slots;
   const size_t bytes = sizeof(float) * payload_floats_;
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i + kPrefetchAhead < slots.size()) {
@@ -114,23 +129,29 @@ absl::Status EmbeddingStore::Push(int table, absl::Span<const int64_t> rows,
       __builtin_prefetch(&LockFor(table, slots[i + kPrefetchAhead]), 1, 3);
     }
     absl::MutexLock lock(&LockFor(table, slots[i]));
-    if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
+    if (!BitSet(valid_[table], rows.ids[i])) return Missing(table, rows.ids[i]);
     ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, Payload(table, slots[i]));
   }
-  pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
+  pushes_.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 absl::Status EmbeddingStore::PushWithDeltas(int table, absl::Span<const int64_t> rows,
                                             const float* grads, DeltaSlot slot) {
-  return PushDeltas(table, rows, grads, slot, nullptr);
+  absl::StatusOr<Rows> resolved = Resolve(table, rows);
+  if (!resolved.ok()) return resolved.status();
+  return PushDeltas(*resolved, grads, slot, nullptr);
 }
 
-absl::Status EmbeddingStore::PushDeltas(int table, absl::Span<const int64_t> rows,
-                                        const float* grads, DeltaSlot slot,
+absl::Status EmbeddingStore::PushWithDeltas(const Rows& rows, const float* grads,
+                                            DeltaSlot slot) {
+  return PushDeltas(rows, grads, slot, nullptr);
+}
+
+absl::Status EmbeddingStore::PushDeltas(const Rows& rows, const float* grads, DeltaSlot slot,
                                         const DeltaSink* done) {
-  std::vector<int64_t> slots;
-  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  const int table = rows.table;
+  const std::vector<int64_t>& slots = rows.slots;
   const size_t bytes = sizeof(float) * payload_floats_;
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i + kPrefetchAhead < slots.size()) {
@@ -139,24 +160,25 @@ absl::Status EmbeddingStore::PushDeltas(int table, absl::Span<const int64_t> row
       __builtin_prefetch(&versions_[table][slots[i + kPrefetchAhead]], 1, 3);
     }
     absl::MutexLock lock(&LockFor(table, slots[i]));
-    if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);
+    const int64_t row = rows.ids[i];
+    if (!BitSet(valid_[table], row)) return Missing(table, row);
     float* payload = Payload(table, slots[i]);
     uint32_t& version = versions_[table][slots[i]];
-    uint8_t* delta = slot(rows[i], version, version + 1);
+    uint8_t* delta = slot(row, version, version + 1);
     ++version;
     std::memcpy(delta, payload, bytes);
     ApplySparseUpdate(optimizer_, dim_, grads + i * dim_, payload);
     RowCode::XorInto(delta, reinterpret_cast<const uint8_t*>(payload), bytes);
-    if (done != nullptr) (*done)(rows[i], version - 1, version, delta, bytes);
+    if (done != nullptr) (*done)(row, version - 1, version, delta, bytes);
   }
-  pushes_.fetch_add(static_cast<int64_t>(rows.size()), std::memory_order_relaxed);
+  pushes_.fetch_add(static_cast<int64_t>(slots.size()), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
 absl::Status EmbeddingStore::ReadPayloads(int table, absl::Span<const int64_t> rows,
                                           float* out, uint32_t* versions) const {
   std::vector<int64_t> slots;
-  if (absl::Status s = Resolve(table, rows, &slots); !s.ok()) return s;
+  if (absl::Status s = ResolveSlots(table, rows, &slots); !s.ok()) return s;
   for (size_t i = 0; i < slots.size(); ++i) {
     absl::MutexLock lock(&LockFor(table, slots[i]));
     if (!BitSet(valid_[table], rows[i])) return Missing(table, rows[i]);

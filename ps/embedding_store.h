@@ -50,6 +50,17 @@ class EmbeddingStore {
   // INVALID_ARGUMENT when the table or a row is out of range or a row is not on this server.
   absl::Status Pull(int table, absl::Span<const int64_t> rows, float* out) const;
 
+  // A request's rows of one table, checked (the checks Pull and Push make: the table, each
+  // row's range, and that this server holds it) and mapped to their local slots, once per
+  // request: a push resolves its rows while it validates and updates them with the result.
+  // `ids` points into the request.
+  struct Rows {
+    int table = 0;
+    absl::Span<const int64_t> ids;
+    std::vector<int64_t> slots;
+  };
+  absl::StatusOr<Rows> Resolve(int table, absl::Span<const int64_t> rows) const;
+
   // Applies the optimizer to each row with its gradient (rows.size() * dim floats, summed
   // over the batch). Rows are applied in the given order. Errors as for Pull; on error
   // nothing is applied.
@@ -68,12 +79,15 @@ class EmbeddingStore {
   using DeltaSlot = absl::FunctionRef<uint8_t*(int64_t row, uint32_t from, uint32_t to)>;
   absl::Status PushWithDeltas(int table, absl::Span<const int64_t> rows, const float* grads,
                               DeltaSlot slot);
+  // Push and PushWithDeltas of rows already resolved (no second look-up of their slots).
+  absl::Status Push(const Rows& rows, const float* grads);
+  absl::Status PushWithDeltas(const Rows& rows, const float* grads, DeltaSlot slot);
 
   // Checks that every row of `rows` is a row of `table` held here (the checks Pull and
   // Push make), without touching any row.
   absl::Status Validate(int table, absl::Span<const int64_t> rows) const {
     std::vector<int64_t> slots;
-    return Resolve(table, rows, &slots);
+    return ResolveSlots(table, rows, &slots);
   }
 
   // Copies whole payloads (weights + optimizer state) of `rows` into out, and each row's
@@ -115,8 +129,8 @@ class EmbeddingStore {
  private:
   // The delta path of Push and PushWithDeltas: `slot` gives each row's delta its place
   // before the update; `done`, when set, hears of the finished delta under the row's lock.
-  absl::Status PushDeltas(int table, absl::Span<const int64_t> rows, const float* grads,
-                          DeltaSlot slot, const DeltaSink* done);
+  absl::Status PushDeltas(const Rows& rows, const float* grads, DeltaSlot slot,
+                          const DeltaSink* done);
 
   static constexpr int kLockStripes = 1024;
   // Rows are prefetched this far ahead in Pull and Push: they are scattered over the store.
@@ -125,8 +139,8 @@ class EmbeddingStore {
   EmbeddingStore(const Placement& placement, int server, int dim,
                  const SparseOptimizerConfig& optimizer);
   // Validates (table, rows) and writes each row's local slot to `slots`.
-  absl::Status Resolve(int table, absl::Span<const int64_t> rows,
-                       std::vector<int64_t>* slots) const;
+  absl::Status ResolveSlots(int table, absl::Span<const int64_t> rows,
+                            std::vector<int64_t>* slots) const;
   absl::Status Missing(int table, int64_t row) const;
   absl::Mutex& LockFor(int table, int64_t slot) const {
     return locks_[(static_cast<uint64_t>(slot) * 31 + table) % kLockStripes];

@@ -28,13 +28,13 @@ absl::Span<const int64_t> RowsOf(const v1::TableRows& t) {
 }  // namespace
 
 ParameterServerCore::~ParameterServerCore() {
-  // Stop the rebuild and the sender threads before the stores they use go away.
+  // Stop the rebuild and the redundancy's sender threads before the stores they use go away.
   parts_.rebuilder.reset();
-  parts_.streams.reset();
+  parts_.redundancy.reset();
 }
 
 void ParameterServerCore::UpdatePeerAddress(int server, const std::string& address) {
-  if (ready() && parts_.peers != nullptr) parts_.peers->SetAddress(server, address);
+  if (ready()) parts_.redundancy->SetPeerAddress(server, address);
 }
 
 void ParameterServerCore::StartRebuild() {
@@ -66,7 +66,7 @@ absl::Status ParameterServerCore::EnsureRebuilt(const Tables& tables) const {
 
 void ParameterServerCore::Install(ServerParts parts) {
   parts_ = std::move(parts);
-  ParityReceiver::Hooks hooks;
+  Redundancy::Hooks hooks;
   hooks.check_peer = [this](int server, const std::string& instance, uint64_t epoch,
                             const char* what) { return CheckPeer(server, instance, epoch, what); };
   hooks.refuse = [this](absl::Status status, const v1::RequestHeader& header, const char* what) {
@@ -75,9 +75,7 @@ void ParameterServerCore::Install(ServerParts parts) {
   hooks.dense_ready = [this] {
     return parts_.rebuilder == nullptr || parts_.rebuilder->dense_ready();
   };
-  receiver_ = std::make_unique<ParityReceiver>(parts_.server, parts_.embeddings->placement(),
-                                               parts_.parity.get(), parts_.dense.get(),
-                                               std::move(hooks));
+  parts_.redundancy->Start(std::move(hooks));
   ready_.store(true, std::memory_order_release);
 }
 
@@ -209,6 +207,9 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
   if (absl::Status s = CheckLimits(ids, 0, "push"); !s.ok()) {
     return Refuse(s, request.header(), "a push");
   }
+  // Each table's rows are resolved to their slots once, here, and updated with the result.
+  std::vector<EmbeddingStore::Rows> rows;
+  rows.reserve(request.tables_size());
   for (int i = 0; i < request.tables_size(); ++i) {
     const v1::TableRows& t = request.tables(i);
     size_t want = sizeof(float) * dim * t.rows_size();
@@ -219,7 +220,10 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
           " (" + std::to_string(t.rows_size()) + " rows of dimension " + std::to_string(dim) +
           ")");
     }
-    if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+    absl::StatusOr<EmbeddingStore::Rows> resolved =
+        parts_.embeddings->Resolve(t.table(), RowsOf(t));
+    if (!resolved.ok()) return resolved.status();
+    rows.push_back(*std::move(resolved));
     if (const int64_t bad = FirstNonFinite(request.grads(i)); bad >= 0) {
       float v;
       std::memcpy(&v, request.grads(i).data() + bad * sizeof(float), sizeof(float));
@@ -234,86 +238,9 @@ absl::Status ParameterServerCore::Push(const v1::PushRequest& request) {
   if (absl::Status s = EnsureRebuilt(request.tables()); !s.ok()) return s;
   absl::StatusOr<uint64_t> generation = BeginUpdate(&request);
   if (!generation.ok()) return generation.status();
-  absl::Status status = ApplyPush(request);
+  absl::Status status = parts_.redundancy->ApplyPush(*parts_.embeddings, rows, request);
   EndUpdate(*generation);
   return status;
-}
-
-absl::Status ParameterServerCore::ApplyPush(const v1::PushRequest& request) {
-  const int dim = parts_.embeddings->dim();
-  const Placement& placement = parts_.embeddings->placement();
-  const int k = placement.k(), r = placement.r();
-  DeltaStreams* streams = parts_.streams.get();
-  std::vector<uint64_t> tickets(streams != nullptr ? placement.servers() : 0, 0);
-  // Deltas are gathered per parity server and queued once per push.
-  std::vector<DeltaStreams::Batch> outgoing(streams != nullptr ? placement.servers() : 0);
-  if (streams != nullptr && r > 0) {
-    // Room for the push's deltas, spread over the parity servers: a guess with slack, so
-    // that the buffers rarely grow (and copy) while the rows are applied.
-    size_t rows = 0;
-    for (const v1::TableRows& t : request.tables()) rows += t.rows_size();
-    const size_t room = (DeltaStreams::Batch::kHeader +
-                         sizeof(float) * parts_.embeddings->payload_floats()) *
-                        rows * r * 2 / placement.servers();
-    for (DeltaStreams::Batch& b : outgoing) b.packed.reserve(room);
-  }
-  absl::Status status;
-  std::vector<float> grads;
-  const size_t delta_bytes = sizeof(float) * parts_.embeddings->payload_floats();
-  // With r > 1 the row's delta is written into the first parity server's batch and copied
-  // into the others' once the row is done: (first server, its offset, other server, offset).
-  struct Copy {
-    int from_peer;
-    size_t from;
-    int to_peer;
-    size_t to;
-  };
-  std::vector<Copy> copies;
-  for (int i = 0; i < request.tables_size(); ++i) {
-    const v1::TableRows& t = request.tables(i);
-    grads.resize(static_cast<size_t>(dim) * t.rows_size());
-    CopyBytes(grads.data(), request.grads(i).data(), request.grads(i).size());
-    if (streams == nullptr || r == 0) {
-      status = parts_.embeddings->Push(t.table(), RowsOf(t), grads.data());
-      if (!status.ok()) break;
-      continue;
-    }
-    const int table = t.table();
-    copies.clear();
-    status = parts_.embeddings->PushWithDeltas(
-        table, RowsOf(t), grads.data(), [&](int64_t row, uint32_t from, uint32_t to) {
-          const auto h = DeltaStreams::Batch::Header::ForRow(table, row, k, from, to);
-          const int first = placement.ServerOf(table, h.stripe, k);
-          uint8_t* delta = outgoing[first].AddRecord(h, delta_bytes);
-          for (int q = 1; q < r; ++q) {
-            const int peer = placement.ServerOf(table, h.stripe, k + q);
-            outgoing[peer].AddRecord(h, delta_bytes);
-            copies.push_back(Copy{first, outgoing[first].packed.size() - delta_bytes, peer,
-                                  outgoing[peer].packed.size() - delta_bytes});
-          }
-          return delta;
-        });
-    for (const Copy& c : copies) {
-      std::memcpy(outgoing[c.to_peer].packed.data() + c.to,
-                  outgoing[c.from_peer].packed.data() + c.from, delta_bytes);
-    }
-    if (!status.ok()) break;  // rows already applied still send their deltas below
-  }
-  for (size_t peer = 0; peer < outgoing.size(); ++peer) {
-    if (outgoing[peer].count > 0) {
-      tickets[peer] = streams->EnqueueBatch(static_cast<int>(peer), std::move(outgoing[peer]));
-    }
-  }
-  if (!status.ok()) return status;
-  if (streams != nullptr && parts_.ack_after_parity) {
-    for (size_t peer = 0; peer < tickets.size(); ++peer) {
-      if (tickets[peer] == 0) continue;
-      absl::Status s = streams->WaitAcked(static_cast<int>(peer), tickets[peer],
-                                          std::chrono::milliseconds(parts_.ack_timeout_ms));
-      if (!s.ok()) return s;
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::Status ParameterServerCore::PullDense(const v1::PullDenseRequest& request,
@@ -372,7 +299,7 @@ absl::Status ParameterServerCore::PushDense(const v1::PushDenseRequest& request)
     status = parts_.dense->ApplyAndShip(
         tensor, grad.data(), static_cast<int64_t>(grad.size()),
         [&](int64_t version, const std::vector<float>& weights, const std::vector<float>& state) {
-          return ShipDenseUpdate(tensor, g, version, weights, state);
+          return parts_.redundancy->DenseUpdated(tensor, g, version, weights, state);
         });
   }
   EndUpdate(*generation);
@@ -398,16 +325,16 @@ absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
   for (const v1::TableRows* t : tables) {
     if (absl::Status s = parts_.embeddings->Validate(t->table(), RowsOf(*t)); !s.ok()) return s;
   }
-  std::vector<std::pair<int, int64_t>> parity;
+  std::vector<TableStripe> parity;
   for (const v1::TableStripes& t : request.parity()) {
     for (int64_t stripe : t.stripes()) parity.push_back({t.table(), stripe});
   }
   if (!parity.empty()) {
-    if (absl::Status s = CheckParityRead(parity); !s.ok()) return s;
+    if (absl::Status s = parts_.redundancy->CheckParityRead(parity); !s.ok()) return s;
   }
-  if (rows > 0 && request.has_rebuilder() && parts_.streams != nullptr) {
+  if (rows > 0 && request.has_rebuilder()) {
     // Before the read: no delta sent to the rebuilder after it may straddle it.
-    parts_.streams->StopCoalescing(request.rebuilder());
+    parts_.redundancy->BeforeRebuildRead(request.rebuilder());
   }
   const int pf = parts_.embeddings->payload_floats();
   std::string* bytes = response->mutable_payloads();
@@ -422,7 +349,7 @@ absl::Status ParameterServerCore::ReadRows(const v1::ReadRowsRequest& request,
     if (!s.ok()) return s;
     done += t->rows_size();
   }
-  if (!parity.empty()) return ReadParityRows(parity, response->mutable_parity());
+  if (!parity.empty()) return parts_.redundancy->ReadParity(parity, response->mutable_parity());
   return absl::OkStatus();
 }
 
@@ -454,27 +381,7 @@ void ParameterServerCore::FillStats(v1::ServerStats* stats) const {
     stats->set_rebuild_rows_per_s(p.rows_per_s);
     stats->set_frozen_rebuild_stripes(p.frozen_stripes);
   }
-  if (parts_.parity != nullptr) {
-    stats->set_parity_rows(parts_.parity->parity_rows());
-    stats->set_parity_version_gaps(parts_.parity->version_gaps());
-    stats->set_bytes(stats->bytes() + parts_.parity->bytes());
-  }
-  if (parts_.streams != nullptr) {
-    stats->set_unacked_deltas(parts_.streams->unacked());
-    absl::MutexLock lock(&rate_mu_);
-    auto now = std::chrono::steady_clock::now();
-    int64_t sent = parts_.streams->bytes_sent();
-    stats->set_delta_bytes_sent(sent);
-    stats->set_delta_batches_sent(parts_.streams->batches_sent());
-    if (parts_.peers != nullptr) stats->set_delta_batches_sent_tcp(parts_.peers->tcp_batches());
-    double dt = std::chrono::duration<double>(now - rate_time_).count();
-    if (dt > 0.2) {
-      rate_ = (sent - rate_bytes_) / dt;
-      rate_time_ = now;
-      rate_bytes_ = sent;
-    }
-    stats->set_delta_bytes_per_s(rate_);
-  }
+  parts_.redundancy->FillStats(stats);
 }
 
 absl::Status ParameterServerCore::SaveCheckpoint(const v1::SaveCheckpointRequest& request,
@@ -560,7 +467,7 @@ absl::Status ParameterServerCore::SaveCheckpoint(const v1::SaveCheckpointRequest
 absl::Status ParameterServerCore::LoadCheckpoint(const v1::LoadCheckpointRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   if (absl::Status s = CheckCoordinatorTerm(request.header()); !s.ok()) return s;
-  if (parts_.parity != nullptr) {
+  if (parts_.redundancy->rebuilds()) {
     return absl::FailedPreconditionError("rollback to a checkpoint is for modes without parity");
   }
   auto manifest = ReadManifest(request.dir());

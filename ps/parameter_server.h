@@ -20,10 +20,10 @@
 // into an uncommitted step-N.tmp directory. Each refusal is logged and counted
 // (ServerStats.refused_requests).
 //
-// With fault tolerance (erasure_code or replication), a push also sends each row's delta
-// (old XOR new payload) to the row's r parity holders. With ack after_parity the push
-// returns only once every parity holder applied those deltas, so an acknowledged update
-// survives any r server failures; with async it returns after the local apply.
+// The core is: admit, validate (a push's rows are resolved to their slots once, here), gate
+// (UpdateGate), then the store and the server's Redundancy (ps/redundancy.h), which makes the
+// update durable as the job's fault tolerance says (parity deltas to the row's r parity
+// holders, dense updates to the replicas) and serves the peer side of it.
 #ifndef ECPS_PS_PARAMETER_SERVER_H_
 #define ECPS_PS_PARAMETER_SERVER_H_
 
@@ -39,14 +39,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "ps/delta_stream.h"
 #include "ps/dense_store.h"
 #include "ps/embedding_store.h"
-#include "ps/parity_receiver.h"
-#include "ps/parity_store.h"
-#include "ps/peer_client.h"
 #include "ps/rebuilder.h"
-#include "ps/row_code.h"
+#include "ps/redundancy.h"
 #include "ps/update_gate.h"
 #include "runtime/coordinator_term.h"
 #include "runtime/security.h"
@@ -86,22 +82,18 @@ class ClusterMap;
 }  // namespace v1
 
 
-// Everything a ready server holds. Without fault tolerance only embeddings and dense are set.
+// Everything a ready server holds.
 struct ServerParts {
   int server = 0;
   std::string instance;  // this process's incarnation (what peers' maps say holds `server`)
   std::unique_ptr<EmbeddingStore> embeddings;
   std::unique_ptr<DenseStore> dense;
-  std::unique_ptr<RowCode> code;
-  std::unique_ptr<ParityStore> parity;
-  std::unique_ptr<PeerClient> peers;
-  std::unique_ptr<DeltaStreams> streams;
-  bool ack_after_parity = true;
-  // Told about a peer server that looks down (a failed RPC to it); may be empty.
-  UnreachableFn report_unreachable;
-  int ack_timeout_ms = 30000;   // how long a push waits for parity acknowledgements
+  // How what this server holds survives its loss (ps/redundancy.h): NoRedundancy, or the row
+  // code's parity and dense replicas (CodedRedundancy). Never null once built.
+  std::unique_ptr<Redundancy> redundancy;
   // Set on a replacement server: rebuilds the lost rows; requests for rows not rebuilt yet
-  // wait for an on-demand rebuild.
+  // wait for an on-demand rebuild. It reads from `redundancy`'s parts: declared after it, so
+  // destroyed before it.
   std::unique_ptr<Rebuilder> rebuilder;
   int rebuild_wait_ms = 120000;
   // Request limits (spec cluster.max_request_ids, max_reply_mb).
@@ -221,7 +213,7 @@ class ParameterServerCore {
   // True once every row and dense tensor held here is valid (always, unless a replacement).
   bool rebuilt() const;
 
-  void FillStats(v1::ServerStats* stats) const ABSL_LOCKS_EXCLUDED(rate_mu_);
+  void FillStats(v1::ServerStats* stats) const;
 
   // The parity row this server holds of (table, stripe) (tests; recovery reads).
   absl::Status ReadParityRow(int table, int64_t stripe, std::vector<uint8_t>* out) const;
@@ -247,17 +239,6 @@ class ParameterServerCore {
   // Returns the generation the update is counted in (pass it to EndUpdate).
   absl::StatusOr<uint64_t> BeginUpdate(const v1::PushRequest* push = nullptr);
   void EndUpdate(uint64_t generation);
-  absl::Status ApplyPush(const v1::PushRequest& request);
-  // Ships the update that made `version` of dense tensor `tensor` (gradient `grad`, bytes of
-  // floats) to its replicas, retrying as DenseShipRetry says (parameter_server_peers.cc); a
-  // replica that missed an update (kReplicaBehind) gets the whole tensor (`weights`, `state`).
-  absl::Status ShipDenseUpdate(int tensor, const std::string& grad, int64_t version,
-                               const std::vector<float>& weights, const std::vector<float>& state);
-  // Parity reads of (table, stripe) pairs: whether this server holds each; the rows with
-  // their versions, in order.
-  absl::Status CheckParityRead(const std::vector<std::pair<int, int64_t>>& wanted) const;
-  absl::Status ReadParityRows(const std::vector<std::pair<int, int64_t>>& wanted,
-                              v1::ReadParityResponse* response) const;
   // On a replacement: waits until the rows of every table in `tables` are rebuilt.
   template <typename Tables>
   absl::Status EnsureRebuilt(const Tables& tables) const;
@@ -270,8 +251,6 @@ class ParameterServerCore {
   mutable CoordinatorTermFence coordinator_term_;
   std::atomic<int> tcp_delta_port_{0};
   ServerParts parts_;
-  // Parity deltas and dense replica updates from peers (set by Install; it uses parts_).
-  std::unique_ptr<ParityReceiver> receiver_;
 
   // Freezes (leases; several rebuilders and the coordinator may freeze at once) and the
   // updates in flight.
@@ -287,13 +266,6 @@ class ParameterServerCore {
   uint64_t members_epoch_ ABSL_GUARDED_BY(map_mu_) = 0;  // 0: no map yet
 
   mutable std::atomic<int64_t> refused_{0};
-
-  // The delta bytes rate that FillStats reports.
-  mutable absl::Mutex rate_mu_;
-  mutable std::chrono::steady_clock::time_point rate_time_ ABSL_GUARDED_BY(rate_mu_) =
-      std::chrono::steady_clock::now();
-  mutable int64_t rate_bytes_ ABSL_GUARDED_BY(rate_mu_) = 0;
-  mutable double rate_ ABSL_GUARDED_BY(rate_mu_) = 0;
 };
 
 }  // namespace ecps

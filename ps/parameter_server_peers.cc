@@ -1,7 +1,7 @@
 // ParameterServerCore's handlers of what peers and the coordinator ask (ps/parameter_server.h):
-// the cluster map and peer checks, parity deltas and dense replicas (ParityReceiver),
-// freezes, scrubs, and the reads and writes of a rebuild; a dense update's shipping to its
-// replicas. The data path (pulls, pushes, row reads) and checkpoints are in
+// the cluster map and peer checks, freezes, and the requests the server's Redundancy answers
+// (parity deltas and dense replicas, scrubs, the reads and writes of a rebuild), each after
+// the checks of its header. The data path (pulls, pushes, row reads) and checkpoints are in
 // parameter_server.cc.
 #include "ps/parameter_server.h"
 
@@ -26,72 +26,7 @@ constexpr std::chrono::milliseconds kDefaultLease{30000};
 constexpr std::chrono::milliseconds kMaxLease{15 * 60 * 1000};
 constexpr std::chrono::milliseconds kFreezeWait{30000};
 
-// Shipping a dense update to a replica: every 20 ms, for up to `wait_ms` (the rebuild wait)
-// per tensor, while the replica does not answer, answers late or is stopping, or refuses this
-// server's epoch as stale (this server follows the newer map meanwhile).
-RetryPolicy DenseShipRetry(int wait_ms) {
-  RetryPolicy policy;
-  policy.initial_backoff = std::chrono::milliseconds(20);
-  policy.multiplier = 1;
-  policy.max_backoff = policy.initial_backoff;
-  policy.deadline = std::chrono::milliseconds(wait_ms);
-  policy.codes = {absl::StatusCode::kUnavailable, absl::StatusCode::kDeadlineExceeded,
-                  absl::StatusCode::kCancelled};
-  policy.kinds = {ErrorKind::kStaleEpoch};
-  return policy;
-}
-
 }  // namespace
-
-absl::Status ParameterServerCore::ShipDenseUpdate(int tensor, const std::string& grad,
-                                                  int64_t version,
-                                                  const std::vector<float>& weights,
-                                                  const std::vector<float>& state) {
-  std::vector<int> replicas = parts_.dense->ReplicasOf(tensor);
-  if (replicas.empty() || parts_.peers == nullptr) return absl::OkStatus();
-  v1::ReplicateDenseRequest rep;
-  FillHeader(rep.mutable_header(), token(), epoch(), "server-" + std::to_string(parts_.server));
-  rep.set_tensor(tensor);
-  rep.set_version(version);
-  rep.set_grad(grad);
-  rep.set_from_server(parts_.server);
-  rep.set_sender_instance(parts_.instance);
-  // A replica that is down is being replaced: keep shipping (to the replacement's address once
-  // the map has it) rather than let primary and replica drift apart.
-  Retrier retrier(DenseShipRetry(parts_.rebuild_wait_ms));
-  for (int peer : replicas) {
-    v1::ReplicateDenseRequest* send = &rep;
-    v1::ReplicateDenseRequest catch_up;
-    while (true) {
-      send->mutable_header()->set_epoch(epoch());
-      const std::string address = parts_.peers->AddressOf(peer);
-      absl::Status s = parts_.peers->ReplicateDense(peer, *send);
-      if (s.ok()) break;
-      if (send == &rep && HasErrorKind(s, ErrorKind::kReplicaBehind)) {
-        // The replica missed an update (the previous primary died between its replicas):
-        // send it the whole tensor at this version instead.
-        catch_up = rep;
-        catch_up.set_snapshot_weights(reinterpret_cast<const char*>(weights.data()),
-                                      weights.size() * sizeof(float));
-        catch_up.set_snapshot_state(reinterpret_cast<const char*>(state.data()),
-                                    state.size() * sizeof(float));
-        send = &catch_up;
-        spdlog::warn(
-            "server {}: dense replica of tensor {} on server {} is behind ({}); "
-            "sending it the whole tensor at version {}",
-            parts_.server, tensor, peer, std::string(s.message()), version);
-        continue;
-      }
-      if (!retrier.ShouldRetry(s)) return s;
-      // A stale epoch is an answer; so is any error an ecps handler returned.
-      if (parts_.report_unreachable && !absl::IsFailedPrecondition(s) && !AnsweredByPeer(s)) {
-        parts_.report_unreachable(peer, address);
-      }
-      retrier.Wait();
-    }
-  }
-  return absl::OkStatus();
-}
 
 void ParameterServerCore::FollowMap(const v1::ClusterMap& map) {
   {
@@ -152,23 +87,20 @@ absl::Status ParameterServerCore::CheckPeer(int server, const std::string& insta
 absl::Status ParameterServerCore::ApplyParityDeltas(const v1::ParityDeltaBatch& batch,
                                                     v1::ParityDeltaAck* ack) {
   if (absl::Status s = CheckRequest(batch.header()); !s.ok()) return s;
-  absl::Status applied = receiver_->ApplyDeltas(batch, ack);
+  absl::Status applied = parts_.redundancy->ApplyDeltas(batch, ack);
   if (applied.ok()) ack->set_tcp_port(tcp_delta_port_.load());
   return applied;
 }
 
 absl::Status ParameterServerCore::ReadParityRow(int table, int64_t stripe,
                                                 std::vector<uint8_t>* out) const {
-  if (!ready() || parts_.parity == nullptr) {
-    return absl::FailedPreconditionError("server keeps no parity");
-  }
-  out->resize(parts_.parity->payload_bytes());
-  return parts_.parity->Read(table, stripe, out->data());
+  if (!ready()) return absl::FailedPreconditionError("server keeps no parity");
+  return parts_.redundancy->ReadParityRow(table, stripe, out);
 }
 
 absl::Status ParameterServerCore::ReplicateDense(const v1::ReplicateDenseRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
-  return receiver_->ReplicateDense(request);
+  return parts_.redundancy->ReplicateDense(request);
 }
 
 absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
@@ -236,12 +168,9 @@ absl::Status ParameterServerCore::Freeze(const v1::FreezeRequest& request) {
   if (absl::Status s = gate_.Freeze(std::move(lease), kFreezeWait); !s.ok()) {
     return absl::IsAlreadyExists(s) ? Refuse(s, request.header(), what) : s;
   }
-  if (parts_.streams != nullptr) {
-    absl::Status s = parts_.streams->Drain(kFreezeWait);
-    if (!s.ok()) {
-      gate_.Release(id, request.owner()).IgnoreError();
-      return s;
-    }
+  if (absl::Status s = parts_.redundancy->Drain(kFreezeWait); !s.ok()) {
+    gate_.Release(id, request.owner()).IgnoreError();
+    return s;
   }
   return absl::OkStatus();
 }
@@ -250,164 +179,31 @@ absl::Status ParameterServerCore::ScrubParity(const v1::ScrubParityRequest& requ
                                               v1::ScrubParityResponse* response) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   if (absl::Status s = CheckCoordinatorTerm(request.header()); !s.ok()) return s;
-  if (parts_.parity == nullptr) return absl::OkStatus();
-  const Placement& placement = parts_.embeddings->placement();
-  const int k = placement.k();
-  const size_t bytes = parts_.parity->payload_bytes();
-  std::vector<std::pair<int, int64_t>> stripes;
-  parts_.parity->ForEachStripe([&](int t, int64_t s) { stripes.emplace_back(t, s); });
-  constexpr size_t kChunk = 4096;
-  std::vector<uint8_t> data(k * bytes * kChunk), expect(bytes * placement.r()), held(bytes);
-  for (size_t begin = 0; begin < stripes.size(); begin += kChunk) {
-    size_t end = std::min(stripes.size(), begin + kChunk);
-    std::fill(data.begin(), data.end(), 0);
-    // Gather the data rows of these stripes, one ReadRows per (server, table).
-    std::map<std::pair<int, int>, std::vector<std::pair<int64_t, size_t>>> wanted;
-    for (size_t i = begin; i < end; ++i) {
-      auto [t, stripe] = stripes[i];
-      for (int j = 0; j < k; ++j) {
-        int64_t row = stripe * k + j;
-        if (row >= placement.rows(t)) continue;  // padding member: zero
-        wanted[{placement.ServerOf(t, stripe, j), t}].emplace_back(
-            row, ((i - begin) * k + j) * bytes);
-      }
-    }
-    for (const auto& [key, rows] : wanted) {
-      v1::ReadRowsRequest req;
-      FillHeader(req.mutable_header(), token(), epoch(), "server-" + std::to_string(parts_.server));
-      req.mutable_rows()->set_table(key.second);
-      for (const auto& [row, offset] : rows) req.mutable_rows()->add_rows(row);
-      v1::ReadRowsResponse resp;
-      absl::Status s = parts_.peers->ReadRows(key.first, req, &resp);
-      if (!s.ok()) return s;
-      if (resp.payloads().size() != rows.size() * bytes) {
-        return absl::InternalError("scrub: server " + std::to_string(key.first) +
-                                   " returned a wrong-sized block");
-      }
-      for (size_t n = 0; n < rows.size(); ++n) {
-        std::memcpy(data.data() + rows[n].second, resp.payloads().data() + n * bytes, bytes);
-      }
-    }
-    std::vector<const uint8_t*> dptr(k);
-    std::vector<uint8_t*> pptr(placement.r());
-    for (int q = 0; q < placement.r(); ++q) pptr[q] = expect.data() + q * bytes;
-    for (size_t i = begin; i < end; ++i) {
-      auto [t, stripe] = stripes[i];
-      for (int j = 0; j < k; ++j) dptr[j] = data.data() + ((i - begin) * k + j) * bytes;
-      if (absl::Status s = parts_.code->Encode(dptr, pptr, bytes); !s.ok()) return s;
-      int q = *parts_.parity->ParityIndex(t, stripe);
-      if (absl::Status s = parts_.parity->Read(t, stripe, held.data()); !s.ok()) return s;
-      response->set_stripes_checked(response->stripes_checked() + 1);
-      if (std::memcmp(held.data(), pptr[q], bytes) != 0) {
-        response->set_mismatches(response->mismatches() + 1);
-        if (response->examples_size() < 10) {
-          response->add_examples(absl::StrCat("table ", t, " stripe ", stripe, " parity ", q,
-                                              " on server ", parts_.server));
-        }
-      }
-    }
-  }
-  return absl::OkStatus();
+  return parts_.redundancy->Scrub(response);
 }
 
 absl::Status ParameterServerCore::ReadParity(const v1::ReadParityRequest& request,
                                              v1::ReadParityResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   // (table, stripe) pairs in answer order.
-  std::vector<std::pair<int, int64_t>> wanted;
+  std::vector<TableStripe> wanted;
   for (int64_t stripe : request.stripes()) wanted.push_back({request.table(), stripe});
   for (const v1::TableStripes& t : request.tables()) {
     for (int64_t stripe : t.stripes()) wanted.push_back({t.table(), stripe});
   }
-  if (absl::Status s = CheckParityRead(wanted); !s.ok()) return s;
-  return ReadParityRows(wanted, response);
-}
-
-absl::Status ParameterServerCore::CheckParityRead(
-    const std::vector<std::pair<int, int64_t>>& wanted) const {
-  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
-  for (const auto& [table, stripe] : wanted) {
-    auto q = parts_.parity->ParityIndex(table, stripe);
-    if (!q.ok()) return q.status();
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ParameterServerCore::ReadParityRows(const std::vector<std::pair<int, int64_t>>& wanted,
-                                                 v1::ReadParityResponse* response) const {
-  const size_t bytes = parts_.parity->payload_bytes();
-  const int k = parts_.embeddings->placement().k();
-  std::string* out = response->mutable_payloads();
-  out->resize(bytes * wanted.size());
-  response->mutable_versions()->Resize(static_cast<int>(wanted.size()) * k, 0);
-  for (size_t i = 0; i < wanted.size(); ++i) {
-    bool settled = false;
-    absl::Status s = parts_.parity->Read(wanted[i].first, wanted[i].second,
-                                         reinterpret_cast<uint8_t*>(out->data()) + i * bytes,
-                                         response->mutable_versions()->mutable_data() + i * k,
-                                         &settled);
-    if (!s.ok()) return s;
-    response->add_settled(settled);
-  }
-  return absl::OkStatus();
+  if (absl::Status s = parts_.redundancy->CheckParityRead(wanted); !s.ok()) return s;
+  return parts_.redundancy->ReadParity(wanted, response);
 }
 
 absl::Status ParameterServerCore::HotRows(const v1::HotRowsRequest& request,
                                           v1::HotRowsResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
-  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
-  const int servers = parts_.embeddings->placement().servers();
-  if (request.server() < 0 || request.server() >= servers || request.max_rows() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("hot rows of server ", request.server(),
-                                                   " (max ", request.max_rows(),
-                                                   "): want a server in [0, ", servers,
-                                                   ") and max_rows >= 0"));
-  }
-  for (const ParityStore::Hot& h : parts_.parity->HotRows(request.server(), request.max_rows())) {
-    response->add_tables(h.table);
-    response->add_rows(h.row);
-    response->add_heat(h.heat);
-  }
-  return absl::OkStatus();
+  return parts_.redundancy->HotRows(request, response);
 }
 
 absl::Status ParameterServerCore::WriteParity(const v1::WriteParityRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
-  if (parts_.parity == nullptr) return absl::FailedPreconditionError("server keeps no parity");
-  const size_t bytes = parts_.parity->payload_bytes();
-  if (request.payloads().size() != bytes * request.stripes_size()) {
-    return absl::InvalidArgumentError("parity payloads have the wrong size");
-  }
-  const int k = parts_.embeddings->placement().k();
-  if (request.versions_size() != k * request.stripes_size()) {
-    return absl::InvalidArgumentError(absl::StrCat("parity write of ", request.stripes_size(),
-                                                   " stripes has ", request.versions_size(),
-                                                   " member versions, expected ",
-                                                   k * request.stripes_size()));
-  }
-  std::vector<uint64_t> keys;
-  for (int64_t stripe : request.stripes()) {
-    auto q = parts_.parity->ParityIndex(request.table(), stripe);
-    if (!q.ok()) return q.status();
-    keys.push_back(UpdateGate::StripeKey(request.table(), stripe));
-  }
-  // Parity is overwritten only where its owner froze updates: else a push between the
-  // caller's read and this write would be lost from the parity.
-  if (!gate_.Holds(request.freeze_id(), request.owner(), keys)) {
-    return Refuse(absl::FailedPreconditionError(absl::StrCat(
-                      "parity write of ", request.stripes_size(), " stripes of table ",
-                      request.table(), " by '", request.owner(), "' under freeze ",
-                      request.freeze_id(), ": the caller holds no live freeze covering them")),
-                  request.header(), "a parity write");
-  }
-  for (int i = 0; i < request.stripes_size(); ++i) {
-    absl::Status s = parts_.parity->Overwrite(
-        request.table(), request.stripes(i),
-        reinterpret_cast<const uint8_t*>(request.payloads().data()) + i * bytes,
-        request.versions().data() + i * k);
-    if (!s.ok()) return s;
-  }
-  return absl::OkStatus();
+  return parts_.redundancy->WriteParity(request, gate_);
 }
 
 absl::Status ParameterServerCore::ReadDense(const v1::ReadDenseRequest& request,

@@ -10,11 +10,8 @@
 
 namespace ecps {
 
-PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms, bool tcp)
+PeerClient::PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms)
     : rpc_timeout_ms_(rpc_timeout_ms), addresses_(std::move(addresses)) {
-  if (tcp) {
-    for (size_t p = 0; p < addresses_.size(); ++p) tcp_.push_back(std::make_unique<TcpPeer>());
-  }
   for (const std::string& a : addresses_) {
     if (a.empty()) {
       stubs_.push_back(nullptr);
@@ -46,75 +43,6 @@ void PeerClient::SetAddress(int peer, const std::string& address) {
     raw_[peer] = std::move(raw);
     addresses_[peer] = address;
   }
-  if (peer >= 0 && peer < static_cast<int>(tcp_.size())) {
-    // A new process: back to gRPC until it offers a port of its own. (The connection to the
-    // old one is closed by the next send, which sees the host or port change or the
-    // connection fail.)
-    TcpPeer& t = *tcp_[peer];
-    absl::MutexLock lock(&t.mu);
-    t.port = 0;
-    t.retry.Reset();
-  }
-}
-
-int64_t PeerClient::tcp_batches() {
-  int64_t total = 0;
-  for (const auto& t : tcp_) {
-    absl::MutexLock lock(&t->mu);
-    total += t->sent;
-  }
-  return total;
-}
-
-bool PeerClient::SendOverTcp(int peer, const v1::ParityDeltaBatch& batch,
-                             const std::string& head, const std::string& records,
-                             absl::StatusOr<uint64_t>* result) {
-  if (peer < 0 || peer >= static_cast<int>(tcp_.size())) return false;
-  TcpPeer& t = *tcp_[peer];
-  absl::MutexLock send_lock(&t.send_mu);
-  std::string host;
-  int port;
-  {
-    absl::MutexLock lock(&t.mu);
-    if (t.port == 0) return false;
-    host = t.host;
-    port = t.port;
-  }
-  // The frame's head is signed with the token the batch carries: the receiver checks it
-  // before it reads (or makes room for) the batch.
-  *result = t.connection.Send(host, port, batch.header().token(), batch.from_server(),
-                              batch.seq(), head, records, rpc_timeout_ms_);
-  absl::MutexLock lock(&t.mu);
-  if (result->ok() || AnsweredByPeer(result->status())) {
-    ++t.sent;
-    t.retry.Reset();
-    return true;
-  }
-  // The connection failed, not the peer's answer: this batch and the next go over gRPC,
-  // which says whether the peer is down; its acks offer the port again, taken up after a
-  // wait that doubles with each failure in a row (TcpRetry), so a port that cannot be reached
-  // costs a failed attempt now and then, not one per batch.
-  t.retry.CountAttempt();
-  const auto wait = t.retry.NextBackoff();
-  t.retry_after = std::chrono::steady_clock::now() + wait;
-  spdlog::warn("parity to server {} over TCP failed ({}); over gRPC for the next {} s", peer,
-               result->status().ToString(),
-               std::chrono::duration_cast<std::chrono::seconds>(wait).count());
-  t.port = 0;
-  return false;
-}
-
-void PeerClient::LearnTcpPort(int peer, const std::string& address, int port) {
-  if (port <= 0 || port > 65535 || peer < 0 || peer >= static_cast<int>(tcp_.size())) return;
-  std::string host;
-  int grpc_port = 0;
-  if (!SplitHostPort(address, &host, &grpc_port).ok()) return;
-  TcpPeer& t = *tcp_[peer];
-  absl::MutexLock lock(&t.mu);
-  if (t.port == port && t.host == host) return;
-  if (t.retry.attempts() > 0 && std::chrono::steady_clock::now() < t.retry_after) return;
-  t.host = std::move(host);
-  t.port = port;
 }
 
 std::string PeerClient::AddressOf(int peer) {
@@ -159,12 +87,12 @@ std::string PeerClient::EncodeDeltaHead(const v1::ParityDeltaBatch& batch, size_
   return head;
 }
 
-absl::StatusOr<uint64_t> PeerClient::SendPacked(int peer, const v1::ParityDeltaBatch& batch,
-                                                std::shared_ptr<const std::string> packed) {
+absl::StatusOr<uint64_t> PeerClient::SendPackedOverGrpc(int peer,
+                                                        const v1::ParityDeltaBatch& batch,
+                                                        std::shared_ptr<const std::string> packed,
+                                                        int* tcp_port) {
   // The batch's own fields (small), then field 6's tag and length: one copied slice.
   const std::string head = EncodeDeltaHead(batch, packed->size());
-  if (absl::StatusOr<uint64_t> sent; SendOverTcp(peer, batch, head, *packed, &sent)) return sent;
-  const std::string address = tcp_.empty() ? std::string() : AddressOf(peer);
   std::shared_ptr<const RawDeltas> raw = RawDeltasFor(peer);
   if (raw == nullptr) return absl::UnavailableError("no address for server " + std::to_string(peer));
   grpc::Slice slices[2] = {grpc::Slice(head), grpc::Slice()};
@@ -189,7 +117,7 @@ absl::StatusOr<uint64_t> PeerClient::SendPacked(int peer, const v1::ParityDeltaB
   grpc::Status parsed =
       grpc::SerializationTraits<v1::ParityDeltaAck>::Deserialize(&response, &ack);
   if (!parsed.ok()) return FromGrpcStatus(parsed);
-  if (!tcp_.empty()) LearnTcpPort(peer, address, ack.tcp_port());
+  if (tcp_port != nullptr) *tcp_port = ack.tcp_port();
   return ack.applied_seq();
 }
 

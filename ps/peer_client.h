@@ -3,9 +3,9 @@
 // of its peers (the production StripeSource). Channels come from the
 // cluster map's server addresses. Thread-safe.
 //
-// With `tcp` (fault_tolerance.parity_transport: tcp), parity batches go over plain TCP
-// (ps/tcp_deltas.h) to each peer that offered a port in a gRPC ack, and over gRPC until then
-// and after any failure of the connection.
+// As a DeltaTransport it sends parity batches as gRPC calls (fault_tolerance.parity_transport:
+// grpc); TcpDeltaTransport (ps/tcp_delta_transport.h) is the other transport, and uses this
+// one until a peer offers it a TCP port.
 #ifndef ECPS_PS_PEER_CLIENT_H_
 #define ECPS_PS_PEER_CLIENT_H_
 
@@ -19,14 +19,12 @@
 #include "proto/ecps.grpc.pb.h"
 #include "ps/delta_stream.h"
 #include "ps/stripe_source.h"
-#include "ps/tcp_deltas.h"
-#include "runtime/retry_policy.h"
 
 namespace ecps {
 
 class PeerClient : public DeltaTransport, public StripeSource {
  public:
-  PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms, bool tcp = false);
+  PeerClient(std::vector<std::string> addresses, int rpc_timeout_ms);
 
   absl::StatusOr<uint64_t> Send(int peer, const v1::ParityDeltaBatch& batch) override;
   // Sends the records without copying them: the message is the serialized batch, then the
@@ -34,7 +32,14 @@ class PeerClient : public DeltaTransport, public StripeSource {
   // The bytes are those Send puts on the wire for the batch with the records as `packed`,
   // with field 6 after the others (any order parses the same).
   absl::StatusOr<uint64_t> SendPacked(int peer, const v1::ParityDeltaBatch& batch,
-                                      std::shared_ptr<const std::string> packed) override;
+                                      std::shared_ptr<const std::string> packed) override {
+    return SendPackedOverGrpc(peer, batch, std::move(packed), nullptr);
+  }
+  // SendPacked, also telling (when `tcp_port` is set) the TCP port the peer offered in its
+  // ack (0: none).
+  absl::StatusOr<uint64_t> SendPackedOverGrpc(int peer, const v1::ParityDeltaBatch& batch,
+                                              std::shared_ptr<const std::string> packed,
+                                              int* tcp_port);
   // What SendPacked puts before the records: `batch` serialized, then (for records_bytes > 0)
   // field 6's tag and length.
   static std::string EncodeDeltaHead(const v1::ParityDeltaBatch& batch, size_t records_bytes);
@@ -55,8 +60,6 @@ class PeerClient : public DeltaTransport, public StripeSource {
   absl::Status ReadDense(int peer, const v1::ReadDenseRequest& request,
                          v1::ReadDenseResponse* response) override;
   absl::Status Freeze(int peer, const v1::FreezeRequest& request) override;
-  // Parity batches sent over TCP so far, to every peer (0 without `tcp`).
-  int64_t tcp_batches();
   // Points `peer` at a new address (a replacement server).
   void SetAddress(int peer, const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
   std::string AddressOf(int peer) override ABSL_LOCKS_EXCLUDED(mu_);
@@ -72,38 +75,7 @@ class PeerClient : public DeltaTransport, public StripeSource {
   std::shared_ptr<const RawDeltas> RawDeltasFor(int peer) ABSL_LOCKS_EXCLUDED(mu_);
   static std::shared_ptr<const RawDeltas> MakeRawDeltas(std::shared_ptr<grpc::Channel> channel);
 
-  // After a TCP connection to a peer failed, parity goes over gRPC for 1 s, then 2 s, 4 s ...
-  // up to 10 min per failure in a row before the port it offers is taken up again.
-  static RetryPolicy TcpRetry() {
-    RetryPolicy policy;
-    policy.initial_backoff = std::chrono::seconds(1);
-    policy.multiplier = 2;
-    policy.max_backoff = std::chrono::minutes(10);
-    return policy;
-  }
-  // One peer's TCP connection for parity batches, and the port it offered (0: none yet).
-  // `mu` guards the port and is held only briefly (SetAddress runs on the thread that follows
-  // the map); `send_mu` is held through a send.
-  struct TcpPeer {
-    absl::Mutex mu;
-    std::string host ABSL_GUARDED_BY(mu);
-    int port ABSL_GUARDED_BY(mu) = 0;
-    // Failures in a row: each doubles the wait before the port is taken up again.
-    Retrier retry ABSL_GUARDED_BY(mu){TcpRetry()};
-    std::chrono::steady_clock::time_point retry_after ABSL_GUARDED_BY(mu);
-    int64_t sent ABSL_GUARDED_BY(mu) = 0;
-    absl::Mutex send_mu ABSL_ACQUIRED_BEFORE(mu);
-    TcpDeltaConnection connection ABSL_GUARDED_BY(send_mu);
-  };
-  // The TCP send of SendPacked: true when it was tried and `*result` is its outcome (an
-  // answer of the peer's, good or bad); false to send over gRPC.
-  bool SendOverTcp(int peer, const v1::ParityDeltaBatch& batch, const std::string& head,
-                   const std::string& records, absl::StatusOr<uint64_t>* result);
-  // After a gRPC ack from `peer`, reached at `address`, that offered `port`.
-  void LearnTcpPort(int peer, const std::string& address, int port);
-
   const int rpc_timeout_ms_;
-  std::vector<std::unique_ptr<TcpPeer>> tcp_;  // per peer; empty without `tcp`
   absl::Mutex mu_;
   std::vector<std::shared_ptr<v1::ParameterServer::Stub>> stubs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<const RawDeltas>> raw_ ABSL_GUARDED_BY(mu_);

@@ -229,8 +229,8 @@ absl::Status ServerLifecycle::Start() {
     return parts.status();
   }
   const int64_t rows = parts->embeddings->data_rows();
-  const int64_t parity = parts->parity != nullptr ? parts->parity->parity_rows() : 0;
-  const std::string code = parts->code != nullptr ? parts->code->backend() : "none";
+  const int64_t parity = parts->redundancy->parity_rows();
+  const std::string code = parts->redundancy->backend();
   core_->Install(std::move(*parts));
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

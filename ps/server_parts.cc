@@ -13,6 +13,7 @@
 #include "kernels/optimizers.h"
 #include "kernels/spec_config.h"
 #include "proto/ecps.pb.h"
+#include "ps/coded_redundancy.h"
 #include "runtime/access_policy.h"
 #include "runtime/rpc.h"
 
@@ -116,36 +117,40 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
   }
   if (!fault_tolerant) {
     if (lost) return absl::FailedPreconditionError("a server without parity cannot be rebuilt");
+    parts.redundancy = std::make_unique<NoRedundancy>(server);
     return parts;
   }
 
   auto code = RowCode::Create(ft.mode, k, r, ft.codec_backend);
   if (!code.ok()) return code.status();
-  parts.code = std::move(*code);
   auto parity = ParityStore::Create(*placement, server, spec.model.embedding_dim,
                                     ToSparseOptimizerConfig(spec.optimizer.sparse), spec.job.seed,
-                                    parts.code.get(), lost, resume ? &stripe_source : nullptr);
+                                    code->get(), lost, resume ? &stripe_source : nullptr);
   if (!parity.ok()) return parity.status();
-  parts.parity = std::move(*parity);
-  parts.peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms,
-                                             ft.parity_transport == "tcp");
-  DeltaStreamOptions options;
-  if (ft.ack == AckPolicy::kAsync) {
-    options.window = ft.async_window;
-    options.linger_ms = ft.async_linger_ms;
-  }
-  options.instance = instance;
-  options.on_unreachable = report_unreachable;
-  parts.report_unreachable = report_unreachable;
-  parts.ack_after_parity = ft.ack != AckPolicy::kAsync;
-  parts.ack_timeout_ms = spec.cluster.rpc_timeout_ms;
-  parts.rebuild_wait_ms = std::max(spec.cluster.rpc_timeout_ms, 60000);
+  auto peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms);
   const std::string sender = "server-" + std::to_string(server);
-  parts.streams = std::make_unique<DeltaStreams>(
-      server, spec.cluster.servers, transport != nullptr ? transport : parts.peers.get(),
-      options, [core, sender](v1::ParityDeltaBatch* batch) {
-        FillHeader(batch->mutable_header(), core->token(), core->epoch(), sender);
-      });
+  parts.rebuild_wait_ms = std::max(spec.cluster.rpc_timeout_ms, 60000);
+  CodedRedundancy::Options coded;
+  coded.server = server;
+  coded.instance = instance;
+  coded.ack_after_parity = ft.ack != AckPolicy::kAsync;
+  coded.ack_timeout_ms = spec.cluster.rpc_timeout_ms;
+  coded.dense_ship_wait_ms = parts.rebuild_wait_ms;
+  coded.report_unreachable = report_unreachable;
+  coded.header = [core, sender](v1::RequestHeader* header) {
+    FillHeader(header, core->token(), core->epoch(), sender);
+  };
+  coded.transport = ft.parity_transport;
+  coded.test_transport = transport;
+  if (ft.ack == AckPolicy::kAsync) {
+    coded.streams.window = ft.async_window;
+    coded.streams.linger_ms = ft.async_linger_ms;
+  }
+  coded.streams.instance = instance;
+  coded.streams.on_unreachable = report_unreachable;
+  auto redundancy = std::make_unique<CodedRedundancy>(
+      std::move(coded), parts.embeddings.get(), parts.dense.get(), *std::move(code),
+      *std::move(parity), std::move(peers));
   if (lost) {
     RebuildOptions rebuild;
     rebuild.server = server;
@@ -162,15 +167,15 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
     rebuild.settle_ms = 20 + (ft.ack == AckPolicy::kAsync ? ft.async_linger_ms : 0);
     if (ft.rebuild_rate_mb_s > 0) {
       // Under a rate limit, batches of about 100 ms of reads keep the rebuild smooth.
-      const double stripe_bytes = double(parts.parity->payload_bytes()) * k;
+      const double stripe_bytes = double(redundancy->parity()->payload_bytes()) * k;
       rebuild.batch_stripes = static_cast<int>(std::clamp(
           ft.rebuild_rate_mb_s * 1e6 * 0.1 / stripe_bytes, 16.0, 4096.0));
     }
-    parts.rebuilder = std::make_unique<Rebuilder>(rebuild, parts.code.get(), parts.embeddings.get(),
-                                                  parts.parity.get(), parts.dense.get(),
-                                                  parts.peers.get());
-    parts.rebuild_wait_ms = std::max(spec.cluster.rpc_timeout_ms, 60000);
+    parts.rebuilder = std::make_unique<Rebuilder>(
+        rebuild, redundancy->code(), parts.embeddings.get(), redundancy->parity(),
+        parts.dense.get(), redundancy->peers());
   }
+  parts.redundancy = std::move(redundancy);
   return parts;
 }
 
@@ -235,7 +240,7 @@ absl::StatusOr<ServerParts> BuildServerParts(const JobSpec& spec, int server,
 
 absl::StatusOr<std::unique_ptr<TcpDeltaListener>> ServeParityOverTcp(
     const JobSpec& spec, ParameterServerCore* core, const std::string& host) {
-  if (spec.fault_tolerance.parity_transport != "tcp" ||
+  if (spec.fault_tolerance.parity_transport != ParityTransport::kTcp ||
       !KeepsRedundancy(spec.fault_tolerance.mode)) {
     return nullptr;
   }

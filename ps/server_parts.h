@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "ps/delta_stream.h"
 #include "ps/parameter_server.h"
 #include "ps/tcp_deltas.h"
 #include "runtime/spec.h"

@@ -19,6 +19,8 @@ namespace ecps {
 // gives the name back (for logs, the cluster map, checkpoint manifests and SpecToYaml).
 enum class FaultToleranceMode { kNone, kErasureCode, kReplication, kCheckpoint };
 enum class AckPolicy { kAfterParity, kAsync };  // fault_tolerance.ack
+enum class ParityTransport { kGrpc, kTcp };     // fault_tolerance.parity_transport
+enum class FaultAction { kKillServer, kStopServer, kKillWorker, kKillCoordinator };  // faults[]
 enum class SparseOptimizerType { kSgd, kAdagrad, kRowwiseAdagrad };
 enum class DenseOptimizerType { kSgd, kAdagrad, kAdam };
 enum class DataSourceType { kSynthetic, kCriteoTsv, kCriteoCsv };
@@ -28,6 +30,8 @@ enum class StateStoreType { kFile, kEtcd };  // coordinator.state_store
 
 const char* ToString(FaultToleranceMode mode);  // "none", "erasure_code", ...
 const char* ToString(AckPolicy ack);            // "after_parity", "async"
+const char* ToString(ParityTransport transport);  // "grpc", "tcp"
+const char* ToString(FaultAction action);  // "kill_server", "stop_server", ...
 const char* ToString(SparseOptimizerType type);
 const char* ToString(DenseOptimizerType type);
 const char* ToString(DataSourceType source);  // "synthetic", "criteo_tsv", "criteo_csv"
@@ -165,7 +169,7 @@ struct FaultToleranceSection {
   AckPolicy ack = AckPolicy::kAfterParity;
   int async_window = 4096;           // unacknowledged deltas per server pair (async)
   int async_linger_ms = 0;           // async: how long deltas may wait to share a batch
-  std::string parity_transport = "grpc";  // grpc | tcp: how parity batches travel
+  ParityTransport parity_transport = ParityTransport::kGrpc;  // how parity batches travel
   int dense_replicas = -1;           // -1: r
   std::string codec_backend = "auto";
   double rebuild_rate_mb_s = 0;      // background rebuild rate limit; 0: unlimited
@@ -174,7 +178,7 @@ struct FaultToleranceSection {
 
 struct FaultSpec {
   int64_t at_step = 0;
-  std::string action;                // kill_server | stop_server | kill_worker
+  FaultAction action = FaultAction::kKillServer;  // a required key: no default in a spec
   int target = 0;                    // server or worker index
   double duration_s = 0;             // stop_server: how long the process stays stopped;
                                      // kill_coordinator: how long it stays down

@@ -476,7 +476,7 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                            "): each backup lives on another server, got ", ft.dense_replicas));
     }
   }
-  if (ft.parity_transport == "tcp" && spec->security.tls.enabled() &&
+  if (ft.parity_transport == ParityTransport::kTcp && spec->security.tls.enabled() &&
       !Bad({"fault_tolerance.parity_transport"})) {
     ErrorAt("fault_tolerance.parity_transport", {"fault_tolerance.parity_transport"},
             "tcp sends parity batches unencrypted, and security.tls asks for TLS on every "
@@ -499,8 +499,8 @@ void SpecParser::CrossCheck(JobSpec* spec) {
       ErrorAt(p + ".at_step", {p + ".at_step", p},
               absl::StrCat("must be between 1 and job.steps (", job.steps, "), got ", f.at_step));
     }
-    if (Bad({p + ".action"}) || f.action.empty()) continue;
-    const bool on_server = f.action != "kill_worker";
+    if (Bad({p + ".action"})) continue;
+    const bool on_server = f.action != FaultAction::kKillWorker;
     const int count = on_server ? cluster.servers : cluster.workers;
     const char* what = on_server ? "cluster.servers" : "cluster.workers";
     if (!Bad({p + ".target", on_server ? "cluster.servers" : "cluster.workers"}) &&
@@ -510,15 +510,17 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                            count - 1, " (", what, " = ", count, "), got ", f.target));
     }
     if (!Bad({p + ".duration_s"})) {
-      if (f.action == "stop_server" && f.duration_s <= 0) {
+      if (f.action == FaultAction::kStopServer && f.duration_s <= 0) {
         ErrorAt(p + ".duration_s", {p + ".duration_s", p},
                 absl::StrCat("stop_server needs duration_s greater than 0 (seconds the server "
                              "stays stopped), got ",
                              FormatNumber(f.duration_s)));
-      } else if (f.action != "stop_server" && f.action != "kill_coordinator" &&
+      } else if (f.action != FaultAction::kStopServer &&
+                 f.action != FaultAction::kKillCoordinator &&
                  f.duration_s != 0) {
         ErrorAt(p + ".duration_s", {p + ".duration_s", p},
-                absl::StrCat("is only used by stop_server and kill_coordinator; ", f.action,
+                absl::StrCat("is only used by stop_server and kill_coordinator; ",
+                             ToString(f.action),
                              " is immediate (remove duration_s)"));
       }
     }

@@ -27,6 +27,15 @@ struct EnumNames<AckPolicy> {
   static constexpr const char* kNames[] = {"after_parity", "async"};
 };
 template <>
+struct EnumNames<ParityTransport> {
+  static constexpr const char* kNames[] = {"grpc", "tcp"};
+};
+template <>
+struct EnumNames<FaultAction> {
+  static constexpr const char* kNames[] = {"kill_server", "stop_server", "kill_worker",
+                                           "kill_coordinator"};
+};
+template <>
 struct EnumNames<SparseOptimizerType> {
   static constexpr const char* kNames[] = {"sgd", "adagrad", "rowwise_adagrad"};
 };
@@ -66,16 +75,6 @@ const std::vector<std::string>& CodecBackends() {
   static const auto* values = new std::vector<std::string>{
       "auto", "ecps", "ecps-avx512-gfni", "ecps-avx2-gfni", "ecps-avx2", "ecps-portable",
       "isal", "cuda"};  // codec::ErasureCode::Create's names
-  return *values;
-}
-const std::vector<std::string>& ParityTransports() {
-  static const auto* values = new std::vector<std::string>{"grpc", "tcp"};
-  return *values;
-}
-const std::vector<std::string>& FaultActions() {
-  static const auto* values =
-      new std::vector<std::string>{"kill_server", "stop_server", "kill_worker",
-                                   "kill_coordinator"};
   return *values;
 }
 const std::vector<std::string>& LogLevels() {
@@ -406,7 +405,7 @@ const Table<FaultToleranceSection>& FaultToleranceTable() {
       EnumField("ack", &S::ack),
       IntField("async_window", &S::async_window, 1, 1'000'000),
       IntField("async_linger_ms", &S::async_linger_ms, 0, 10'000),
-      ChoiceField("parity_transport", &S::parity_transport, ParityTransports),
+      EnumField("parity_transport", &S::parity_transport),
       IntField("dense_replicas", &S::dense_replicas, -1, 1023),
       ChoiceField("codec_backend", &S::codec_backend, CodecBackends),
       RealField("rebuild_rate_mb_s", &S::rebuild_rate_mb_s, 0, false, kInf, false),
@@ -421,7 +420,7 @@ const Table<FaultSpec>& FaultTable() {
   using S = FaultSpec;
   static const auto* table = new Table<S>{
       IntField("at_step", &S::at_step, -kMaxSteps, kMaxSteps),
-      ChoiceField("action", &S::action, FaultActions),
+      EnumField("action", &S::action),
       IntField("target", &S::target, -kMaxInt, kMaxInt),
       RealField("duration_s", &S::duration_s, 0, false, kInf, false),
   };
@@ -458,7 +457,7 @@ void ReadFaults(SpecParser& p, const YAML::Node& n, std::vector<FaultSpec>* faul
     }
     if (!item["action"]) {
       p.Error(line, path + ".action",
-              absl::StrCat("missing; must be one of ", absl::StrJoin(FaultActions(), ", ")));
+              absl::StrCat("missing; must be one of ", absl::StrJoin(AllNames<FaultAction>(), ", ")));
     }
     faults->push_back(fault);
   }
@@ -602,6 +601,8 @@ const std::vector<std::string>& KeysOfSection(std::string_view section) {
 
 const char* ToString(FaultToleranceMode mode) { return spec_internal::NameOf(mode); }
 const char* ToString(AckPolicy ack) { return spec_internal::NameOf(ack); }
+const char* ToString(ParityTransport transport) { return spec_internal::NameOf(transport); }
+const char* ToString(FaultAction action) { return spec_internal::NameOf(action); }
 const char* ToString(SparseOptimizerType type) { return spec_internal::NameOf(type); }
 const char* ToString(DenseOptimizerType type) { return spec_internal::NameOf(type); }
 const char* ToString(DataSourceType source) { return spec_internal::NameOf(source); }

@@ -215,7 +215,7 @@ TEST(SpecTest, MinimalSpecGetsEveryDefault) {
   EXPECT_EQ(spec->fault_tolerance.ack, AckPolicy::kAfterParity);
   EXPECT_EQ(spec->fault_tolerance.async_window, 4096);
   EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 0);
-  EXPECT_EQ(spec->fault_tolerance.parity_transport, "grpc");
+  EXPECT_EQ(spec->fault_tolerance.parity_transport, ParityTransport::kGrpc);
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 0);  // mode none: no backups
   EXPECT_EQ(spec->fault_tolerance.codec_backend, "auto");
   EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 0);
@@ -417,7 +417,7 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   EXPECT_EQ(spec->fault_tolerance.ack, AckPolicy::kAsync);
   EXPECT_EQ(spec->fault_tolerance.async_window, 128);
   EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 7);
-  EXPECT_EQ(spec->fault_tolerance.parity_transport, "tcp");
+  EXPECT_EQ(spec->fault_tolerance.parity_transport, ParityTransport::kTcp);
   EXPECT_EQ(spec->fault_tolerance.dense_replicas, 2);  // -1 resolved to r
   EXPECT_EQ(spec->fault_tolerance.codec_backend, "isal");
   EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 250.5);
@@ -429,13 +429,13 @@ TEST(SpecTest, FullSpecParsesEveryField) {
 
   ASSERT_EQ(spec->faults.size(), 3u);
   EXPECT_EQ(spec->faults[0].at_step, 100);
-  EXPECT_EQ(spec->faults[0].action, "kill_server");
+  EXPECT_EQ(spec->faults[0].action, FaultAction::kKillServer);
   EXPECT_EQ(spec->faults[0].target, 5);
   EXPECT_EQ(spec->faults[0].duration_s, 0);
-  EXPECT_EQ(spec->faults[1].action, "stop_server");
+  EXPECT_EQ(spec->faults[1].action, FaultAction::kStopServer);
   EXPECT_EQ(spec->faults[1].duration_s, 2.5);
   EXPECT_EQ(spec->faults[2].at_step, 5000);
-  EXPECT_EQ(spec->faults[2].action, "kill_worker");
+  EXPECT_EQ(spec->faults[2].action, FaultAction::kKillWorker);
   EXPECT_EQ(spec->faults[2].target, 2);
 
   EXPECT_FALSE(spec->monitoring.progress);

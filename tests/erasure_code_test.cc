@@ -107,7 +107,7 @@ INSTANTIATE_TEST_SUITE_P(Codes, ParityAfterTraining,
 // over TCP (each stream's first goes over gRPC, whose ack offers the port).
 TEST(ParityOverTcp, ScrubIsCleanAndTheBatchesWentOverTcp) {
   JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 4, 1, /*extra_servers=*/1);
-  spec.fault_tolerance.parity_transport = "tcp";
+  spec.fault_tolerance.parity_transport = ParityTransport::kTcp;
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   Train(spec, cluster.get(), 2);
@@ -141,7 +141,7 @@ std::pair<int64_t, int64_t> BatchesSent(TestCluster* cluster, int servers) {
 // over gRPC instead, and none is lost.
 TEST(ParityOverTcp, AClosedPortSendsTheBatchesOverGrpcAndLosesNone) {
   JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
-  spec.fault_tolerance.parity_transport = "tcp";
+  spec.fault_tolerance.parity_transport = ParityTransport::kTcp;
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   Train(spec, cluster.get(), 1);
@@ -159,7 +159,7 @@ TEST(ParityOverTcp, AClosedPortSendsTheBatchesOverGrpcAndLosesNone) {
 // Anyone who reaches the port can send a frame: without the job's token it changes nothing.
 TEST(ParityOverTcp, ABatchWithoutTheTokenIsRefusedAndChangesNothing) {
   JobSpec spec = EcSpec(SparseOptimizerType::kAdagrad, 2, 1);
-  spec.fault_tolerance.parity_transport = "tcp";
+  spec.fault_tolerance.parity_transport = ParityTransport::kTcp;
   auto cluster = TestCluster::Start(spec, kToken);
   ASSERT_NE(cluster, nullptr);
   auto placement = Placement::Create(3, 2, 1, spec.model.table_rows);
