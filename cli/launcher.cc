@@ -473,9 +473,9 @@ int RunJob(const RunFlags& flags) {
     return 2;
   }
   std::unique_ptr<LaunchBackend> backend;
-  if (flags.backend == "local") {
+  if (flags.backend == LaunchBackendKind::kLocal) {
     backend = MakeLocalBackend();
-  } else if (flags.backend == "slurm") {
+  } else {
     auto slurm = MakeSlurmBackend(spec->cluster.worker_device == WorkerDevice::kCuda
                                       ? spec->cluster.gpus_per_worker
                                       : 0);
@@ -484,10 +484,6 @@ int RunJob(const RunFlags& flags) {
       return 2;
     }
     backend = std::move(*slurm);
-  } else {
-    std::fprintf(stderr, "ecps: --backend must be local or slurm, got '%s'\n",
-                 flags.backend.c_str());
-    return 2;
   }
   if (absl::Status s = CheckDrills(*spec, backend->SignalsRoles()); !s.ok()) {
     std::fprintf(stderr, "ecps: %s\n", std::string(s.message()).c_str());

@@ -10,11 +10,15 @@
 
 namespace ecps {
 
+// How `ecps run` starts its roles (--backend): processes of this machine, or job steps inside
+// the allocation of `ecps slurm`.
+enum class LaunchBackendKind { kLocal, kSlurm };
+
 struct RunFlags {
   std::string spec_path;
   std::string output_dir;  // overrides job.output_dir when not empty
   bool progress = true;    // the live progress line (also off when the spec says so)
-  std::string backend = "local";  // local | slurm (inside the allocation of `ecps slurm`)
+  LaunchBackendKind backend = LaunchBackendKind::kLocal;
 };
 
 // Returns the process exit code: 0 when the job finished, 1 when it failed, 2 for a bad

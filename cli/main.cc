@@ -271,7 +271,11 @@ int Main(int argc, char** argv) {
   if (command == "run") {
     if (a.operands.size() != 1) return UsageError(command, "run takes exactly one SPEC.yaml");
     RunFlags flags;
-    flags.backend = a.Get("backend", "local");
+    const std::string backend = a.Get("backend", "local");
+    if (backend != "local" && backend != "slurm") {
+      return UsageError(command, "--backend must be local or slurm, got '" + backend + "'");
+    }
+    flags.backend = backend == "slurm" ? LaunchBackendKind::kSlurm : LaunchBackendKind::kLocal;
     flags.spec_path = a.operands[0];
     flags.output_dir = a.Get("output");
     flags.progress = !a.Has("no-progress");

@@ -237,6 +237,17 @@ TEST_F(OperatorCommandsTest, PlaintextAgainstTlsAndTheReverseIsATlsMismatch) {
       << out.output;
 }
 
+// Not an operator command, but the same process-level check: a --backend that is neither
+// local nor slurm is a usage error, before the spec is even read.
+TEST_F(OperatorCommandsTest, RunWithAnUnknownBackendIsAUsageError) {
+  const Outcome out = RunEcps({"run", (dir_ / "missing.yaml").string(), "--backend", "pbs"},
+                              dir_ / "run.log");
+  EXPECT_EQ(out.exit_code, 2) << out.output;
+  EXPECT_NE(out.output.find("--backend must be local or slurm, got 'pbs'"), std::string::npos)
+      << out.output;
+  EXPECT_EQ(out.output.find("missing.yaml"), std::string::npos) << out.output;
+}
+
 TEST_F(OperatorCommandsTest, AWrongTokenIsRefused) {
   LoneCoordinator coordinator(dir_);
   ASSERT_FALSE(coordinator.address().empty()) << coordinator.log();
