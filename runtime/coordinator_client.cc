@@ -83,11 +83,10 @@ CoordinatorClient::CoordinatorClient(const std::string& address, std::string tok
 
 CoordinatorClient::~CoordinatorClient() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     if (watch_context_ != nullptr) watch_context_->TryCancel();
   }
-  changed_.notify_all();
   if (watcher_.joinable()) watcher_.join();
 }
 
@@ -179,7 +178,7 @@ grpc::Status CoordinatorClient::CallCurrent(
 }
 
 uint64_t CoordinatorClient::epoch() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return map_.epoch();
 }
 
@@ -238,7 +237,7 @@ absl::StatusOr<v1::RegisterResponse> CoordinatorClient::Register(v1::Role role,
     if (Current().index == 0) retrier.Grow();
   }
   if (!status.ok()) return status;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   TakeMapLocked(response.map());
   return response;
 }
@@ -285,7 +284,7 @@ absl::Status CoordinatorClient::ReportFailure(v1::Role role, int id, const std::
 void CoordinatorClient::ReportServerUnreachable(int id, const std::string& reason,
                                                 const std::string& address) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const auto now = std::chrono::steady_clock::now();
     auto [it, inserted] = last_report_.try_emplace(std::make_pair(id, address), now);
     if (!inserted) {
@@ -334,7 +333,7 @@ absl::Status CoordinatorClient::Kill(v1::Role role, int id) {
 }
 
 void CoordinatorClient::StartWatch() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (watcher_.joinable()) return;
   watcher_ = std::thread([this] { WatchLoop(); });
 }
@@ -345,7 +344,7 @@ void CoordinatorClient::WatchLoop() {
     grpc::ClientContext context;
     v1::WatchClusterMapRequest request;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       watch_context_ = &context;
       FillHeader(request.mutable_header(), token_, map_.epoch(), sender_);
@@ -356,14 +355,13 @@ void CoordinatorClient::WatchLoop() {
     while (reader->Read(&map)) {
       retrier.Reset();
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         TakeMapLocked(map);
       }
-      changed_.notify_all();
     }
     grpc::Status status = reader->Finish();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       watch_context_ = nullptr;
       if (stopping_) return;
     }
@@ -374,8 +372,8 @@ void CoordinatorClient::WatchLoop() {
     if (NoAnswer(status)) MoveOn(dial.index, "does not answer");
     // A stream that ended (OK) is opened again as after an error.
     const auto wait = retrier.NextBackoff();
-    std::unique_lock<std::mutex> lock(mu_);
-    changed_.wait_for(lock, wait, [this] { return stopping_; });
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::FromChrono(wait));
   }
 }
 
@@ -394,15 +392,16 @@ void CoordinatorClient::TakeMapLocked(const v1::ClusterMap& map) {
 }
 
 v1::ClusterMap CoordinatorClient::map() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return map_;
 }
 
 absl::StatusOr<v1::ClusterMap> CoordinatorClient::WaitForMap(
     const std::function<bool(const v1::ClusterMap&)>& ready, int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  bool ok = changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                              [&] { return stopping_ || ready(map_); });
+  absl::MutexLock lock(&mu_);
+  // Waiters on mu_ are woken by every release of it (a new map, stopping).
+  auto done = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || ready(map_); };
+  const bool ok = mu_.AwaitWithTimeout(absl::Condition(&done), absl::Milliseconds(timeout_ms));
   if (!ok || stopping_) {
     return absl::DeadlineExceededError("cluster map not ready after " +
                                        std::to_string(timeout_ms) + " ms (epoch " +

@@ -6,12 +6,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -99,7 +97,7 @@ class CoordinatorClient : public CoordinatorLink {
   // Keeps `map` unless it is older than the one held: a deposed coordinator's (a lower term
   // than the highest seen) is ignored, one of a newer term replaces the held one, and within
   // a term the later epoch wins.
-  void TakeMapLocked(const v1::ClusterMap& map);
+  void TakeMapLocked(const v1::ClusterMap& map) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whom a call goes to: the current candidate's index, address, channel and stub (which the
   // call keeps alive should the candidate be replaced meanwhile), and whether there are
   // several candidates.
@@ -145,13 +143,14 @@ class CoordinatorClient : public CoordinatorLink {
   std::string metrics_address_;
   CoordinatorTermFence term_fence_;  // heartbeat answers' and maps'
 
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  v1::ClusterMap map_;
-  // guarded by mu_
-  std::map<std::pair<int, std::string>, std::chrono::steady_clock::time_point> last_report_;
-  bool stopping_ = false;
-  grpc::ClientContext* watch_context_ = nullptr;  // guarded by mu_
+  // Waits on it (WaitForMap, the watch's backoff) are conditions that mu_'s every release
+  // re-evaluates: no condition variable to signal.
+  mutable absl::Mutex mu_;
+  v1::ClusterMap map_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, std::string>, std::chrono::steady_clock::time_point> last_report_
+      ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* watch_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::thread watcher_;
 };
 
