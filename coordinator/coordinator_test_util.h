@@ -162,6 +162,39 @@ class CoordinatorServiceFixture : public ::testing::Test {
     return response;
   }
 
+  // The node's row in Status(); an empty row (state unspecified, no address) when absent.
+  v1::NodeInfo NodeOf(v1::Role role, int id) {
+    const v1::StatusResponse status = Status();
+    for (const v1::NodeInfo& node : status.nodes()) {
+      if (node.role() == role && node.id() == id) return node;
+    }
+    return v1::NodeInfo();
+  }
+  v1::NodeState StateOf(v1::Role role, int id) { return NodeOf(role, id).state(); }
+  std::string AddressOf(v1::Role role, int id) { return NodeOf(role, id).address(); }
+
+  // A coordinator of TestSpec(servers, workers).
+  void Make(int servers, int workers, CoordinatorServiceOptions options = {}) {
+    MakeService(TestSpec(servers, workers), options);
+  }
+  // Registers S servers (instances s0..) and W workers (w0..), servers heartbeat ACTIVE.
+  void StartJob(int servers, int workers, CoordinatorServiceOptions options = {}) {
+    Make(servers, workers, options);
+    for (int i = 0; i < servers; ++i) Register(ServerRegistration(i, absl::StrCat("s", i)));
+    for (int i = 0; i < servers; ++i) Beat(ServerHeartbeat(i, absl::StrCat("s", i)));
+    for (int i = 0; i < workers; ++i) Register(WorkerRegistration(i, absl::StrCat("w", i)));
+    ASSERT_EQ(service_->phase(), v1::JOB_RUNNING);
+  }
+  // Every live node except `skip` heartbeats (so only `skip` goes stale).
+  void BeatAllBut(const std::string& skip, int servers, int workers) {
+    for (int i = 0; i < servers; ++i) {
+      if (absl::StrCat("s", i) != skip) Beat(ServerHeartbeat(i, absl::StrCat("s", i)));
+    }
+    for (int i = 0; i < workers; ++i) {
+      if (absl::StrCat("w", i) != skip) Beat(WorkerHeartbeat(i, absl::StrCat("w", i), 5));
+    }
+  }
+
   FakeClock clock_;
   std::unique_ptr<CoordinatorService> service_;
 };
