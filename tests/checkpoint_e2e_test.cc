@@ -310,7 +310,6 @@ TEST(CheckpointMode, KilledServerRollsBackAndTheJobFinishes) {
   fs::remove_all(dir);
 }
 
-
 // data.epochs: a job stopped in its second (shuffled) epoch and resumed from its checkpoint
 // lands on the same sample of the same epoch: it ends with the very model, byte for byte, of
 // the job that trained both epochs without a stop. 190 training rows (every 20th of 200 held
@@ -322,13 +321,15 @@ std::string EpochSpec(const std::string& name, int steps, const std::string& ext
          "model:\n  embedding_dim: 8\n  bottom_mlp: [32, 8]\n  top_mlp: [32, 16]\n"
          "  table_rows: 500\n"
          "optimizer:\n  sparse: {type: adagrad, lr: 0.05}\n  dense: {type: adam, lr: 0.003}\n"
-         "data:\n  source: criteo_tsv\n  paths: [" ECPS_TEST_DATA_DIR "/criteo_sample.tsv]\n"
+         "data:\n  source: criteo_tsv\n  paths: [" ECPS_TEST_DATA_DIR
+         "/criteo_sample.tsv]\n"
          "  batch_size: 19\n  eval_fraction: 0.05\n  epochs: 2\n  shuffle: true\n"
          "  shuffle_block_lines: 32\n";
 }
 
 TEST(CheckpointEpochs, AJobResumedInTheSecondEpochEndsWithTheSameModel) {
-  const fs::path root = fs::temp_directory_path() / ("ecps_ckpt_epochs_" + std::to_string(getpid()));
+  const fs::path root =
+      fs::temp_directory_path() / ("ecps_ckpt_epochs_" + std::to_string(getpid()));
   fs::remove_all(root);
   std::string log;
   ASSERT_EQ(RunJob(root / "whole", EpochSpec("epochs-whole", 20, ""), &log), 0) << log;
@@ -337,10 +338,10 @@ TEST(CheckpointEpochs, AJobResumedInTheSecondEpochEndsWithTheSameModel) {
   auto m = ReadManifest(stopped.string());
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->reader_positions, std::vector<int64_t>{13 * 19}) << "3 steps into epoch 2";
-  ASSERT_EQ(RunJob(root / "resumed",
-                   EpochSpec("epochs-resumed", 20, "  resume_from: " + stopped.string() + "\n"),
-                   &log),
-            0)
+  ASSERT_EQ(
+      RunJob(root / "resumed",
+             EpochSpec("epochs-resumed", 20, "  resume_from: " + stopped.string() + "\n"), &log),
+      0)
       << log;
   const fs::path whole = root / "whole" / "out" / "checkpoints" / "step-000000020";
   const fs::path resumed = root / "resumed" / "out" / "checkpoints" / "step-000000020";

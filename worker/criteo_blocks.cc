@@ -96,9 +96,9 @@ absl::Status ReadBlock(const std::vector<std::string>& paths, bool csv, const Bl
       }
       // The files changed since they were indexed: fewer lines than counted.
       if (file + 1 >= paths.size()) {
-        return absl::UnavailableError(absl::StrCat(
-            paths[file], " ended before data line ", first_row + count,
-            " of the blocks indexed when training started: was a data file changed?"));
+        return absl::UnavailableError(
+            absl::StrCat(paths[file], " ended before data line ", first_row + count,
+                         " of the blocks indexed when training started: was a data file changed?"));
       }
       ++file;
       line_no = 0;
@@ -110,8 +110,8 @@ absl::Status ReadBlock(const std::vector<std::string>& paths, bool csv, const Bl
     ++line_no;
     const size_t n = Stripped(buf.data, len);
     if (IsCsvHeader(csv, line_no, std::string_view(buf.data, n))) continue;
-    lines->push_back({file, line_no, first_row + static_cast<int64_t>(lines->size()),
-                      text->size(), n});
+    lines->push_back(
+        {file, line_no, first_row + static_cast<int64_t>(lines->size()), text->size(), n});
     text->append(buf.data, n);
   }
   return absl::OkStatus();
@@ -122,8 +122,8 @@ std::vector<int64_t> SeededPermutation(int64_t n, uint64_t key) {
   std::iota(p.begin(), p.end(), 0);
   for (int64_t i = n - 1; i > 0; --i) {
     // A 64-bit hash modulo i + 1: the bias is below (i + 1) / 2^64.
-    const int64_t j = static_cast<int64_t>(HashOf(key, static_cast<uint64_t>(i)) %
-                                           static_cast<uint64_t>(i + 1));
+    const int64_t j =
+        static_cast<int64_t>(HashOf(key, static_cast<uint64_t>(i)) % static_cast<uint64_t>(i + 1));
     std::swap(p[i], p[j]);
   }
   return p;

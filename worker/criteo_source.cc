@@ -293,8 +293,8 @@ class CriteoSource : public DataSource {
   }
 
   absl::Status PastTheEnd(int64_t position) const {
-    return absl::OutOfRangeError(absl::StrCat("seek to ", position,
-                                              " past the partition's end (", position_, ")"));
+    return absl::OutOfRangeError(
+        absl::StrCat("seek to ", position, " past the partition's end (", position_, ")"));
   }
 
   bool Parse(std::string_view line, float* dense, int64_t* sparse, float* label,
@@ -323,8 +323,8 @@ class CriteoSource : public DataSource {
   char* line_ = nullptr;
   size_t cap_ = 0;
   size_t file_ = 0;
-  int64_t line_no_ = 0;      // 1-based line number in paths_[file_]
-  int64_t row_ = 0;          // data lines seen across files
+  int64_t line_no_ = 0;  // 1-based line number in paths_[file_]
+  int64_t row_ = 0;      // data lines seen across files
   // Shuffled: the blocks, this epoch's order of them, and the block read (its lines in their
   // order for this epoch).
   BlockIndex index_;
@@ -350,8 +350,8 @@ absl::StatusOr<std::unique_ptr<DataSource>> MakeCriteoSource(const DataSection& 
                                                              uint64_t seed, int partition,
                                                              int num_partitions, bool eval,
                                                              int64_t max_samples) {
-  auto src =
-      std::make_unique<CriteoSource>(data, model, seed, partition, num_partitions, eval, max_samples);
+  auto src = std::make_unique<CriteoSource>(data, model, seed, partition, num_partitions, eval,
+                                            max_samples);
   RETURN_IF_ERROR(src->Open());
   return std::unique_ptr<DataSource>(std::move(src));
 }

@@ -16,9 +16,9 @@
 #include "absl/strings/str_format.h"
 #include "kernels/hash_rng.h"
 #include "kernels/row_hash.h"
+#include "runtime/status_macros.h"
 #include "worker/criteo_blocks.h"
 #include "worker/criteo_source.h"
-#include "runtime/status_macros.h"
 #include "worker/metrics.h"
 #include "worker/synthetic_source.h"
 

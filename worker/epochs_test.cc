@@ -25,8 +25,7 @@ ModelSection CriteoModel() {
   return m;
 }
 
-DataSection Data(int64_t epochs, bool shuffle, double eval_fraction = 0,
-                 int64_t block_lines = 16) {
+DataSection Data(int64_t epochs, bool shuffle, double eval_fraction = 0, int64_t block_lines = 16) {
   DataSection d;
   d.source = DataSourceType::kCriteoTsv;
   d.paths = {kDataDir + "/criteo_sample.tsv"};
@@ -152,8 +151,8 @@ TEST(Epochs, SeekLandsOnTheSameSampleInAnyEpoch) {
     const std::vector<Sample> all = ReadAll(Open(d, 42, 1, 2).get()).samples;
     const int64_t per_pass = PartitionShare(kSampleRows - kSampleRows / 20, 1, 2);
     ASSERT_EQ(all.size(), 3 * per_pass);
-    for (int64_t at : {int64_t{0}, int64_t{1}, int64_t{37}, per_pass - 1, per_pass,
-                       per_pass + 1, per_pass + 50, 2 * per_pass + 3, 3 * per_pass}) {
+    for (int64_t at : {int64_t{0}, int64_t{1}, int64_t{37}, per_pass - 1, per_pass, per_pass + 1,
+                       per_pass + 50, 2 * per_pass + 3, 3 * per_pass}) {
       auto src = Open(d, 42, 1, 2);
       ASSERT_TRUE(src->Seek(at).ok()) << at;
       EXPECT_EQ(src->position(), at);
