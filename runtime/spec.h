@@ -148,6 +148,9 @@ struct DataSection {
   int batch_size = 512;
   double eval_fraction = 0.05;       // criteo_*: share of rows held out for evaluation
   int64_t max_bad_lines = 100;       // malformed lines tolerated before the job fails
+  int64_t epochs = 1;                // criteo_*: passes over the training split
+  bool shuffle = false;              // criteo_*: a seeded order per epoch (blocks, then lines)
+  int64_t shuffle_block_lines = 65536;  // data lines per shuffled block (what one block holds)
   SyntheticData synthetic;
 };
 

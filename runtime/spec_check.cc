@@ -444,6 +444,20 @@ void SpecParser::CrossCheck(JobSpec* spec) {
             "is only used when data.source is criteo_tsv or criteo_csv (data.source is "
             "synthetic); remove it");
   }
+  // Epochs and shuffling are passes over finite files. The synthetic stream is endless, or a
+  // range of a hash stream: more of it is a larger data.synthetic.num_samples, not a re-read.
+  if (!Bad({"data.source", "data.epochs"}) && !criteo && data.epochs > 1) {
+    ErrorAt("data.epochs", {"data.epochs"},
+            absl::StrCat("is ", data.epochs,
+                         ", but epochs are passes over finite files (data.source criteo_tsv or "
+                         "criteo_csv); the synthetic source is a stream: job.steps and "
+                         "data.synthetic.num_samples bound it"));
+  }
+  if (!Bad({"data.source", "data.shuffle"}) && !criteo && data.shuffle) {
+    ErrorAt("data.shuffle", {"data.shuffle"},
+            "shuffles finite files (data.source criteo_tsv or criteo_csv); the synthetic "
+            "source's samples are independent draws already: remove it");
+  }
 
   // fault tolerance
   const bool ft_ok =

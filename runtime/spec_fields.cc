@@ -378,6 +378,9 @@ const Table<DataSection>& DataTable() {
       IntField("batch_size", &S::batch_size, 1, 1'000'000),
       RealField("eval_fraction", &S::eval_fraction, 0, false, 1, true),
       IntField("max_bad_lines", &S::max_bad_lines, 0, kMaxInt64),
+      IntField("epochs", &S::epochs, 1, 1'000'000),
+      BoolField("shuffle", &S::shuffle),
+      IntField("shuffle_block_lines", &S::shuffle_block_lines, 1, 1 << 24),
       SectionField("synthetic", &S::synthetic, SyntheticTable),
   };
   return *table;

@@ -105,6 +105,9 @@ inline void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.data.paths, b.data.paths);
   EXPECT_EQ(a.data.batch_size, b.data.batch_size);
   EXPECT_EQ(Bits(a.data.eval_fraction), Bits(b.data.eval_fraction));
+  EXPECT_EQ(a.data.epochs, b.data.epochs);
+  EXPECT_EQ(a.data.shuffle, b.data.shuffle);
+  EXPECT_EQ(a.data.shuffle_block_lines, b.data.shuffle_block_lines);
   EXPECT_EQ(a.data.max_bad_lines, b.data.max_bad_lines);
   EXPECT_EQ(a.data.synthetic.num_samples, b.data.synthetic.num_samples);
   EXPECT_EQ(Bits(a.data.synthetic.zipf_s), Bits(b.data.synthetic.zipf_s));

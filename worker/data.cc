@@ -17,6 +17,8 @@
 #include "kernels/hash_rng.h"
 #include "kernels/row_hash.h"
 #include "runtime/status_macros.h"
+#include "worker/criteo_blocks.h"
+#include "worker/criteo_source.h"
 #include "worker/metrics.h"
 #include "worker/synthetic_source.h"
 
@@ -28,7 +30,6 @@ namespace {
 
 constexpr int kCriteoDense = 13;
 constexpr int kCriteoSparse = 26;
-constexpr int kMaxExamples = 5;
 
 // ---------------------------------------------------------------------------------------
 // Criteo readers.
@@ -168,11 +169,6 @@ bool ParseCriteoLine(std::string_view line, bool csv, const std::vector<int64_t>
 }
 
 namespace {
-
-// Whether line `line_no` (1-based) of a file is a CSV header, which the readers skip.
-bool IsCsvHeader(bool csv, int64_t line_no, std::string_view line) {
-  return csv && line_no == 1 && !line.empty() && !(line[0] >= '0' && line[0] <= '9');
-}
 
 // ---------------------------------------------------------------------------------------
 // The checks of a data file before anything reads it: a job given the wrong file (a
@@ -317,169 +313,6 @@ absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vecto
                 first_reason, ")", hint);
 }
 
-class CriteoSource : public DataSource {
- public:
-  CriteoSource(const DataSection& data, const ModelSection& model, int partition,
-               int num_partitions, bool eval, int64_t max_samples)
-      : paths_(data.paths),
-        csv_(data.source == DataSourceType::kCriteoCsv),
-        rows_(model.table_rows),
-        partition_(partition),
-        num_partitions_(num_partitions),
-        eval_(eval),
-        max_bad_(data.max_bad_lines),
-        max_samples_(max_samples) {
-    if (data.eval_fraction > 0) {
-      eval_mod_ = std::max<int64_t>(1, std::llround(1.0 / data.eval_fraction));
-    }
-  }
-  ~CriteoSource() override { std::free(line_); }
-
-  absl::Status Open() { return Reset(); }
-
-  absl::StatusOr<bool> Next(int batch_size, Batch* out) override {
-    out->size = 0;
-    out->dense.resize(static_cast<size_t>(std::max(batch_size, 0)) * kCriteoDense);
-    out->sparse.resize(static_cast<size_t>(std::max(batch_size, 0)) * kCriteoSparse);
-    out->labels.resize(std::max(batch_size, 0));
-    while (out->size < batch_size) {
-      std::string_view line;
-      bool got;
-      {
-        auto r = NextOwnLine(&line);
-        if (!r.ok()) return r.status();
-        got = *r;
-      }
-      if (!got) {
-        Shrink(out);
-        return false;
-      }
-      std::string reason;
-      const int i = out->size;
-      if (Parse(line, out->dense.data() + static_cast<size_t>(i) * kCriteoDense,
-                out->sparse.data() + static_cast<size_t>(i) * kCriteoSparse, &out->labels[i],
-                &reason)) {
-        ++out->size;
-        continue;
-      }
-      ++bad_lines_;
-      std::string where = absl::StrCat(paths_[file_], ":", line_no_, ": ", reason);
-      if (static_cast<int>(examples_.size()) < kMaxExamples) examples_.push_back(where);
-      if (bad_lines_ > max_bad_) {
-        return absl::InvalidArgumentError(absl::StrCat(where, " (", bad_lines_,
-                                                       " malformed lines, more than "
-                                                       "data.max_bad_lines = ",
-                                                       max_bad_, ")"));
-      }
-    }
-    Shrink(out);
-    return true;
-  }
-
-  int64_t position() const override { return position_; }
-
-  absl::Status Seek(int64_t position) override {
-    if (position < 0) return absl::OutOfRangeError("negative seek");
-    RETURN_IF_ERROR(Reset());
-    std::string_view line;
-    while (position_ < position) {
-      auto r = NextOwnLine(&line);
-      if (!r.ok()) return r.status();
-      if (!*r) {
-        return absl::OutOfRangeError(
-            absl::StrCat("seek to ", position, " past the partition's end (", position_, ")"));
-      }
-    }
-    bad_lines_ = 0;
-    examples_.clear();
-    return absl::OkStatus();
-  }
-
-  int64_t bad_lines() const override { return bad_lines_; }
-  std::vector<std::string> bad_line_examples() const override { return examples_; }
-
- private:
-  static void Shrink(Batch* out) {
-    out->dense.resize(static_cast<size_t>(out->size) * kCriteoDense);
-    out->sparse.resize(static_cast<size_t>(out->size) * kCriteoSparse);
-    out->labels.resize(out->size);
-  }
-
-  absl::Status Reset() {
-    file_ = 0;
-    line_no_ = 0;
-    row_ = 0;
-    split_index_ = 0;
-    position_ = 0;
-    return OpenFile();
-  }
-
-  absl::Status OpenFile() {
-    fp_.reset(std::fopen(paths_[file_].c_str(), "r"));
-    line_no_ = 0;
-    if (fp_ == nullptr) {
-      return absl::NotFoundError(absl::StrCat("cannot open ", paths_[file_]));
-    }
-    return absl::OkStatus();
-  }
-
-  // Reads the next line of this partition's split (advancing position_); false at the end.
-  absl::StatusOr<bool> NextOwnLine(std::string_view* line) {
-    if (max_samples_ > 0 && position_ >= max_samples_) return false;
-    while (true) {
-      if (fp_ == nullptr) return false;
-      const ssize_t len = getline(&line_, &cap_, fp_.get());
-      if (len < 0) {
-        if (std::ferror(fp_.get())) {
-          return absl::UnavailableError(absl::StrCat("read error in ", paths_[file_]));
-        }
-        if (file_ + 1 >= paths_.size()) {
-          fp_.reset();
-          return false;
-        }
-        ++file_;
-        RETURN_IF_ERROR(OpenFile());
-        continue;
-      }
-      ++line_no_;
-      size_t n = static_cast<size_t>(len);
-      while (n > 0 && (line_[n - 1] == '\n' || line_[n - 1] == '\r')) --n;
-      if (IsCsvHeader(csv_, line_no_, std::string_view(line_, n))) continue;
-      const int64_t r = row_++;
-      const bool held_out = eval_mod_ > 0 && r % eval_mod_ == eval_mod_ - 1;
-      if (held_out != eval_) continue;
-      if (split_index_++ % num_partitions_ != partition_) continue;
-      ++position_;
-      *line = std::string_view(line_, n);
-      return true;
-    }
-  }
-
-  bool Parse(std::string_view line, float* dense, int64_t* sparse, float* label,
-             std::string* reason) const {
-    return ParseCriteoLine(line, csv_, rows_, dense, sparse, label, reason);
-  }
-
-  std::vector<std::string> paths_;
-  bool csv_;
-  std::vector<int64_t> rows_;
-  int partition_, num_partitions_;
-  bool eval_;
-  int64_t max_bad_, max_samples_;
-  int64_t eval_mod_ = 0;
-
-  std::unique_ptr<FILE, FileCloser> fp_;
-  char* line_ = nullptr;
-  size_t cap_ = 0;
-  size_t file_ = 0;
-  int64_t line_no_ = 0;      // 1-based line number in paths_[file_]
-  int64_t row_ = 0;          // data lines seen across files
-  int64_t split_index_ = 0;  // lines of our split seen
-  int64_t position_ = 0;     // lines of our partition consumed
-  int64_t bad_lines_ = 0;
-  std::vector<std::string> examples_;
-};
-
 absl::Status ValidateCommon(const DataSection& data, const ModelSection& model, int partition,
                             int num_partitions) {
   if (model.num_dense < 1 || model.num_sparse < 1) {
@@ -534,11 +367,7 @@ absl::StatusOr<std::unique_ptr<DataSource>> MakeDataSource(const DataSection& da
     RETURN_IF_ERROR(
         CheckCriteoFile(p, data.source == DataSourceType::kCriteoCsv, model.table_rows));
   }
-  auto src =
-      std::make_unique<CriteoSource>(data, model, partition, num_partitions, eval, max_samples);
-  st = src->Open();
-  if (!st.ok()) return st;
-  return std::unique_ptr<DataSource>(std::move(src));
+  return MakeCriteoSource(data, model, seed, partition, num_partitions, eval, max_samples);
 }
 
 absl::StatusOr<double> SyntheticCeilingAuc(const DataSection& data, const ModelSection& model,

@@ -40,10 +40,18 @@ class DataSource {
 
   // This partition's records consumed so far: the reader offset reported to the coordinator
   // and saved in checkpoints. (Criteo: malformed lines count too, since they were consumed.)
+  // Over data.epochs it counts every pass (a pass holds the same number of the partition's
+  // lines each time), so the position names the epoch as well: position / lines per pass.
   virtual int64_t position() const = 0;
 
-  // Resumes at `position` (as returned by position()). Synthetic: O(1). Criteo: re-reads the
-  // files from the start without parsing the skipped lines; bad_lines() restarts from 0.
+  // The pass over the data the last line read belongs to, 0-based (data.epochs; the
+  // synthetic source has one).
+  virtual int64_t epoch() const { return 0; }
+
+  // Resumes at `position` (as returned by position()). Synthetic: O(1). Criteo in file order:
+  // re-reads the files from the start without parsing the skipped lines, the first pass only
+  // (then it knows a pass's length and jumps to the position's epoch); shuffled: reads the
+  // one block the position lies in. bad_lines() restarts from 0.
   virtual absl::Status Seek(int64_t position) = 0;
 
   virtual int64_t bad_lines() const = 0;
@@ -61,6 +69,9 @@ class DataSource {
 // in order (CSV header lines excluded); with m = round(1/eval_fraction), line r is held out
 // for evaluation when r % m == m - 1 (no line when eval_fraction == 0). Within the chosen
 // split, the i-th line goes to partition i % num_partitions.
+// Training split only: data.epochs passes over it, each in file order, or with data.shuffle
+// each in its own seeded order (worker/criteo_blocks.h; the partitions are then dealt after
+// the shuffle). A malformed line counts against data.max_bad_lines once, in the first pass.
 // max_samples > 0 caps this partition's position() at max_samples.
 //
 // Every criteo file is checked first; INVALID_ARGUMENT naming the file and what is wrong when

@@ -39,8 +39,9 @@ absl::Status TrainingLoop::Train() {
   if (trained_step_ < steps || trained_samples_ - start_position_ < (steps - start_step_) * batch) {
     spdlog::warn(
         "worker {}: data ran out at step {} of {}: trained {} samples of the {} asked "
-        "(job.steps {} x data.batch_size {})",
-        worker_, trained_step_, steps, trained_samples_, steps * batch, steps, batch);
+        "(job.steps {} x data.batch_size {}) in data.epochs {}",
+        worker_, trained_step_, steps, trained_samples_, steps * batch, steps, batch,
+        spec_.data.epochs);
     board_->Data(source_->bad_lines(), source_->bad_line_examples(), /*exhausted=*/true);
   }
   // The final evaluation, at the last step trained (before job.steps when a finite
@@ -85,6 +86,11 @@ bool TrainingLoop::EvaluatesAfter(int64_t step) const {
 absl::Status TrainingLoop::Read(PreparedBatch* p) {
   auto more = source_->Next(spec_.data.batch_size, &p->batch);
   if (!more.ok()) return more.status();
+  if (spec_.data.epochs > 1 && source_->epoch() != read_epoch_) {
+    read_epoch_ = source_->epoch();
+    spdlog::info("worker {}: reading epoch {}/{} (reader position {})", worker_, read_epoch_ + 1,
+                 spec_.data.epochs, source_->position());
+  }
   // The last batch of a finite partition comes with `false` and may be short: it trains too.
   p->valid = p->batch.size > 0;
   p->end_position = source_->position();

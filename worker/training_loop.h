@@ -213,6 +213,7 @@ class TrainingLoop {
   int64_t start_position_ = 0;
   int64_t trained_step_ = 0;     // the last step reported
   int64_t trained_samples_ = 0;  // samples trained by then (start_position_ included)
+  int64_t read_epoch_ = -1;      // the data.epochs pass the reader was last seen in (logged)
 };
 
 }  // namespace ecps
