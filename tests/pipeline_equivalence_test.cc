@@ -41,8 +41,8 @@ Trained TrainJob(const JobSpec& spec) {
   if (!model.ok()) return out;
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);
-  auto ps = PsClient::Create(cluster->map(), spec.model.table_rows, spec.model.embedding_dim,
-                             sizes, kToken, "test-worker", 10000);
+  auto ps = PsClient::Create(cluster->map(), spec.model.table_rows, spec.model.embedding_dim, sizes,
+                             kToken, "test-worker", 10000);
   EXPECT_TRUE(ps.ok()) << ps.status();
   if (!ps.ok()) return out;
   ProgressBoard board;

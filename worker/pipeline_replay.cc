@@ -41,14 +41,16 @@ void FindSharedRows(const UniqueIds& previous, const UniqueIds& next, SharedRows
 }
 
 absl::Status ReplaySparse(const SparseOptimizerConfig& opt, int dim,
-                          const std::vector<std::vector<float>>& previous_grads,
-                          SharedRows* shared, std::vector<std::vector<float>>* rows) {
+                          const std::vector<std::vector<float>>& previous_grads, SharedRows* shared,
+                          std::vector<std::vector<float>>* rows) {
   const int pf = dim + SparseStateFloats(opt, dim);
   if (shared->count() == 0) return absl::OkStatus();
   if (shared->payload_floats != pf) {
-    return absl::InternalError(absl::StrCat(
-        "the servers sent row payloads of ", shared->payload_floats, " floats, the job's sparse "
-        "optimizer has ", pf, " (embedding_dim ", dim, " and its state): they run another one"));
+    return absl::InternalError(
+        absl::StrCat("the servers sent row payloads of ", shared->payload_floats,
+                     " floats, the job's sparse "
+                     "optimizer has ",
+                     pf, " (embedding_dim ", dim, " and its state): they run another one"));
   }
   for (size_t t = 0; t < shared->positions.size(); ++t) {
     const std::vector<int32_t>& here = shared->positions[t];
@@ -73,18 +75,18 @@ absl::Status ReplayDense(const DenseOptimizerConfig& opt,
                          const std::vector<std::vector<float>>& grads, PulledDense* dense) {
   if (grads.size() != dense->tensors.size() || dense->states.size() != grads.size() ||
       dense->versions.size() != grads.size()) {
-    return absl::InternalError(absl::StrCat("dense replay of ", grads.size(),
-                                            " gradients on ", dense->tensors.size(),
-                                            " tensors"));
+    return absl::InternalError(absl::StrCat("dense replay of ", grads.size(), " gradients on ",
+                                            dense->tensors.size(), " tensors"));
   }
   for (size_t i = 0; i < grads.size(); ++i) {
     const int64_t size = static_cast<int64_t>(dense->tensors[i].size());
     if (static_cast<int64_t>(grads[i].size()) != size ||
         static_cast<int64_t>(dense->states[i].size()) != DenseStateFloats(opt, size)) {
-      return absl::InternalError(absl::StrCat(
-          "dense tensor ", i, ": ", size, " weights, ", dense->states[i].size(),
-          " state floats and a gradient of ", grads[i].size(), " do not fit the job's dense "
-          "optimizer"));
+      return absl::InternalError(absl::StrCat("dense tensor ", i, ": ", size, " weights, ",
+                                              dense->states[i].size(),
+                                              " state floats and a gradient of ", grads[i].size(),
+                                              " do not fit the job's dense "
+                                              "optimizer"));
     }
     // The primary counts the update first and applies it at the new count (DenseStore).
     ++dense->versions[i];

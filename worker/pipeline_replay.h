@@ -44,8 +44,8 @@ void FindSharedRows(const UniqueIds& previous, const UniqueIds& next, SharedRows
 // floats per row of this batch). INTERNAL when the payloads are not the optimizer's size
 // (the servers run another optimizer than `opt`).
 absl::Status ReplaySparse(const SparseOptimizerConfig& opt, int dim,
-                          const std::vector<std::vector<float>>& previous_grads,
-                          SharedRows* shared, std::vector<std::vector<float>>* rows);
+                          const std::vector<std::vector<float>>& previous_grads, SharedRows* shared,
+                          std::vector<std::vector<float>>* rows);
 
 // Dense tensors as pulled with their optimizer state and versions (updates applied).
 struct PulledDense {

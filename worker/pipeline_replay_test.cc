@@ -92,15 +92,14 @@ TEST(PipelineReplay, SparseReplayGivesWhatTheServerHoldsAfterThePush) {
     server.Push(a_rows, a_grads[0]);
     ASSERT_TRUE(ReplaySparse(server.opt, dim, a_grads, &shared, &rows).ok());
     for (size_t i = 0; i < b_rows.size(); ++i) {
-      EXPECT_EQ(std::memcmp(rows[0].data() + i * dim, server.Row(b_rows[i]).data(),
-                            sizeof(float) * dim),
-                0)
+      EXPECT_EQ(
+          std::memcmp(rows[0].data() + i * dim, server.Row(b_rows[i]).data(), sizeof(float) * dim),
+          0)
           << "rule " << static_cast<int>(rule) << " row " << b_rows[i];
     }
     for (size_t j = 0; j < shared.positions[0].size(); ++j) {
       const auto& row = server.Row(b_rows[shared.positions[0][j]]);
-      EXPECT_EQ(std::memcmp(shared.payloads[0].data() + j * pf, row.data(), sizeof(float) * pf),
-                0)
+      EXPECT_EQ(std::memcmp(shared.payloads[0].data() + j * pf, row.data(), sizeof(float) * pf), 0)
           << "the optimizer state replays too";
     }
   }
