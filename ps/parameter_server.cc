@@ -169,14 +169,19 @@ absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
                                        v1::PullResponse* response) const {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   const int dim = parts_.embeddings->dim();
-  int64_t ids = 0;
+  const int payload = parts_.embeddings->payload_floats();
+  int64_t ids = 0, with_state = 0;
   for (const v1::TableRows& t : request.tables()) ids += t.rows_size();
-  const int64_t reply = request.prefetch() ? 0 : ids * dim * static_cast<int64_t>(sizeof(float));
-  if (absl::Status s = CheckLimits(ids, reply, "pull"); !s.ok()) {
+  for (const v1::TableRows& t : request.with_state()) with_state += t.rows_size();
+  const int64_t reply = request.prefetch() ? 0 : (ids * dim + with_state * payload) *
+                                                     static_cast<int64_t>(sizeof(float));
+  if (absl::Status s = CheckLimits(ids + with_state, reply, "pull"); !s.ok()) {
     return Refuse(s, request.header(), "a pull");
   }
-  for (const v1::TableRows& t : request.tables()) {
-    if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+  for (const auto* list : {&request.tables(), &request.with_state()}) {
+    for (const v1::TableRows& t : *list) {
+      if (absl::Status s = parts_.embeddings->Validate(t.table(), RowsOf(t)); !s.ok()) return s;
+    }
   }
   if (request.prefetch()) {
     if (parts_.rebuilder != nullptr && !parts_.embeddings->all_valid()) {
@@ -185,10 +190,19 @@ absl::Status ParameterServerCore::Pull(const v1::PullRequest& request,
     return absl::OkStatus();
   }
   if (absl::Status s = EnsureRebuilt(request.tables()); !s.ok()) return s;
+  if (absl::Status s = EnsureRebuilt(request.with_state()); !s.ok()) return s;
   for (const v1::TableRows& t : request.tables()) {
     std::string* bytes = response->add_weights();
     bytes->resize(sizeof(float) * dim * t.rows_size());
     absl::Status s = parts_.embeddings->Pull(t.table(), RowsOf(t), reinterpret_cast<float*>(bytes->data()));
+    if (!s.ok()) return s;
+  }
+  if (request.with_state_size() > 0) response->set_payload_floats(payload);
+  for (const v1::TableRows& t : request.with_state()) {
+    std::string* bytes = response->add_payloads();
+    bytes->resize(sizeof(float) * payload * t.rows_size());
+    absl::Status s = parts_.embeddings->ReadPayloads(t.table(), RowsOf(t),
+                                                     reinterpret_cast<float*>(bytes->data()));
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
@@ -252,13 +266,20 @@ absl::Status ParameterServerCore::PullDense(const v1::PullDenseRequest& request,
   if (parts_.rebuilder != nullptr) {
     if (absl::Status s = parts_.rebuilder->EnsureDense(parts_.rebuild_wait_ms); !s.ok()) return s;
   }
-  std::vector<float> values;
+  std::vector<float> values, state;
   for (int tensor : request.tensors()) {
     int64_t version = 0;
-    if (absl::Status s = parts_.dense->Read(tensor, &values, &version); !s.ok()) return s;
+    absl::Status s = request.with_state()
+                         ? parts_.dense->Snapshot(tensor, &values, &state, &version)
+                         : parts_.dense->Read(tensor, &values, &version);
+    if (!s.ok()) return s;
     response->add_values()->assign(reinterpret_cast<const char*>(values.data()),
                                    values.size() * sizeof(float));
     response->add_versions(version);
+    if (request.with_state()) {
+      response->add_states()->assign(reinterpret_cast<const char*>(state.data()),
+                                     state.size() * sizeof(float));
+    }
   }
   return absl::OkStatus();
 }

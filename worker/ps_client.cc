@@ -1,5 +1,6 @@
 #include "worker/ps_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -167,7 +168,7 @@ PsClient::Route PsClient::RouteRows(const UniqueIds& ids) const {
   return route;
 }
 
-void PsClient::BuildPulls(const UniqueIds& ids, const Route& route,
+void PsClient::BuildPulls(const UniqueIds& ids, const Route& route, const Route& state_route,
                           std::vector<v1::PullRequest>* requests, std::vector<int>* targets) {
   const int servers = placement_.servers();
   const int tables = static_cast<int>(ids.rows.size());
@@ -175,11 +176,17 @@ void PsClient::BuildPulls(const UniqueIds& ids, const Route& route,
   for (int s = 0; s < servers; ++s) {
     bool any = false;
     for (int t = 0; t < tables; ++t) {
-      if (route[s][t].empty()) continue;
-      any = true;
-      v1::TableRows* tr = (*requests)[s].add_tables();
-      tr->set_table(t);
-      for (int32_t i : route[s][t]) tr->add_rows(ids.rows[t][i]);
+      if (!route[s][t].empty()) {
+        v1::TableRows* tr = (*requests)[s].add_tables();
+        tr->set_table(t);
+        for (int32_t i : route[s][t]) tr->add_rows(ids.rows[t][i]);
+      }
+      if (!state_route.empty() && !state_route[s][t].empty()) {
+        v1::TableRows* tr = (*requests)[s].add_with_state();
+        tr->set_table(t);
+        for (int32_t i : state_route[s][t]) tr->add_rows(ids.rows[t][i]);
+      }
+      any |= !route[s][t].empty() || (!state_route.empty() && !state_route[s][t].empty());
     }
     if (!any) continue;
     FillHeader((*requests)[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
@@ -231,12 +238,41 @@ void PsClient::PrefetchRows(const UniqueIds& ids) {
 }
 
 absl::Status PsClient::PullRows(const UniqueIds& ids, std::vector<std::vector<float>>* rows_data) {
+  int payload_floats = 0;
+  return PullRowsWithState(ids, {}, rows_data, nullptr, &payload_floats);
+}
+
+absl::Status PsClient::PullRowsWithState(const UniqueIds& ids, const StatePositions& with_state,
+                                         std::vector<std::vector<float>>* rows_data,
+                                         std::vector<std::vector<float>>* payloads,
+                                         int* payload_floats) {
   const int servers = placement_.servers();
   const int tables = static_cast<int>(ids.rows.size());
-  const Route route = RouteRows(ids);
+  Route route = RouteRows(ids);
+  // The rows pulled whole leave `route` for `state_route`; whole[t][i]: row i's place among
+  // table t's whole rows, -1 for the others.
+  Route state_route;
+  std::vector<std::vector<int32_t>> whole;
+  if (!with_state.empty()) {
+    state_route.assign(servers, std::vector<std::vector<int32_t>>(tables));
+    whole.resize(tables);
+    for (int t = 0; t < tables; ++t) {
+      whole[t].assign(ids.rows[t].size(), -1);
+      for (size_t j = 0; j < with_state[t].size(); ++j) {
+        whole[t][with_state[t][j]] = static_cast<int32_t>(j);
+      }
+      for (int s = 0; s < servers; ++s) {
+        std::vector<int32_t>& plain = route[s][t];
+        auto by_weight = std::stable_partition(plain.begin(), plain.end(),
+                                               [&](int32_t i) { return whole[t][i] < 0; });
+        state_route[s][t].assign(by_weight, plain.end());
+        plain.erase(by_weight, plain.end());
+      }
+    }
+  }
   std::vector<v1::PullRequest> requests;
   std::vector<int> targets;
-  BuildPulls(ids, route, &requests, &targets);
+  BuildPulls(ids, route, state_route, &requests, &targets);
   std::vector<v1::PullResponse> responses(servers);
   absl::Status status = FanOut(
       targets, requests, &responses,
@@ -245,13 +281,17 @@ absl::Status PsClient::PullRows(const UniqueIds& ids, std::vector<std::vector<fl
   if (!status.ok()) return status;
   rows_data->resize(tables);
   for (int t = 0; t < tables; ++t) (*rows_data)[t].resize(ids.rows[t].size() * dim_);
+  *payload_floats = 0;
+  if (payloads != nullptr) payloads->assign(tables, {});
   for (int s : targets) {
     const v1::PullRequest& req = requests[s];
     const v1::PullResponse& resp = responses[s];
-    if (resp.weights_size() != req.tables_size()) {
-      return absl::InternalError("server " + std::to_string(s) + " answered " +
-                                 std::to_string(resp.weights_size()) + " tables for " +
-                                 std::to_string(req.tables_size()));
+    if (resp.weights_size() != req.tables_size() ||
+        resp.payloads_size() != req.with_state_size()) {
+      return absl::InternalError(
+          "server " + std::to_string(s) + " answered " + std::to_string(resp.weights_size()) +
+          " and " + std::to_string(resp.payloads_size()) + " tables for " +
+          std::to_string(req.tables_size()) + " and " + std::to_string(req.with_state_size()));
     }
     for (int e = 0; e < req.tables_size(); ++e) {
       int t = req.tables(e).table();
@@ -264,6 +304,31 @@ absl::Status PsClient::PullRows(const UniqueIds& ids, std::vector<std::vector<fl
       for (size_t i = 0; i < positions.size(); ++i) {
         std::memcpy((*rows_data)[t].data() + static_cast<size_t>(positions[i]) * dim_,
                     src + i * dim_, sizeof(float) * dim_);
+      }
+    }
+    if (req.with_state_size() == 0) continue;
+    const int pf = resp.payload_floats();
+    if (pf < dim_ || (*payload_floats != 0 && pf != *payload_floats)) {
+      return absl::InternalError("server " + std::to_string(s) + " sent payloads of " +
+                                 std::to_string(pf) + " floats (embedding_dim " +
+                                 std::to_string(dim_) + ")");
+    }
+    *payload_floats = pf;
+    for (int e = 0; e < req.with_state_size(); ++e) {
+      int t = req.with_state(e).table();
+      const std::string& bytes = resp.payloads(e);
+      const std::vector<int32_t>& positions = state_route[s][t];
+      if (bytes.size() != positions.size() * pf * sizeof(float)) {
+        return absl::InternalError("server " + std::to_string(s) + " sent a wrong-sized block");
+      }
+      std::vector<float>& out = (*payloads)[t];
+      out.resize(with_state[t].size() * pf);
+      const float* src = reinterpret_cast<const float*>(bytes.data());
+      for (size_t i = 0; i < positions.size(); ++i) {
+        std::memcpy(out.data() + static_cast<size_t>(whole[t][positions[i]]) * pf, src + i * pf,
+                    sizeof(float) * pf);
+        std::memcpy((*rows_data)[t].data() + static_cast<size_t>(positions[i]) * dim_,
+                    src + i * pf, sizeof(float) * dim_);
       }
     }
   }
@@ -328,7 +393,9 @@ absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<
   return status.ok() ? dense_status : status;
 }
 
-absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors) {
+absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors,
+                                 std::vector<std::vector<float>>* states,
+                                 std::vector<int64_t>* versions) {
   const int servers = placement_.servers();
   std::vector<v1::PullDenseRequest> requests(servers);
   std::vector<int> targets;
@@ -337,6 +404,7 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors) {
   }
   for (int s = 0; s < servers; ++s) {
     if (requests[s].tensors_size() == 0) continue;
+    requests[s].set_with_state(states != nullptr);
     FillHeader(requests[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
     targets.push_back(s);
   }
@@ -348,15 +416,34 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors) {
                                });
   if (!status.ok()) return status;
   tensors->resize(dense_sizes_.size());
+  if (states != nullptr) states->resize(dense_sizes_.size());
+  if (versions != nullptr) versions->resize(dense_sizes_.size());
   for (int s : targets) {
-    for (int e = 0; e < requests[s].tensors_size(); ++e) {
+    const v1::PullDenseResponse& resp = responses[s];
+    const int n = requests[s].tensors_size();
+    if (resp.values_size() != n || resp.versions_size() != n ||
+        (states != nullptr && resp.states_size() != n)) {
+      return absl::InternalError("server " + std::to_string(s) + " answered a dense pull of " +
+                                 std::to_string(n) + " tensors with " +
+                                 std::to_string(resp.values_size()));
+    }
+    for (int e = 0; e < n; ++e) {
       int i = requests[s].tensors(e);
-      const std::string& bytes = responses[s].values(e);
+      const std::string& bytes = resp.values(e);
       if (static_cast<int64_t>(bytes.size()) != dense_sizes_[i] * 4) {
         return absl::InternalError("dense tensor " + std::to_string(i) + " has a wrong size");
       }
       (*tensors)[i].resize(dense_sizes_[i]);
       std::memcpy((*tensors)[i].data(), bytes.data(), bytes.size());
+      if (versions != nullptr) (*versions)[i] = resp.versions(e);
+      if (states == nullptr) continue;
+      const std::string& state = resp.states(e);
+      if (state.size() % sizeof(float) != 0) {
+        return absl::InternalError("dense tensor " + std::to_string(i) + "'s state has " +
+                                   std::to_string(state.size()) + " bytes");
+      }
+      (*states)[i].resize(state.size() / sizeof(float));
+      std::memcpy((*states)[i].data(), state.data(), state.size());
     }
   }
   return absl::OkStatus();

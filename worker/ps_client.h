@@ -41,6 +41,15 @@ class PsClient {
 
   // Pulls the weights of every unique row; rows_data[t] gets rows[t].size() * dim floats.
   absl::Status PullRows(const UniqueIds& ids, std::vector<std::vector<float>>* rows_data);
+  // Rows pulled whole: per table, positions in ids.rows[t], ascending.
+  using StatePositions = std::vector<std::vector<int32_t>>;
+  // PullRows, and for the rows at `with_state` the whole payloads too (weights, then the
+  // sparse optimizer's state, each row's read atomically on its server): (*payloads)[t]
+  // gets with_state[t].size() * *payload_floats floats, in with_state[t] order, and those
+  // rows' weights also land in rows_data. In one request per server with the other rows.
+  absl::Status PullRowsWithState(const UniqueIds& ids, const StatePositions& with_state,
+                                 std::vector<std::vector<float>>* rows_data,
+                                 std::vector<std::vector<float>>* payloads, int* payload_floats);
   // While a server is RECOVERING (per the cluster map of the failure handling), tells it which
   // of its rows `ids` will pull soon, so that it rebuilds the lost ones ahead of the pull; one
   // try, errors ignored. Does nothing otherwise.
@@ -49,8 +58,12 @@ class PsClient {
   // not empty, one gradient per dense tensor. Both travel in parallel.
   absl::Status Push(const UniqueIds& ids, const std::vector<std::vector<float>>& grads,
                     const std::vector<std::vector<float>>& dense_grads);
-  // Pulls every dense tensor from its primary.
-  absl::Status PullDense(std::vector<std::vector<float>>* tensors);
+  // Pulls every dense tensor from its primary. With `states` also each tensor's optimizer
+  // state (DenseStateFloats floats) and with `versions` its count of updates, each tensor's
+  // weights, state and version read together under its lock.
+  absl::Status PullDense(std::vector<std::vector<float>>* tensors,
+                         std::vector<std::vector<float>>* states = nullptr,
+                         std::vector<int64_t>* versions = nullptr);
   // Reads whole payloads (weights + optimizer state) of rows of one table (admin / tests).
   absl::Status ReadPayloads(int table, const std::vector<int64_t>& rows, std::vector<float>* out,
                             int* payload_floats);
@@ -95,9 +108,10 @@ class PsClient {
   template <typename Request, typename Response, typename StartFn>
   absl::Status FanOut(const std::vector<int>& servers, std::vector<Request>& requests,
                       std::vector<Response>* responses, StartFn start, bool retry_failed = true);
-  // The pull requests of `ids` (one per server holding any; their ids into *targets).
-  void BuildPulls(const UniqueIds& ids, const Route& route, std::vector<v1::PullRequest>* requests,
-                  std::vector<int>* targets);
+  // The pull requests of `ids` (one per server holding any; their ids into *targets): the
+  // rows of `route` by weight, those of `state_route` whole.
+  void BuildPulls(const UniqueIds& ids, const Route& route, const Route& state_route,
+                  std::vector<v1::PullRequest>* requests, std::vector<int>* targets);
 
   Placement placement_;
   const int dim_;

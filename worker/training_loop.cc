@@ -103,6 +103,27 @@ absl::Status TrainingLoop::Prepare(PreparedBatch* p) {
   return ps_->PullRows(p->ids, &p->rows);
 }
 
+absl::Status TrainingLoop::PrepareAfter(const PreparedBatch& previous, PreparedBatch* p) {
+  if (absl::Status s = Read(p); !s.ok() || !p->valid) return s;
+  return PullAfter(previous, p);
+}
+
+absl::Status TrainingLoop::PullAfter(const PreparedBatch& previous, PreparedBatch* p) {
+  FindSharedRows(previous.ids, p->ids, &p->shared);
+  return ps_->PullRowsWithState(p->ids, p->shared.positions, &p->rows, &p->shared.payloads,
+                                &p->shared.payload_floats);
+}
+
+absl::Status TrainingLoop::CatchUp(const StepGrads& grads, PreparedBatch* next,
+                                   PulledDense* dense) const {
+  if (absl::Status s = ReplaySparse(sparse_optimizer_, spec_.model.embedding_dim, grads.rows,
+                                    &next->shared, &next->rows);
+      !s.ok()) {
+    return s;
+  }
+  return ReplayDense(dense_optimizer_, grads.dense, dense);
+}
+
 namespace {
 
 // The DenseMath's view of a prepared batch: pointers into it, nothing copied.
@@ -192,9 +213,12 @@ absl::Status TrainingLoop::TrainInLockstep() {
 }
 
 // Step i computes on the main thread while one background task pushes step i - 1 and then
-// pulls the dense tensors and the rows for step i + 1. Every step therefore trains on
-// parameters that miss exactly the previous step's update (staleness 1), and the server
-// round trips (including, with ack after_parity, the parity holders') hide behind the
+// pulls the dense tensors and the rows for step i + 1. Those pulls see every update of this
+// worker up to step i - 1 (whose push was acknowledged first) but not step i's, still being
+// computed: once it is, CatchUp applies step i's update to what they pulled, as the servers
+// will (the rows step i also updates come whole, with their optimizer state, and so do the
+// dense tensors), and step i + 1 computes on what the servers hold after step i's push. The
+// server round trips (including, with ack after_parity, the parity holders') hide behind the
 // computation. The task also reads the batch of step i + 1 + kHintLead ahead, so that while a
 // server recovers, the hint naming the rows that batch will pull reaches it kHintLead steps
 // before the pull: the lost ones are rebuilt off the critical path, and with two steps of
@@ -206,25 +230,29 @@ absl::Status TrainingLoop::TrainPipelined() {
   constexpr int kHintLead = 2;
   constexpr int kSlots = 3 + kHintLead;
   PreparedBatch batches[kSlots];
-  std::vector<std::vector<float>> dense[2];
+  PulledDense dense[2];
   StepGrads grads[2];
   float losses[2] = {0, 0};
   int64_t samples = start_position_;
   const int64_t first = start_step_ + 1;
   if (first > spec_.job.steps) return absl::OkStatus();
+  // The first step misses nothing: its pulls come before any push.
   if (absl::Status s = Prepare(&batches[0]); !s.ok()) return s;
-  if (absl::Status s = ps_->PullDense(&dense[0]); !s.ok()) return s;
+  if (absl::Status s = ps_->PullDense(&dense[0].tensors); !s.ok()) return s;
   // Reads a batch ahead and hints its rows to recovering servers.
   auto read_ahead = [&](PreparedBatch* p) -> absl::Status {
     if (absl::Status s = Read(p); !s.ok()) return s;
     if (p->valid) ps_->PrefetchRows(p->ids);
     return absl::OkStatus();
   };
+  auto pull_dense = [&](PulledDense* d) {
+    return ps_->PullDense(&d->tensors, &d->states, &d->versions);
+  };
   // The task for step 0's time: prefetch step 1, read the kHintLead steps after it.
   std::future<absl::Status> background = std::async(std::launch::async, [&]() -> absl::Status {
     if (!batches[0].valid || first + 1 > spec_.job.steps) return absl::OkStatus();
-    if (absl::Status s = ps_->PullDense(&dense[1]); !s.ok()) return s;
-    if (absl::Status s = Prepare(&batches[1]); !s.ok()) return s;
+    if (absl::Status s = pull_dense(&dense[1]); !s.ok()) return s;
+    if (absl::Status s = PrepareAfter(batches[0], &batches[1]); !s.ok()) return s;
     for (int j = 2; j < 2 + kHintLead; ++j) {
       if (!batches[j - 1].valid || first + j > spec_.job.steps) break;
       if (absl::Status s = read_ahead(&batches[j]); !s.ok()) return s;
@@ -256,7 +284,7 @@ absl::Status TrainingLoop::TrainPipelined() {
       settle_background();
       return absl::CancelledError("worker interrupted");
     }
-    auto computed = Compute(step, current, dense[i % 2], &grads[i % 2]);
+    auto computed = Compute(step, current, dense[i % 2].tensors, &grads[i % 2]);
     if (!computed.ok()) {
       settle_background();
       return computed.status();
@@ -270,7 +298,10 @@ absl::Status TrainingLoop::TrainPipelined() {
     // Push this step, then pull what step i + 2 needs (its batch was read kHintLead tasks
     // ago) and read step i + 2 + kHintLead's into the slot of step i - 1, whose push is done;
     // dense values land in the slot this step used. A batch is read only while the one before
-    // it in the partition was valid.
+    // it in the partition was valid. Step i + 1's batch and dense values were pulled by the
+    // task just finished; this step's update is replayed on them below, beside the push.
+    PreparedBatch& following = batches[(i + 1) % kSlots];
+    const bool follows = step + 1 <= spec_.job.steps && following.valid;
     PreparedBatch& next = batches[(i + 2) % kSlots];
     const bool fetch = step + 2 <= spec_.job.steps && next.valid;
     const bool ahead = step + 2 + kHintLead <= spec_.job.steps &&
@@ -279,6 +310,7 @@ absl::Status TrainingLoop::TrainPipelined() {
     read_slot.valid = false;
     pushed_step = step;
     background = std::async(std::launch::async, [&, i, fetch, ahead, pull = &next,
+                                                  after = &following,
                                                   read = &read_slot]() -> absl::Status {
       // The read ahead runs beside the push and the pulls (it is needed only by a later
       // task): reading and deduplicating a batch fills the time spent waiting for servers.
@@ -286,11 +318,19 @@ absl::Status TrainingLoop::TrainPipelined() {
       if (ahead) reader = std::async(std::launch::async, [&, read] { return read_ahead(read); });
       absl::Status status = ps_->Push(batches[i % kSlots].ids, grads[i % 2].rows,
                                       grads[i % 2].dense);
-      if (status.ok() && fetch) status = ps_->PullDense(&dense[i % 2]);
-      if (status.ok() && fetch) status = ps_->PullRows(pull->ids, &pull->rows);
+      if (status.ok() && fetch) status = pull_dense(&dense[i % 2]);
+      if (status.ok() && fetch) status = PullAfter(*after, pull);
       absl::Status read_status = reader.valid() ? reader.get() : absl::OkStatus();
       return status.ok() ? read_status : status;
     });
+    // The task reads this step's gradients and step i + 1's ids; this writes step i + 1's
+    // rows and the other dense slot: nothing the task writes.
+    if (follows) {
+      if (absl::Status s = CatchUp(grads[i % 2], &following, &dense[(i + 1) % 2]); !s.ok()) {
+        settle_background();
+        return s;
+      }
+    }
     if (EvaluatesAfter(step)) {
       if (absl::Status s = finish_background(); !s.ok()) return s;
       if (absl::Status s = Evaluate(step); !s.ok()) return s;

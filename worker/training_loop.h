@@ -4,8 +4,9 @@
 // Each step: read a batch, dedupe its ids, pull its rows and the dense tensors, forward,
 // backward, push row and dense gradients. With job.synchronous these happen one after
 // another; otherwise a step's push and the pulls for the step after it run in the
-// background while the next step computes (every step then misses only the previous step's
-// update). Not thread-safe.
+// background while the next step computes. Those pulls miss the previous step's update,
+// which the worker then applies itself (worker/pipeline_replay.h): a step misses nothing of
+// its own worker's updates, only other workers'. Not thread-safe.
 #ifndef ECPS_WORKER_TRAINING_LOOP_H_
 #define ECPS_WORKER_TRAINING_LOOP_H_
 
@@ -20,10 +21,13 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/dlrm.h"
+#include "kernels/optimizers.h"
+#include "kernels/spec_config.h"
 #include "proto/ecps.pb.h"
 #include "runtime/spec.h"
 #include "worker/cpu_dense_math.h"
 #include "worker/data.h"
+#include "worker/pipeline_replay.h"
 #include "worker/ps_client.h"
 #include "worker/step.h"
 
@@ -36,6 +40,8 @@ struct PreparedBatch {
   std::vector<std::vector<float>> rows;
   bool valid = false;  // false at the end of the partition
   int64_t end_position = 0;  // the reader's position just after this batch
+  // Pipelined: the rows the batch before it updates, pulled whole to replay that update.
+  SharedRows shared;
 };
 
 // Progress shared between the training loop and the heartbeat thread. Thread-safe.
@@ -151,6 +157,8 @@ class TrainingLoop {
   TrainingLoop(const JobSpec& spec, int worker, PsClient* ps, Dlrm* model, ProgressBoard* board,
                const std::atomic<bool>* stop)
       : spec_(spec), worker_(worker), ps_(ps), model_(model), board_(board), stop_(stop),
+        sparse_optimizer_(ToSparseOptimizerConfig(spec.optimizer.sparse)),
+        dense_optimizer_(ToDenseOptimizerConfig(spec.optimizer.dense)),
         cpu_math_(model), math_(&cpu_math_) {}
 
   // Trains with `math` (the CUDA DenseMath of cluster.worker_device: cuda) instead of the CPU
@@ -186,6 +194,13 @@ class TrainingLoop {
   absl::Status Read(PreparedBatch* p);
   // Read, then pulls the rows.
   absl::Status Prepare(PreparedBatch* p);
+  // Pipelined: Read, then pulls the rows, those `previous` also has whole (with their
+  // optimizer state), for CatchUp to replay the update of `previous`'s step on them.
+  absl::Status PrepareAfter(const PreparedBatch& previous, PreparedBatch* p);
+  absl::Status PullAfter(const PreparedBatch& previous, PreparedBatch* p);
+  // Pipelined: applies a step's update (`grads`) to what the next step pulled before that
+  // step's push: its shared rows (into next->rows) and the dense tensors.
+  absl::Status CatchUp(const StepGrads& grads, PreparedBatch* next, PulledDense* dense) const;
   // Forward and backward on `p` with dense parameters `dense`; returns the loss.
   // INVALID_ARGUMENT naming the step when the loss or a dense gradient is not finite (the
   // model diverged): nothing of that step is pushed. Row gradients are checked by the
@@ -206,6 +221,8 @@ class TrainingLoop {
   Dlrm* model_;
   ProgressBoard* board_;
   const std::atomic<bool>* stop_;
+  const SparseOptimizerConfig sparse_optimizer_;  // what the servers apply, to replay it
+  const DenseOptimizerConfig dense_optimizer_;
   std::unique_ptr<DataSource> source_;
   CpuDenseMath cpu_math_;
   DenseMath* math_;  // cpu_math_ unless UseDenseMath
