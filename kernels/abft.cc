@@ -39,8 +39,9 @@ const char* AbftModeName(AbftMode mode) {
 }
 
 std::string MachineBalance::ToString() const {
-  return absl::StrFormat("GEMM %.1f GFLOP/s, memory %.1f GB/s, balance %.1f flop/byte", gflops,
-                         gbytes_per_s, flops_per_byte());
+  return absl::StrFormat(
+      "GEMM %.1f GFLOP/s, memory %.1f GB/s, balance %.1f flop/byte, last-level cache %d KiB",
+      gflops, gbytes_per_s, flops_per_byte(), cache_bytes >> 10);
 }
 
 namespace {
@@ -83,6 +84,9 @@ MachineBalance MeasureMachineBalance() {
   volatile float sink = 0;
   const double read_s = BestSeconds(3, [&] { sink = sink + StreamSum(big.data(), kFloats); });
   out.gbytes_per_s = sizeof(float) * static_cast<double>(kFloats) / read_s / 1e9;
+  long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (cache <= 0) cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  out.cache_bytes = cache > 0 ? cache : 0;
   return out;
 }
 
@@ -92,8 +96,11 @@ double ArithmeticIntensity(int m, int n, int k) {
 }
 
 AbftScheme SelectScheme(int m, int n, int k, const MachineBalance& balance) {
-  return ArithmeticIntensity(m, n, k) >= balance.flops_per_byte() ? AbftScheme::kGlobal
-                                                                  : AbftScheme::kPanel;
+  const double bytes = 4.0 * (static_cast<double>(m) * k + static_cast<double>(k) * n +
+                              static_cast<double>(m) * n);
+  const bool memory_bound = ArithmeticIntensity(m, n, k) < balance.flops_per_byte();
+  return memory_bound && bytes > static_cast<double>(balance.cache_bytes) ? AbftScheme::kPanel
+                                                                          : AbftScheme::kGlobal;
 }
 
 int PanelRows(int m, int n, int k) {

@@ -40,6 +40,7 @@ struct GemmCall {
 struct MachineBalance {
   double gflops = 0;         // GEMM, one thread
   double gbytes_per_s = 0;   // read bandwidth, one thread
+  int64_t cache_bytes = 0;   // the last-level cache (0: unknown, taken as holding nothing)
   double flops_per_byte() const { return gbytes_per_s > 0 ? gflops / gbytes_per_s : 0; }
   std::string ToString() const;
 };
@@ -51,9 +52,11 @@ MachineBalance MeasureMachineBalance();
 // flops / bytes of C = op(A) op(B) with each operand moved once: 2mnk / 4(mk + kn + mn).
 double ArithmeticIntensity(int m, int n, int k);
 
-// kGlobal for a compute-bound GEMM (intensity above the balance: the check's extra passes over
-// memory hide behind the arithmetic), kPanel for a memory-bound one (the check must reuse what
-// the GEMM just brought into cache).
+// kPanel for a memory-bound GEMM (intensity below the balance) whose operands do not fit the
+// last-level cache: its check must reuse what the GEMM just brought into cache, or pay a second
+// trip to memory. kGlobal otherwise: for a compute-bound GEMM the check's extra passes hide
+// behind the arithmetic, and when A, B and C fit the cache they are re-read from it anyway, so
+// the panels' extra GEMM calls would buy nothing (bench/abft_bench measured both; docs/abft.md).
 AbftScheme SelectScheme(int m, int n, int k, const MachineBalance& balance);
 
 // Rows per panel of kPanel: as many as keep an A panel and a C panel within half the L2 cache,

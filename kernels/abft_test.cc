@@ -177,6 +177,10 @@ TEST(AbftTest, TheSelectorFollowsIntensityAgainstBalance) {
   EXPECT_EQ(SelectScheme(2048, 1024, 1024, balance), AbftScheme::kGlobal);  // 205 flop/byte
   EXPECT_EQ(SelectScheme(2048, 512, 13, balance), AbftScheme::kPanel);      // 6
   EXPECT_EQ(SelectScheme(2048, 1, 64, balance), AbftScheme::kPanel);        // 0.5
+  // Memory-bound, but A, B and C (1.1 MB) fit the cache: re-reading them there is cheap.
+  balance.cache_bytes = 2 << 20;
+  EXPECT_EQ(SelectScheme(2048, 128, 13, balance), AbftScheme::kGlobal);
+  EXPECT_EQ(SelectScheme(8192, 128, 13, balance), AbftScheme::kPanel);  // 4.5 MB do not
   const MachineBalance measured = MeasureMachineBalance();
   EXPECT_GT(measured.gflops, 0);
   EXPECT_GT(measured.gbytes_per_s, 0);
