@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <vector>
 
@@ -246,6 +248,70 @@ TEST(AbftTest, DlrmCountsAFlipAndARecomputeIsClean) {
   m.SetAbft(AbftMode::kOff, MachineBalance{}, &flip);
   run(&bad);
   EXPECT_EQ(m.abft_misses(), 0);
+}
+
+}  // namespace
+}  // namespace ecps
+
+namespace ecps {
+namespace {
+
+// Clean steps of both benchmark models (batch 2048, every GEMM checked, panels forced on for
+// half of the steps so that both schemes run), on fresh inputs each step and weights moved by
+// SGD: no check may fire. ECPS_ABFT_CLEAN_STEPS sets the steps per model (default 20; the
+// 10,000-step run of docs/abft.md sets it).
+TEST(AbftTest, CleanStepsRaiseNoAlarm) {
+  const char* env = std::getenv("ECPS_ABFT_CLEAN_STEPS");
+  const int steps = env != nullptr ? std::atoi(env) : 20;
+  const char* only = std::getenv("ECPS_ABFT_CLEAN_MODEL");  // "0" or "1": one model only
+  for (int heavy : {0, 1}) {
+    if (only != nullptr && std::atoi(only) != heavy) continue;
+    DlrmConfig cfg;
+    cfg.num_dense = 13, cfg.num_sparse = 26, cfg.embedding_dim = heavy ? 128 : 16;
+    cfg.bottom_mlp = heavy ? std::vector<int>{512, 256, 128} : std::vector<int>{128, 64, 16};
+    cfg.top_mlp = heavy ? std::vector<int>{1024, 1024, 512, 256} : std::vector<int>{128, 64};
+    const int batch = 2048, dim = cfg.embedding_dim;
+    auto model = Dlrm::Create(cfg, batch);
+    ASSERT_TRUE(model.ok());
+    Dlrm& m = **model;
+    std::vector<std::vector<float>> params, grads;
+    m.InitDense(17, &params);
+    std::vector<const float*> p;
+    std::vector<float*> g;
+    grads.resize(params.size());
+    for (size_t t = 0; t < params.size(); ++t) {
+      p.push_back(params[t].data());
+      grads[t].resize(params[t].size());
+      g.push_back(grads[t].data());
+    }
+    std::vector<float> dense(static_cast<size_t>(batch) * 13), labels(batch),
+        pooled(static_cast<size_t>(batch) * 26 * dim), d_pooled(pooled.size());
+    const MachineBalance measured = MeasureMachineBalance();
+    MachineBalance all_panel;
+    all_panel.gflops = 1e12, all_panel.gbytes_per_s = 1;
+    int64_t misses = 0;
+    for (int step = 0; step < steps; ++step) {
+      m.SetAbft(AbftMode::kAuto, step % 2 ? all_panel : measured);
+      const uint64_t seed = HashOf(heavy, step, 0x5eed);
+      for (size_t i = 0; i < dense.size(); ++i) dense[i] = 3.0f * UnitFloat(Mix64(seed + i));
+      for (size_t i = 0; i < pooled.size(); ++i) {
+        pooled[i] = 0.1f * (UnitFloat(Mix64(seed ^ (i * 0x9E3779B97F4A7C15ull))) - 0.5f);
+      }
+      for (int b = 0; b < batch; ++b) labels[b] = (Mix64(seed + 7 * b) & 3) == 0;
+      const float loss = m.ForwardBackward(batch, dense.data(), pooled.data(), labels.data(), p,
+                                           d_pooled.data(), g);
+      if (m.abft_misses() > 0 && misses == 0) {
+        std::printf("first miss: step %d, %d columns, loss %g\n", step, m.abft_misses(), loss);
+      }
+      misses += m.abft_misses();
+      for (size_t t = 0; t < params.size(); ++t) {
+        for (size_t i = 0; i < params[t].size(); ++i) params[t][i] -= 0.05f * grads[t][i];
+      }
+    }
+    EXPECT_EQ(misses, 0) << (heavy ? "heavy" : "quickstart") << " over " << steps << " steps";
+    std::printf("%s: %d clean steps, %lld misses\n", heavy ? "heavy" : "quickstart", steps,
+                static_cast<long long>(misses));
+  }
 }
 
 }  // namespace
