@@ -45,8 +45,9 @@ std::atomic<GemmLibrary> gemm_library{GemmLibrary::kOneDnn};
 std::atomic<GemmLibrary> gemm_library{GemmLibrary::kOpenBlas};
 #endif
 
-// c (m x n) = op(a) op(b) + beta * c, row-major, op transposing when t*.
-void Gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
+}  // namespace
+
+void Sgemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
           int ldb, float beta, float* c, int ldc) {
 #ifdef ECPS_HAVE_DNNL
   if (gemm_library.load(std::memory_order_relaxed) == GemmLibrary::kOneDnn) {
@@ -63,8 +64,6 @@ void Gemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const 
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
               n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
-
-}  // namespace
 
 bool SetGemmLibrary(GemmLibrary library) {
 #ifndef ECPS_HAVE_DNNL
@@ -169,11 +168,18 @@ ECPS_CLONES void ColumnSumsImpl(int batch, int out, const float* __restrict dy,
 }  // namespace
 
 void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
-                   bool relu, float* y) {
+                   bool relu, float* y, const LinearAbft* abft) {
   if (batch <= 0) return;
+  if (abft != nullptr && abft->forward != AbftScheme::kNone) {
+    // The checksums hold for the GEMM alone: it writes y (beta 0), the bias and ReLU follow.
+    const GemmCall g{false, true, batch, out, in, x, in, w, in, y, out};
+    *abft->misses += CheckedGemm(g, abft->forward, abft->site, abft->injector).misses;
+    BiasActivationImpl(batch, out, bias, relu, y);
+    return;
+  }
   if (CurrentGemmLibrary() == GemmLibrary::kOneDnn) {
     // oneDNN writes C without reading it when beta = 0; the bias joins the ReLU's pass.
-    Gemm(false, true, batch, out, in, x, in, w, in, 0.0f, y, out);
+    Sgemm(false, true, batch, out, in, x, in, w, in, 0.0f, y, out);
     BiasActivationImpl(batch, out, bias, relu, y);
     return;
   }
@@ -181,16 +187,27 @@ void LinearForward(int batch, int in, int out, const float* x, const float* w, c
   // accumulate onto it (beta = 1).
   for (int b = 0; b < batch; ++b)
     std::memcpy(y + static_cast<int64_t>(b) * out, bias, sizeof(float) * out);
-  Gemm(false, true, batch, out, in, x, in, w, in, 1.0f, y, out);
+  Sgemm(false, true, batch, out, in, x, in, w, in, 1.0f, y, out);
   if (relu) ReluImpl(static_cast<int64_t>(batch) * out, y);
 }
 
 void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
-                    float* dw, float* db, float* dx) {
-  Gemm(true, false, out, in, batch, dy, out, x, in, 0.0f, dw, in);
+                    float* dw, float* db, float* dx, const LinearAbft* abft) {
+  const LinearAbft none;
+  const LinearAbft& checks = abft != nullptr ? *abft : none;
+  const GemmCall dw_gemm{true, false, out, in, batch, dy, out, x, in, dw, in};
+  if (checks.weight_grad != AbftScheme::kNone) {
+    *checks.misses += CheckedGemm(dw_gemm, checks.weight_grad, checks.site + 1, checks.injector).misses;
+  } else {
+    Sgemm(true, false, out, in, batch, dy, out, x, in, 0.0f, dw, in);
+  }
   ColumnSumsImpl(batch, out, dy, db);
-  if (dx != nullptr) {
-    Gemm(false, false, batch, in, out, dy, out, w, in, 0.0f, dx, in);
+  if (dx == nullptr) return;
+  const GemmCall dx_gemm{false, false, batch, in, out, dy, out, w, in, dx, in};
+  if (checks.input_grad != AbftScheme::kNone) {
+    *checks.misses += CheckedGemm(dx_gemm, checks.input_grad, checks.site + 2, checks.injector).misses;
+  } else {
+    Sgemm(false, false, batch, in, out, dy, out, w, in, 0.0f, dx, in);
   }
 }
 

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/abft.h"
+
 namespace ecps {
 
 // While alive, the calling thread's float arithmetic flushes denormal results to zero and
@@ -60,16 +62,22 @@ std::string OpenBlasCoreFor(const std::string& chosen, int cpu_level);
 // shared with gRPC threads); returns the number OpenBLAS reports afterwards.
 int SetBlasThreads(int threads);
 
+// c (m x n) = op(a) op(b) + beta * c, row-major, op transposing when t*: the GEMM of the
+// library SetGemmLibrary chose, on SetBlasThreads' threads.
+void Sgemm(bool ta, bool tb, int m, int n, int k, const float* a, int lda, const float* b,
+           int ldb, float beta, float* c, int ldc);
+
 // y[b][o] = sum_i x[b][i] * w[o][i] + bias[o], then max(., 0) when relu.
-// x: batch x in, w: out x in, bias: out, y: batch x out.
+// x: batch x in, w: out x in, bias: out, y: batch x out. With `abft`, its forward scheme
+// checks the GEMM (before the bias and ReLU) and adds its misses to *abft->misses.
 void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
-                   bool relu, float* y);
+                   bool relu, float* y, const LinearAbft* abft = nullptr);
 
 // Backward of y = x w^T + bias given dy = dL/dy (batch x out):
 // dw = dy^T x (out x in), db = column sums of dy (out), dx = dy w (batch x in; skipped when
-// dx is null).
+// dx is null). With `abft`, its weight_grad and input_grad schemes check the two GEMMs.
 void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
-                    float* dw, float* db, float* dx);
+                    float* dw, float* db, float* dx, const LinearAbft* abft = nullptr);
 
 // dy[i] = 0 where y[i] <= 0 (y is the ReLU's output).
 void ReluBackwardInPlace(int64_t n, const float* y, float* dy);

@@ -45,7 +45,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int 
   m->top_in_ = m->dim_ + m->pairs_;
   auto add = [&](std::vector<Layer>* layers, const char* prefix, int in, int out, bool relu) {
     const int idx = static_cast<int>(layers->size());
-    layers->push_back({in, out, relu, static_cast<int>(m->tensors_.size())});
+    layers->push_back({in, out, relu, static_cast<int>(m->tensors_.size()), LinearAbft{}});
     m->tensors_.push_back(
         {absl::StrCat(prefix, ".", idx, ".weight"), static_cast<int64_t>(in) * out});
     m->tensors_.push_back({absl::StrCat(prefix, ".", idx, ".bias"), out});
@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int 
     in = w;
   }
   add(&m->top_, "top", in, 1, false);
+  m->max_batch_ = max_batch;
   m->workspaces_.resize(threads);
   const int slices = m->Slices(max_batch);
   for (int i = 0; i < slices; ++i) {
@@ -70,6 +71,59 @@ absl::StatusOr<std::unique_ptr<Dlrm>> Dlrm::Create(const DlrmConfig& model, int 
         ParallelRunner::PartBegin(max_batch, slices, i)));
   }
   return m;
+}
+
+void Dlrm::SetAbft(AbftMode mode, const MachineBalance& balance,
+                   GemmFaultInjector* injector) {
+  // Every slice but possibly the last has this many samples.
+  const int slices = Slices(max_batch_);
+  const int batch = (max_batch_ + slices - 1) / slices;
+  int site = 0;
+  auto plan = [&](Layer* l) {
+    auto pick = [&](int m, int n, int k) {
+      if (mode == AbftMode::kOff) return AbftScheme::kNone;
+      if (mode == AbftMode::kDetect) return AbftScheme::kGlobal;
+      return SelectScheme(m, n, k, balance);
+    };
+    l->abft.forward = pick(batch, l->out, l->in);
+    l->abft.weight_grad = pick(l->out, l->in, batch);
+    l->abft.input_grad = pick(batch, l->in, l->out);
+    l->abft.site = site;
+    l->abft.injector = injector;
+    site += 3;
+  };
+  for (Layer& l : bottom_) plan(&l);
+  for (Layer& l : top_) plan(&l);
+  // The first bottom layer's input gradient is never computed (the dense features are data).
+  if (!bottom_.empty()) bottom_[0].abft.input_grad = AbftScheme::kNone;
+}
+
+int Dlrm::abft_misses() const {
+  int misses = 0;
+  for (const Workspace& ws : workspaces_) misses += ws.abft_misses;
+  return misses;
+}
+
+std::string Dlrm::AbftPlan() const {
+  std::string out;
+  auto describe = [&](const char* prefix, const std::vector<Layer>& layers) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      const LinearAbft& a = layers[i].abft;
+      absl::StrAppend(&out, out.empty() ? "" : "; ", prefix, ".", i,
+                      " forward=", AbftSchemeName(a.forward),
+                      " weight_grad=", AbftSchemeName(a.weight_grad),
+                      " input_grad=", AbftSchemeName(a.input_grad));
+    }
+  };
+  describe("bottom", bottom_);
+  describe("top", top_);
+  return out;
+}
+
+LinearAbft Dlrm::ChecksOf(const Layer& l, Workspace* ws) {
+  LinearAbft checks = l.abft;
+  checks.misses = &ws->abft_misses;
+  return checks;
 }
 
 int Dlrm::Slices(int batch) const {
@@ -121,8 +175,9 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
   const float* x = dense_x;
   for (size_t l = 0; l < bottom_.size(); ++l) {
     const Layer& L = bottom_[l];
+    const LinearAbft checks = ChecksOf(L, ws);
     LinearForward(batch, L.in, L.out, x, params[L.w], params[L.w + 1], L.relu,
-                  ws->bottom_act[l].data());
+                  ws->bottom_act[l].data(), &checks);
     x = ws->bottom_act[l].data();
   }
   // The interaction's vectors are [bottom_out, pooled_0..pooled_{T-1}] per sample, read where
@@ -137,8 +192,9 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
   x = ws->top_in.data();
   for (size_t l = 0; l < top_.size(); ++l) {
     const Layer& L = top_[l];
+    const LinearAbft checks = ChecksOf(L, ws);
     LinearForward(batch, L.in, L.out, x, params[L.w], params[L.w + 1], L.relu,
-                  ws->top_act[l].data());
+                  ws->top_act[l].data(), &checks);
     x = ws->top_act[l].data();
   }
   return x;  // logits: batch x 1
@@ -146,6 +202,7 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
 
 void Dlrm::Forward(int batch, const float* dense_x, const float* pooled,
                    const std::vector<const float*>& params, float* probs) {
+  for (Workspace& ws : workspaces_) ws.abft_misses = 0;
   if (batch <= 0) return;
   const int slices = Slices(batch);
   runner_.Run(slices, [&](int i) {
@@ -165,6 +222,7 @@ void Dlrm::Forward(int batch, const float* dense_x, const float* pooled,
 float Dlrm::ForwardBackward(int batch, const float* dense_x, const float* pooled,
                             const float* labels, const std::vector<const float*>& params,
                             float* d_pooled, const std::vector<float*>& grads, float* probs) {
+  for (Workspace& ws : workspaces_) ws.abft_misses = 0;
   if (batch <= 0) return 0.0f;
   ScopedFlushDenormals flush;  // on this thread; each slice below sets its own
   const int slices = Slices(batch);
@@ -231,7 +289,9 @@ double Dlrm::SliceForwardBackward(Workspace* ws, int batch, int mean_over, const
     const Layer& L = top_[l];
     const float* x = l > 0 ? ws->top_act[l - 1].data() : ws->top_in.data();
     float* dx = bufs[next];
-    LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx);
+    const LinearAbft checks = ChecksOf(L, ws);
+    LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx,
+                   &checks);
     if (l > 0 && top_[l - 1].relu) {
       ReluBackwardInPlace(static_cast<int64_t>(batch) * L.in, x, dx);
     }
@@ -258,7 +318,9 @@ double Dlrm::SliceForwardBackward(Workspace* ws, int batch, int mean_over, const
     const Layer& L = bottom_[l];
     const float* x = l > 0 ? ws->bottom_act[l - 1].data() : dense_x;
     float* dx = l > 0 ? bufs[next] : nullptr;
-    LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx);
+    const LinearAbft checks = ChecksOf(L, ws);
+    LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx,
+                   &checks);
     if (l > 0) {
       ReluBackwardInPlace(static_cast<int64_t>(batch) * L.in, x, dx);
       dy = dx;

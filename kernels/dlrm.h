@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/abft.h"
 #include "kernels/dense_math.h"
 #include "kernels/parallel.h"
 
@@ -65,6 +66,17 @@ class Dlrm {
   void Forward(int batch, const float* dense_x, const float* pooled,
                const std::vector<const float*>& params, float* probs);
 
+  // Algorithm-based fault tolerance on every MLP layer's three GEMMs (kernels/abft.h): kOff
+  // checks nothing; kDetect checks every GEMM with kGlobal; kAuto picks each GEMM's scheme by
+  // SelectScheme from its shape (at the slice size of Create's max_batch) and `balance`.
+  // `injector` (tests' fault seam) may be null and must outlive the model's use of it.
+  void SetAbft(AbftMode mode, const MachineBalance& balance,
+               GemmFaultInjector* injector = nullptr);
+  // Checksum misses in the last ForwardBackward or Forward: 0 when every checked GEMM passed.
+  int abft_misses() const;
+  // Each layer's schemes, "bottom.0 forward=panel weight_grad=global input_grad=-; ...".
+  std::string AbftPlan() const;
+
   // The model's threads, for the rest of a step (pooling, gradient aggregation, optimizers).
   ParallelRunner* runner() { return &runner_; }
 
@@ -77,6 +89,7 @@ class Dlrm {
     int in, out;
     bool relu;
     int w;  // index of the weight tensor; the bias is w + 1
+    LinearAbft abft;  // its GEMMs' schemes and fault sites; misses point at a workspace's
   };
 
   // The scratch of one slice of a batch: activations of every layer, top input, two gradient
@@ -87,6 +100,7 @@ class Dlrm {
     std::vector<std::vector<float>> bottom_act, top_act;
     std::vector<float> top_in, grad_a, grad_b, d_logits, interaction;
     std::vector<std::vector<float>> grads;
+    int abft_misses = 0;  // of the last pass over this slice
   };
 
   explicit Dlrm(int threads) : runner_(threads) {}
@@ -103,9 +117,11 @@ class Dlrm {
                               const std::vector<float*>& grads, float* probs) const;
   // How many slices a batch of `batch` samples is cut into.
   int Slices(int batch) const;
+  // Layer `l`'s checks with misses counted in *ws.
+  static LinearAbft ChecksOf(const Layer& l, Workspace* ws);
 
   int num_dense_ = 0, num_sparse_ = 0, dim_ = 0, vectors_ = 0, pairs_ = 0, top_in_ = 0;
-  int max_width_ = 0;
+  int max_width_ = 0, max_batch_ = 1;
   std::vector<Layer> bottom_, top_;
   std::vector<DenseTensorInfo> tensors_;
   std::vector<Workspace> workspaces_;  // one per thread

@@ -27,6 +27,7 @@ enum class DataSourceType { kSynthetic, kCriteoTsv, kCriteoCsv };
 enum class PoolingType { kSum, kMean };
 enum class WorkerDevice { kCpu, kCuda };  // cluster.worker_device
 enum class StateStoreType { kFile, kEtcd };  // coordinator.state_store
+enum class AbftSetting { kOff, kDetect, kAuto };  // worker.abft (docs/abft.md)
 
 const char* ToString(FaultToleranceMode mode);  // "none", "erasure_code", ...
 const char* ToString(AckPolicy ack);            // "after_parity", "async"
@@ -38,6 +39,7 @@ const char* ToString(DataSourceType source);  // "synthetic", "criteo_tsv", "cri
 const char* ToString(PoolingType pooling);    // "sum", "mean"
 const char* ToString(WorkerDevice device);    // "cpu", "cuda"
 const char* ToString(StateStoreType store);   // "file", "etcd"
+const char* ToString(AbftSetting abft);       // "off", "detect", "auto"
 // Whether this ecps was built with the CUDA toolkit (the GPU worker plugin exists).
 bool BuiltWithCuda();
 
@@ -246,10 +248,19 @@ struct SecuritySection {
   TlsSection tls;
 };
 
+// The worker's own behaviour.
+struct WorkerSection {
+  // Checksums on the MLP's GEMMs (docs/abft.md): off; detect (every GEMM, global checksum);
+  // auto (each GEMM's scheme picked from its arithmetic intensity and the machine's balance).
+  // A failed check recomputes the step; its gradients are never pushed.
+  AbftSetting abft = AbftSetting::kOff;
+};
+
 struct JobSpec {
   std::string path;                  // file it came from ("" for a string)
   JobSection job;
   ClusterSection cluster;
+  WorkerSection worker;
   CoordinatorSection coordinator;
   ModelSection model;
   OptimizerSection optimizer;

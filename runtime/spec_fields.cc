@@ -56,6 +56,10 @@ struct EnumNames<WorkerDevice> {
   static constexpr const char* kNames[] = {"cpu", "cuda"};
 };
 template <>
+struct EnumNames<AbftSetting> {
+  static constexpr const char* kNames[] = {"off", "detect", "auto"};
+};
+template <>
 struct EnumNames<StateStoreType> {
   static constexpr const char* kNames[] = {"file", "etcd"};
 };
@@ -278,6 +282,12 @@ const Table<ClusterSection>& ClusterTable() {
       IntField("max_request_ids", &S::max_request_ids, 1, 1 << 28),
       IntField("max_reply_mb", &S::max_reply_mb, 1, 240),
   };
+  return *table;
+}
+
+const Table<WorkerSection>& WorkerTable() {
+  using S = WorkerSection;
+  static const auto* table = new Table<S>{EnumField("abft", &S::abft)};
   return *table;
 }
 
@@ -569,6 +579,7 @@ const Table<JobSpec>& SpecTable() {
   static const auto* table = new Table<S>{
       SectionField("job", &S::job, JobTable),
       SectionField("cluster", &S::cluster, ClusterTable),
+      SectionField("worker", &S::worker, WorkerTable),
       SectionField("coordinator", &S::coordinator, CoordinatorTable),
       SectionField("model", &S::model, ModelTable),
       SectionField("optimizer", &S::optimizer, OptimizerTable),
@@ -612,6 +623,7 @@ const char* ToString(DataSourceType source) { return spec_internal::NameOf(sourc
 const char* ToString(PoolingType pooling) { return spec_internal::NameOf(pooling); }
 const char* ToString(WorkerDevice device) { return spec_internal::NameOf(device); }
 const char* ToString(StateStoreType store) { return spec_internal::NameOf(store); }
+const char* ToString(AbftSetting abft) { return spec_internal::NameOf(abft); }
 
 bool BuiltWithCuda() {
 #if ECPS_BUILT_WITH_CUDA

@@ -33,8 +33,21 @@ std::string CpuDenseMath::Train(const StepInput& in, StepOutput* out) {
   pooled_.resize(static_cast<size_t>(in.batch) * ns * dim);
   d_pooled_.resize(pooled_.size());
   PoolEmbeddings(in.index, in.rows, in.batch, ns, dim, pooled_.data(), model_->runner());
-  out->loss = model_->ForwardBackward(in.batch, in.dense_x, pooled_.data(), in.labels, in.params,
-                                      d_pooled_.data(), out->dense_grads, out->probs);
+  // Every output of a pass is overwritten by the next, so a recomputed step leaves nothing of
+  // the one that failed its checks.
+  for (int attempt = 0;; ++attempt) {
+    out->loss = model_->ForwardBackward(in.batch, in.dense_x, pooled_.data(), in.labels,
+                                        in.params, d_pooled_.data(), out->dense_grads,
+                                        out->probs);
+    const int misses = model_->abft_misses();
+    if (misses == 0) break;
+    ++abft_detections_;
+    if (attempt == kAbftRetries) {
+      return "ABFT: the dense step failed its GEMM checksums " +
+             std::to_string(kAbftRetries + 1) + " times in a row (" + std::to_string(misses) +
+             " columns the last time): this machine computes wrongly";
+    }
+  }
   AggregateRowGrads(in.index, in.row_count, d_pooled_.data(), in.batch, ns, dim, out->row_grads,
                     model_->runner());
   return "";

@@ -5,6 +5,7 @@
 #ifndef ECPS_WORKER_CPU_DENSE_MATH_H_
 #define ECPS_WORKER_CPU_DENSE_MATH_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,16 @@ class CpuDenseMath final : public DenseMath {
   std::string Train(const StepInput& in, StepOutput* out) override;
   std::string Predict(const StepInput& in, float* probs) override;
 
+  // ABFT (Dlrm::SetAbft): a step whose GEMM checks miss is computed again, up to
+  // kAbftRetries more times, so that what Train returns passed every check; a step that
+  // never passes is an error (the worker fails rather than push it). Detections are the steps
+  // recomputed, over this object's life.
+  static constexpr int kAbftRetries = 2;
+  int64_t abft_detections() const { return abft_detections_; }
+
  private:
   Dlrm* model_;
+  int64_t abft_detections_ = 0;
   int staged_ = 0;
   std::vector<float> pooled_, d_pooled_;
 };

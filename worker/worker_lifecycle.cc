@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/layout.h"
+#include "kernels/abft.h"
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
 #include "kernels/spec_config.h"
@@ -282,6 +283,14 @@ absl::Status WorkerLifecycle::Train() {
   auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size,
                             spec.cluster.worker_threads);
   if (!model.ok()) return model.status();
+  if (spec.worker.abft != AbftSetting::kOff && spec.cluster.worker_device == WorkerDevice::kCpu) {
+    // Measured once per worker process: the selector's machine balance (docs/abft.md).
+    const MachineBalance balance = MeasureMachineBalance();
+    (*model)->SetAbft(spec.worker.abft == AbftSetting::kAuto ? AbftMode::kAuto : AbftMode::kDetect,
+                      balance);
+    spdlog::info("{}: abft {}: {}; {}", sender_, ToString(spec.worker.abft), balance.ToString(),
+                 (*model)->AbftPlan());
+  }
   // cluster.worker_device: cuda: the step's math on this machine's GPUs (before any server is
   // dialled, so that a machine without them fails at once and says why).
   std::unique_ptr<DenseMath> gpu_math;

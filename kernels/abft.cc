@@ -1,0 +1,287 @@
+#include "kernels/abft.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "kernels/cpu_dispatch.h"
+#include "kernels/dense_ops.h"
+
+namespace ecps {
+
+const char* AbftSchemeName(AbftScheme scheme) {
+  switch (scheme) {
+    case AbftScheme::kGlobal:
+      return "global";
+    case AbftScheme::kPanel:
+      return "panel";
+    case AbftScheme::kNone:
+      break;
+  }
+  return "none";
+}
+
+const char* AbftModeName(AbftMode mode) {
+  switch (mode) {
+    case AbftMode::kDetect:
+      return "detect";
+    case AbftMode::kAuto:
+      return "auto";
+    case AbftMode::kOff:
+      break;
+  }
+  return "off";
+}
+
+std::string MachineBalance::ToString() const {
+  return absl::StrFormat(
+      "GEMM %.1f GFLOP/s, memory %.1f GB/s, balance %.1f flop/byte, last-level cache %d KiB",
+      gflops, gbytes_per_s, flops_per_byte(), cache_bytes >> 10);
+}
+
+namespace {
+
+template <typename F>
+double BestSeconds(int runs, F&& f) {
+  double best = 1e30;
+  for (int i = 0; i < runs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                              .count());
+  }
+  return best;
+}
+
+// Eight independent sums, so the loads stream at the memory's pace rather than the adder's.
+float StreamSum(const float* p, int64_t n) {
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  for (int64_t i = 0; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) s[l] += p[i + l];
+  }
+  return s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+}
+
+}  // namespace
+
+MachineBalance MeasureMachineBalance() {
+  MachineBalance out;
+  constexpr int kN = 512;
+  std::vector<float> a(kN * kN, 0.5f), b(kN * kN, 0.25f), c(kN * kN);
+  Sgemm(false, false, kN, kN, kN, a.data(), kN, b.data(), kN, 0.0f, c.data(), kN);  // warm-up
+  const double gemm_s = BestSeconds(3, [&] {
+    Sgemm(false, false, kN, kN, kN, a.data(), kN, b.data(), kN, 0.0f, c.data(), kN);
+  });
+  out.gflops = 2.0 * kN * kN * kN / gemm_s / 1e9;
+  // 64 MiB: several times any L3 a worker's share of a machine has.
+  constexpr int64_t kFloats = int64_t{16} << 20;
+  std::vector<float> big(kFloats, 1.0f);
+  volatile float sink = 0;
+  const double read_s = BestSeconds(3, [&] { sink = sink + StreamSum(big.data(), kFloats); });
+  out.gbytes_per_s = sizeof(float) * static_cast<double>(kFloats) / read_s / 1e9;
+  long cache = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (cache <= 0) cache = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  out.cache_bytes = cache > 0 ? cache : 0;
+  return out;
+}
+
+double ArithmeticIntensity(int m, int n, int k) {
+  const double mm = m, nn = n, kk = k;
+  return 2.0 * mm * nn * kk / (4.0 * (mm * kk + kk * nn + mm * nn));
+}
+
+AbftScheme SelectScheme(int m, int n, int k, const MachineBalance& balance) {
+  const double bytes = 4.0 * (static_cast<double>(m) * k + static_cast<double>(k) * n +
+                              static_cast<double>(m) * n);
+  const bool memory_bound = ArithmeticIntensity(m, n, k) < balance.flops_per_byte();
+  return memory_bound && bytes > static_cast<double>(balance.cache_bytes) ? AbftScheme::kPanel
+                                                                          : AbftScheme::kGlobal;
+}
+
+int PanelRows(int m, int n, int k) {
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 <= 0) l2 = 1 << 20;
+  const int64_t rows = (l2 / 2) / (static_cast<int64_t>(sizeof(float)) * (k + n));
+  const int64_t p = std::max<int64_t>(16, rows / 16 * 16);
+  return static_cast<int>(std::min<int64_t>(p, m));
+}
+
+double ColumnBound(int p, int k, double a_frobenius, double b_column_norm) {
+  constexpr double kU = 0x1p-24, kUd = 0x1p-53, kFlush = 0x1p-126;
+  const double float_part = kAbftLambda * kU * std::sqrt(2.0 * k) * (1.0 + 2.0 * k * kU);
+  const double double_part = (2.0 * p + k + 2.0) * kUd * std::sqrt(static_cast<double>(p));
+  return (float_part + double_part) * a_frobenius * b_column_norm +
+         4.0 * (k + 1.0) * p * kFlush;
+}
+
+void FlipBit(float* value, int bit) {
+  uint32_t u;
+  std::memcpy(&u, value, sizeof(u));
+  u ^= uint32_t{1} << (bit & 31);
+  std::memcpy(value, &u, sizeof(u));
+}
+
+namespace {
+
+// Scratch of the checks on this thread (no meaning between calls; reused so that a check
+// allocates nothing once warm).
+struct CheckScratch {
+  std::vector<double> av;       // k: sum over the panel's rows of op(A)
+  std::vector<double> sq;       // k: sum over the panel's rows of op(A)^2
+  std::vector<double> colsum;   // n: sum over the panel's rows of C
+  std::vector<double> ref;      // n: (1^T A_P) op(B)
+  std::vector<double> b_norm2;  // n: ||op(B)[:, j]||^2, once per GEMM
+};
+thread_local CheckScratch scratch;
+
+// av = 1^T op(A)[r0:r1, :], sq likewise of the squares.
+ECPS_CLONES void SumRowsOfA(const GemmCall& g, int r0, int r1, double* __restrict av,
+                            double* __restrict sq) {
+  const int k = g.k;
+  if (!g.ta) {  // op(A)[r][i] = a[r * lda + i]
+    std::fill(av, av + k, 0.0);
+    std::fill(sq, sq + k, 0.0);
+    for (int r = r0; r < r1; ++r) {
+      const float* row = g.a + static_cast<int64_t>(r) * g.lda;
+      for (int i = 0; i < k; ++i) {
+        const double v = row[i];
+        av[i] += v;
+        sq[i] += v * v;
+      }
+    }
+    return;
+  }
+  for (int i = 0; i < k; ++i) {  // op(A)[r][i] = a[i * lda + r]: a contiguous run per i
+    const float* run = g.a + static_cast<int64_t>(i) * g.lda;
+    double s[4] = {0, 0, 0, 0}, q[4] = {0, 0, 0, 0};
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) {
+      for (int l = 0; l < 4; ++l) {
+        const double v = run[r + l];
+        s[l] += v;
+        q[l] += v * v;
+      }
+    }
+    for (; r < r1; ++r) s[0] += run[r], q[0] += static_cast<double>(run[r]) * run[r];
+    av[i] = (s[0] + s[1]) + (s[2] + s[3]);
+    sq[i] = (q[0] + q[1]) + (q[2] + q[3]);
+  }
+}
+
+// ref = av^T op(B); with norms, b_norm2[j] = ||op(B)[:, j]||^2 too.
+ECPS_CLONES void ReferenceSums(const GemmCall& g, const double* __restrict av, bool norms,
+                               double* __restrict ref, double* __restrict b_norm2) {
+  const int n = g.n, k = g.k;
+  if (!g.tb) {  // op(B)[i][j] = b[i * ldb + j]
+    std::fill(ref, ref + n, 0.0);
+    if (norms) std::fill(b_norm2, b_norm2 + n, 0.0);
+    for (int i = 0; i < k; ++i) {
+      const float* row = g.b + static_cast<int64_t>(i) * g.ldb;
+      const double ai = av[i];
+      for (int j = 0; j < n; ++j) ref[j] += ai * row[j];
+      if (norms) {
+        for (int j = 0; j < n; ++j) b_norm2[j] += static_cast<double>(row[j]) * row[j];
+      }
+    }
+    return;
+  }
+  for (int j = 0; j < n; ++j) {  // op(B)[i][j] = b[j * ldb + i]: row j of b
+    const float* row = g.b + static_cast<int64_t>(j) * g.ldb;
+    double s[4] = {0, 0, 0, 0}, q[4] = {0, 0, 0, 0};
+    int i = 0;
+    for (; i + 4 <= k; i += 4) {
+      for (int l = 0; l < 4; ++l) {
+        s[l] += av[i + l] * row[i + l];
+        if (norms) q[l] += static_cast<double>(row[i + l]) * row[i + l];
+      }
+    }
+    for (; i < k; ++i) s[0] += av[i] * row[i], q[0] += static_cast<double>(row[i]) * row[i];
+    ref[j] = (s[0] + s[1]) + (s[2] + s[3]);
+    if (norms) b_norm2[j] = (q[0] + q[1]) + (q[2] + q[3]);
+  }
+}
+
+ECPS_CLONES void SumRowsOfC(const GemmCall& g, int r0, int r1, double* __restrict colsum) {
+  const int n = g.n;
+  std::fill(colsum, colsum + n, 0.0);
+  for (int r = r0; r < r1; ++r) {
+    const float* row = g.c + static_cast<int64_t>(r) * g.ldc;
+    for (int j = 0; j < n; ++j) colsum[j] += row[j];
+  }
+}
+
+// Checks rows [r0, r1) of C; the B norms are computed when `norms` (the GEMM's first check).
+void CheckRows(const GemmCall& g, int r0, int r1, bool norms, AbftResult* result) {
+  CheckScratch& s = scratch;
+  s.av.resize(g.k);
+  s.sq.resize(g.k);
+  s.colsum.resize(g.n);
+  s.ref.resize(g.n);
+  s.b_norm2.resize(g.n);
+  SumRowsOfA(g, r0, r1, s.av.data(), s.sq.data());
+  ReferenceSums(g, s.av.data(), norms, s.ref.data(), s.b_norm2.data());
+  SumRowsOfC(g, r0, r1, s.colsum.data());
+  double a_norm2 = 0;
+  for (int i = 0; i < g.k; ++i) a_norm2 += s.sq[i];
+  const double a_frobenius = std::sqrt(a_norm2);
+  for (int j = 0; j < g.n; ++j) {
+    const double diff = std::fabs(s.colsum[j] - s.ref[j]);
+    const double bound = ColumnBound(r1 - r0, g.k, a_frobenius, std::sqrt(s.b_norm2[j]));
+    if (!(diff <= bound)) ++result->misses;  // NaN and infinity miss too
+    if (std::isfinite(diff)) result->margin = std::max(result->margin, diff / bound);
+  }
+}
+
+void RunGemm(const GemmCall& g, const float* a, const float* b, int r0, int r1) {
+  const float* a0 = g.ta ? a + r0 : a + static_cast<int64_t>(r0) * g.lda;
+  Sgemm(g.ta, g.tb, r1 - r0, g.n, g.k, a0, g.lda, b, g.ldb, 0.0f,
+        g.c + static_cast<int64_t>(r0) * g.ldc, g.ldc);
+}
+
+}  // namespace
+
+AbftResult CheckedGemm(const GemmCall& call, AbftScheme scheme, int site,
+                       GemmFaultInjector* injector) {
+  AbftResult result;
+  if (call.m <= 0 || call.n <= 0) return result;
+  // The seam: a corrupted copy of an input for the GEMM to read, or a flip in its output.
+  GemmFault fault;
+  const bool inject = injector != nullptr && injector->Inject(site, call, &fault);
+  std::vector<float> corrupted;
+  const float* a = call.a;
+  const float* b = call.b;
+  if (inject && fault.where != GemmFault::kOutput) {
+    const bool on_a = fault.where == GemmFault::kInputA;
+    const int64_t rows = on_a ? (call.ta ? call.k : call.m) : (call.tb ? call.n : call.k);
+    const float* src = on_a ? call.a : call.b;
+    corrupted.assign(src, src + rows * (on_a ? call.lda : call.ldb));
+    FlipBit(&corrupted.at(fault.element), fault.bit);
+    (on_a ? a : b) = corrupted.data();
+  }
+  auto flip_output = [&](int r0, int r1) {
+    if (!inject || fault.where != GemmFault::kOutput) return;
+    const int64_t row = fault.element / call.ldc;
+    if (row >= r0 && row < r1) FlipBit(call.c + fault.element, fault.bit);
+  };
+  if (scheme != AbftScheme::kPanel) {
+    RunGemm(call, a, b, 0, call.m);
+    flip_output(0, call.m);
+    if (scheme == AbftScheme::kGlobal) CheckRows(call, 0, call.m, true, &result);
+    return result;
+  }
+  const int p = PanelRows(call.m, call.n, call.k);
+  for (int r0 = 0; r0 < call.m; r0 += p) {
+    const int r1 = std::min(call.m, r0 + p);
+    RunGemm(call, a, b, r0, r1);
+    flip_output(r0, r1);
+    CheckRows(call, r0, r1, r0 == 0, &result);
+  }
+  return result;
+}
+
+}  // namespace ecps
