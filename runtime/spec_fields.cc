@@ -9,70 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/spec_enum_names.h"
 #include "runtime/spec_parser.h"
 
 namespace ecps {
 namespace spec_internal {
 namespace {
-
-// Names of an enum's values, in the order of its enumerators (the value is the index).
-template <typename E>
-struct EnumNames;
-template <>
-struct EnumNames<FaultToleranceMode> {
-  static constexpr const char* kNames[] = {"none", "erasure_code", "replication", "checkpoint"};
-};
-template <>
-struct EnumNames<AckPolicy> {
-  static constexpr const char* kNames[] = {"after_parity", "async"};
-};
-template <>
-struct EnumNames<ParityTransport> {
-  static constexpr const char* kNames[] = {"grpc", "tcp"};
-};
-template <>
-struct EnumNames<FaultAction> {
-  static constexpr const char* kNames[] = {"kill_server", "stop_server", "kill_worker",
-                                           "kill_coordinator"};
-};
-template <>
-struct EnumNames<SparseOptimizerType> {
-  static constexpr const char* kNames[] = {"sgd", "adagrad", "rowwise_adagrad"};
-};
-template <>
-struct EnumNames<DenseOptimizerType> {
-  static constexpr const char* kNames[] = {"sgd", "adagrad", "adam"};
-};
-template <>
-struct EnumNames<DataSourceType> {
-  static constexpr const char* kNames[] = {"synthetic", "criteo_tsv", "criteo_csv"};
-};
-template <>
-struct EnumNames<PoolingType> {
-  static constexpr const char* kNames[] = {"sum", "mean"};
-};
-template <>
-struct EnumNames<WorkerDevice> {
-  static constexpr const char* kNames[] = {"cpu", "cuda"};
-};
-template <>
-struct EnumNames<AbftSetting> {
-  static constexpr const char* kNames[] = {"off", "detect", "auto"};
-};
-template <>
-struct EnumNames<StateStoreType> {
-  static constexpr const char* kNames[] = {"file", "etcd"};
-};
-
-template <typename E>
-const char* NameOf(E value) {
-  return EnumNames<E>::kNames[static_cast<size_t>(value)];
-}
-
-template <typename E>
-std::vector<std::string> AllNames() {
-  return std::vector<std::string>(std::begin(EnumNames<E>::kNames), std::end(EnumNames<E>::kNames));
-}
 
 // String values that stay strings: they are handed on by name.
 const std::vector<std::string>& CodecBackends() {
