@@ -66,12 +66,8 @@ CodedRedundancy::~CodedRedundancy() = default;
 
 void CodedRedundancy::Start(Hooks hooks) {
   hooks_ = hooks;
-  ParityReceiver::Hooks receiver;
-  receiver.check_peer = std::move(hooks.check_peer);
-  receiver.refuse = std::move(hooks.refuse);
-  receiver.dense_ready = std::move(hooks.dense_ready);
   receiver_ = std::make_unique<ParityReceiver>(options_.server, placement_, parity_.get(), dense_,
-                                               std::move(receiver));
+                                               std::move(hooks));
 }
 
 absl::Status CodedRedundancy::ApplyPush(EmbeddingStore& store,

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "ps/embedding_store.h"
+#include "ps/parity_receiver.h"
 #include "ps/update_gate.h"
 
 namespace ecps {
@@ -47,20 +48,9 @@ using TableStripe = std::pair<int, int64_t>;
 
 class Redundancy {
  public:
-  // What a redundancy asks of the server it is part of.
-  struct Hooks {
-    // OK when `instance` holds server id `server` now, for a request of `epoch`
-    // (ParameterServerCore::CheckPeer); its error refuses the request.
-    std::function<absl::Status(int server, const std::string& instance, uint64_t epoch,
-                               const char* what)>
-        check_peer;
-    // Counts and logs a refused request; returns `status` (ParameterServerCore::Refuse).
-    std::function<absl::Status(absl::Status status, const v1::RequestHeader& header,
-                               const char* what)>
-        refuse;
-    // False while this server (a replacement) has not restored its dense tensors.
-    std::function<bool()> dense_ready;
-  };
+  // What a redundancy asks of the server it is part of: the peer checks, the refusal count
+  // and whether the dense tensors are restored (ParameterServerCore's), as its receiver does.
+  using Hooks = ParityReceiver::Hooks;
 
   virtual ~Redundancy() = default;
 
