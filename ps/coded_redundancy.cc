@@ -41,7 +41,6 @@ CodedRedundancy::CodedRedundancy(Options options, EmbeddingStore* embeddings, De
                                  std::unique_ptr<ParityStore> parity,
                                  std::unique_ptr<PeerClient> peers)
     : options_(std::move(options)),
-      embeddings_(embeddings),
       dense_(dense),
       placement_(embeddings->placement()),
       code_(std::move(code)),

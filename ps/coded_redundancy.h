@@ -102,7 +102,6 @@ class CodedRedundancy final : public Redundancy {
 
  private:
   const Options options_;
-  EmbeddingStore* const embeddings_;
   DenseStore* const dense_;
   const Placement& placement_;
   // Declared in the order they are built: the streams' sender threads (destroyed first) use
