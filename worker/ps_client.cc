@@ -443,7 +443,8 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors,
                                    std::to_string(state.size()) + " bytes");
       }
       (*states)[i].resize(state.size() / sizeof(float));
-      std::memcpy((*states)[i].data(), state.data(), state.size());
+      // An optimizer without state (sgd) sends none: no copy from or into a null pointer.
+      if (!state.empty()) std::memcpy((*states)[i].data(), state.data(), state.size());
     }
   }
   return absl::OkStatus();
