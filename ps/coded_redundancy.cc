@@ -36,13 +36,13 @@ RetryPolicy DenseShipRetry(int wait_ms) {
 
 }  // namespace
 
-CodedRedundancy::CodedRedundancy(Options options, EmbeddingStore* embeddings, DenseStore* dense,
+CodedRedundancy::CodedRedundancy(Options options, const Placement& placement, DenseStore* dense,
                                  std::unique_ptr<RowCode> code,
                                  std::unique_ptr<ParityStore> parity,
                                  std::unique_ptr<PeerClient> peers)
     : options_(std::move(options)),
       dense_(dense),
-      placement_(embeddings->placement()),
+      placement_(placement),
       code_(std::move(code)),
       parity_(std::move(parity)),
       peers_(std::move(peers)) {

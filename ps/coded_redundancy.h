@@ -50,9 +50,9 @@ class CodedRedundancy final : public Redundancy {
     DeltaTransport* test_transport = nullptr;
     DeltaStreamOptions streams;
   };
-  // The parts are built by BuildServerParts (ps/server_parts.cc); `embeddings` and `dense`
-  // must outlive this object.
-  CodedRedundancy(Options options, EmbeddingStore* embeddings, DenseStore* dense,
+  // The parts are built by BuildServerParts (ps/server_parts.cc); `placement` (the store's)
+  // and `dense` must outlive this object.
+  CodedRedundancy(Options options, const Placement& placement, DenseStore* dense,
                   std::unique_ptr<RowCode> code, std::unique_ptr<ParityStore> parity,
                   std::unique_ptr<PeerClient> peers);
   ~CodedRedundancy() override;

@@ -96,7 +96,7 @@ class CodedRedundancyTest : public ::testing::TestWithParam<AckPolicy> {
       options.header = [](v1::RequestHeader*) {};
       options.test_transport = &loopback_;
       redundancies_.push_back(std::make_unique<CodedRedundancy>(
-          std::move(options), stores_.back().get(), dense_.back().get(), std::move(code),
+          std::move(options), stores_.back()->placement(), dense_.back().get(), std::move(code),
           std::move(parity),
           std::make_unique<PeerClient>(std::vector<std::string>(kServers), 1000)));
       redundancies_.back()->Start(CountingHooks(&refused_));

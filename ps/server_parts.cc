@@ -149,7 +149,7 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
   coded.streams.instance = instance;
   coded.streams.on_unreachable = report_unreachable;
   auto redundancy = std::make_unique<CodedRedundancy>(
-      std::move(coded), parts.embeddings.get(), parts.dense.get(), *std::move(code),
+      std::move(coded), parts.embeddings->placement(), parts.dense.get(), *std::move(code),
       *std::move(parity), std::move(peers));
   if (lost) {
     RebuildOptions rebuild;
