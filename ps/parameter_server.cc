@@ -266,13 +266,30 @@ absl::Status ParameterServerCore::PullDense(const v1::PullDenseRequest& request,
   if (parts_.rebuilder != nullptr) {
     if (absl::Status s = parts_.rebuilder->EnsureDense(parts_.rebuild_wait_ms); !s.ok()) return s;
   }
+  if (request.held_versions_size() != 0 &&
+      request.held_versions_size() != request.tensors_size()) {
+    return absl::InvalidArgumentError("dense pull has " + std::to_string(request.tensors_size()) +
+                                      " tensors and " +
+                                      std::to_string(request.held_versions_size()) +
+                                      " held_versions");
+  }
   std::vector<float> values, state;
-  for (int tensor : request.tensors()) {
+  for (int e = 0; e < request.tensors_size(); ++e) {
+    const int tensor = request.tensors(e);
     int64_t version = 0;
     absl::Status s = request.with_state()
                          ? parts_.dense->Snapshot(tensor, &values, &state, &version)
                          : parts_.dense->Read(tensor, &values, &version);
     if (!s.ok()) return s;
+    // The worker holds these very bits (weights and state read together above): only the
+    // version travels.
+    if (request.with_state() && request.held_versions_size() != 0 &&
+        request.held_versions(e) == version) {
+      response->add_values();
+      response->add_versions(version);
+      response->add_states();
+      continue;
+    }
     response->add_values()->assign(reinterpret_cast<const char*>(values.data()),
                                    values.size() * sizeof(float));
     response->add_versions(version);

@@ -52,6 +52,9 @@ struct PulledDense {
   std::vector<std::vector<float>> tensors;
   std::vector<std::vector<float>> states;
   std::vector<int64_t> versions;
+  // 1 for a tensor its server still held at the version asked for (PsClient::PullDense):
+  // tensors[i] and states[i] are stale and must come from the worker's own copy.
+  std::vector<char> as_held;
 };
 
 // Applies the previous step's dense update (one gradient per tensor) to every tensor as its

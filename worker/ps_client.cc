@@ -395,7 +395,15 @@ absl::Status PsClient::Push(const UniqueIds& ids, const std::vector<std::vector<
 
 absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors,
                                  std::vector<std::vector<float>>* states,
-                                 std::vector<int64_t>* versions) {
+                                 std::vector<int64_t>* versions,
+                                 const std::vector<int64_t>* held, std::vector<char>* as_held) {
+  const bool since =
+      states != nullptr && versions != nullptr && held != nullptr && as_held != nullptr;
+  if (since && held->size() != dense_sizes_.size()) {
+    return absl::InternalError("dense pull holding " + std::to_string(held->size()) +
+                               " versions of " + std::to_string(dense_sizes_.size()) +
+                               " tensors");
+  }
   const int servers = placement_.servers();
   std::vector<v1::PullDenseRequest> requests(servers);
   std::vector<int> targets;
@@ -405,6 +413,9 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors,
   for (int s = 0; s < servers; ++s) {
     if (requests[s].tensors_size() == 0) continue;
     requests[s].set_with_state(states != nullptr);
+    if (since) {
+      for (int i : requests[s].tensors()) requests[s].add_held_versions((*held)[i]);
+    }
     FillHeader(requests[s].mutable_header(), impl_->token, epoch_.load(), impl_->sender);
     targets.push_back(s);
   }
@@ -418,6 +429,7 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors,
   tensors->resize(dense_sizes_.size());
   if (states != nullptr) states->resize(dense_sizes_.size());
   if (versions != nullptr) versions->resize(dense_sizes_.size());
+  if (since) as_held->assign(dense_sizes_.size(), 0);
   for (int s : targets) {
     const v1::PullDenseResponse& resp = responses[s];
     const int n = requests[s].tensors_size();
@@ -430,6 +442,11 @@ absl::Status PsClient::PullDense(std::vector<std::vector<float>>* tensors,
     for (int e = 0; e < n; ++e) {
       int i = requests[s].tensors(e);
       const std::string& bytes = resp.values(e);
+      if (since && bytes.empty() && resp.states(e).empty() && resp.versions(e) == (*held)[i]) {
+        (*versions)[i] = resp.versions(e);
+        (*as_held)[i] = 1;
+        continue;
+      }
       if (static_cast<int64_t>(bytes.size()) != dense_sizes_[i] * 4) {
         return absl::InternalError("dense tensor " + std::to_string(i) + " has a wrong size");
       }

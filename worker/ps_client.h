@@ -60,10 +60,15 @@ class PsClient {
                     const std::vector<std::vector<float>>& dense_grads);
   // Pulls every dense tensor from its primary. With `states` also each tensor's optimizer
   // state (DenseStateFloats floats) and with `versions` its count of updates, each tensor's
-  // weights, state and version read together under its lock.
+  // weights, state and version read together under its lock. With `states`, `held` (one
+  // version per tensor, -1: none) and `as_held`: a tensor its server still holds at held[i]
+  // is not sent again; its (*tensors)[i] and (*states)[i] are left as they are and
+  // (*as_held)[i] set to 1 (else 0), for the caller to take them from its own copy.
   absl::Status PullDense(std::vector<std::vector<float>>* tensors,
                          std::vector<std::vector<float>>* states = nullptr,
-                         std::vector<int64_t>* versions = nullptr);
+                         std::vector<int64_t>* versions = nullptr,
+                         const std::vector<int64_t>* held = nullptr,
+                         std::vector<char>* as_held = nullptr);
   // Reads whole payloads (weights + optimizer state) of rows of one table (admin / tests).
   absl::Status ReadPayloads(int table, const std::vector<int64_t>& rows, std::vector<float>* out,
                             int* payload_floats);

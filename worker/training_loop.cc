@@ -245,8 +245,8 @@ absl::Status TrainingLoop::TrainPipelined() {
     if (p->valid) ps_->PrefetchRows(p->ids);
     return absl::OkStatus();
   };
-  auto pull_dense = [&](PulledDense* d) {
-    return ps_->PullDense(&d->tensors, &d->states, &d->versions);
+  auto pull_dense = [&](PulledDense* d, const std::vector<int64_t>* held = nullptr) {
+    return ps_->PullDense(&d->tensors, &d->states, &d->versions, held, &d->as_held);
   };
   // The task for step 0's time: prefetch step 1, read the kHintLead steps after it.
   std::future<absl::Status> background = std::async(std::launch::async, [&]() -> absl::Status {
@@ -295,6 +295,19 @@ absl::Status TrainingLoop::TrainPipelined() {
       return s;
     }
     if (absl::Status s = finish_background(); !s.ok()) return s;
+    // The tensors the task just finished found unmoved at the version this worker replayed
+    // them to are this step's own, bit for bit: step i + 1 takes them over (this step is done
+    // with them, and the task launched below overwrites or keeps the slot it leaves them).
+    PulledDense& pulled = dense[(i + 1) % 2];
+    for (size_t k = 0; k < pulled.as_held.size(); ++k) {
+      if (!pulled.as_held[k]) continue;
+      std::swap(pulled.tensors[k], dense[i % 2].tensors[k]);
+      std::swap(pulled.states[k], dense[i % 2].states[k]);
+      pulled.as_held[k] = 0;
+    }
+    // What the servers hold after this step's push, as CatchUp below replays it.
+    std::vector<int64_t> held(pulled.versions.size());
+    for (size_t k = 0; k < held.size(); ++k) held[k] = pulled.versions[k] + 1;
     // Push this step, then pull what step i + 2 needs (its batch was read kHintLead tasks
     // ago) and read step i + 2 + kHintLead's into the slot of step i - 1, whose push is done;
     // dense values land in the slot this step used. A batch is read only while the one before
@@ -310,7 +323,7 @@ absl::Status TrainingLoop::TrainPipelined() {
     read_slot.valid = false;
     pushed_step = step;
     background = std::async(std::launch::async, [&, i, fetch, ahead, pull = &next,
-                                                  after = &following,
+                                                  after = &following, held = std::move(held),
                                                   read = &read_slot]() -> absl::Status {
       // The read ahead runs beside the push and the pulls (it is needed only by a later
       // task): reading and deduplicating a batch fills the time spent waiting for servers.
@@ -318,7 +331,7 @@ absl::Status TrainingLoop::TrainPipelined() {
       if (ahead) reader = std::async(std::launch::async, [&, read] { return read_ahead(read); });
       absl::Status status = ps_->Push(batches[i % kSlots].ids, grads[i % 2].rows,
                                       grads[i % 2].dense);
-      if (status.ok() && fetch) status = pull_dense(&dense[i % 2]);
+      if (status.ok() && fetch) status = pull_dense(&dense[i % 2], held.empty() ? nullptr : &held);
       if (status.ok() && fetch) status = PullAfter(*after, pull);
       absl::Status read_status = reader.valid() ? reader.get() : absl::OkStatus();
       return status.ok() ? read_status : status;
