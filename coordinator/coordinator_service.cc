@@ -180,6 +180,7 @@ absl::Status CoordinatorService::Heartbeat(const v1::HeartbeatRequest& request,
         detector_.Forget(result.node.instance);
         spdlog::info("worker {} done after {} steps", result.node.id, request.worker().step());
       }
+      if (!request.worker().unhealthy().empty()) NoteUnhealthyLocked(result.node, request.worker());
       if (!request.worker().error().empty()) {
         FailJobLocked(
             absl::StrCat("worker ", result.node.id, " failed: ", request.worker().error()));
@@ -267,6 +268,9 @@ absl::Status CoordinatorService::Status(const v1::StatusRequest& request,
   response->set_eval_logloss(summary.eval_logloss);
   response->set_elapsed_s(summary.elapsed_s);
   response->set_eta_s(summary.eta_s);
+  response->set_data_epoch(summary.data_epoch);
+  response->set_data_epochs(summary.data_epochs);
+  response->set_abft_detections(summary.abft_detections);
   response->set_mode(ToString(membership_.config().mode));
   response->set_k(membership_.config().k);
   response->set_r(membership_.config().r);

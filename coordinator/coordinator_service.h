@@ -303,6 +303,9 @@ class CoordinatorService {
   void FailJobLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Declares dead whatever the detector says is; returns the servers among them.
   std::vector<DeadServer> DetectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker's heartbeat says it computes wrongly: it is declared dead at the next check.
+  void NoteUnhealthyLocked(const NodeRef& node, const v1::WorkerProgress& progress)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // In modes with parity, when more than r members of some stripes are gone (dead, or a
   // replacement not rebuilt yet): the data-loss message naming them; else "".
   std::string DataLossLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -377,6 +380,10 @@ class CoordinatorService {
   FailureHistory history_ ABSL_GUARDED_BY(mu_);
   // Instances an admin asked to die (Kill): told so in every heartbeat response.
   absl::flat_hash_set<std::string> kill_requested_ ABSL_GUARDED_BY(mu_);
+  // Workers that reported themselves unhealthy (worker.abft_max_detections), by instance:
+  // why, for the reason they are declared dead with. Not saved: a worker repeats it in every
+  // heartbeat until it is fenced.
+  absl::flat_hash_map<std::string, std::string> unhealthy_ ABSL_GUARDED_BY(mu_);
   // Replacement workers: the step they resume after (recovered once they report beyond it).
   absl::flat_hash_map<int, int64_t> worker_resume_step_ ABSL_GUARDED_BY(mu_);
   uint64_t term_ ABSL_GUARDED_BY(mu_) = 1;

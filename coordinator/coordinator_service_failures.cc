@@ -81,6 +81,15 @@ void CoordinatorService::ProbeSuspected(const std::vector<NodeRef>& servers) {
   }
 }
 
+void CoordinatorService::NoteUnhealthyLocked(const NodeRef& node,
+                                             const v1::WorkerProgress& progress) {
+  if (!unhealthy_.emplace(node.instance, progress.unhealthy()).second) return;
+  spdlog::warn("{} reports itself unhealthy: {}", DescribeNode(node), progress.unhealthy());
+  // Declared dead at the next check, as a worker whose process is gone would be.
+  detector_.Suspect(node.instance);
+  detector_.Gone(node.instance);
+}
+
 std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
   std::vector<DeadServer> dead_servers;
   if (Final()) return dead_servers;
@@ -88,8 +97,10 @@ std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
     const std::optional<NodeRef> node = membership_.MarkDead(death.node);
     if (!node) continue;
     const bool killed = kill_requested_.erase(node->instance) > 0;
+    const auto unhealthy = unhealthy_.find(node->instance);
     const std::string reason =
-        death.gone
+        unhealthy != unhealthy_.end() ? absl::StrCat("unhealthy: ", unhealthy->second)
+        : death.gone
             ? absl::StrFormat("reported failed, and its port refuses connections (last "
                               "heartbeat %.1f s before)%s",
                               absl::ToDoubleSeconds(death.silence),
@@ -98,6 +109,7 @@ std::vector<CoordinatorService::DeadServer> CoordinatorService::DetectLocked() {
                               absl::ToDoubleSeconds(death.silence),
                               death.reported ? " after a failure report" : "",
                               killed ? " (killed by ecps kill)" : "");
+    if (unhealthy != unhealthy_.end()) unhealthy_.erase(unhealthy);
     const std::string why = absl::StrCat(DescribeNode(*node), " declared dead: ", reason);
     spdlog::warn("{}; epoch now {}", why, membership_.epoch());
     const absl::Time now = clock_->Now();

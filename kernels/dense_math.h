@@ -80,6 +80,9 @@ class DenseMath {
   }
   // Forward only: probs (batch) = sigmoid(logit).
   virtual std::string Predict(const StepInput& in, float* probs) = 0;
+  // Steps computed again because a checked GEMM failed its checksum (worker.abft), over this
+  // object's life; 0 where nothing is checked.
+  virtual int64_t abft_detections() const { return 0; }
 };
 
 }  // namespace ecps
