@@ -10,7 +10,7 @@
 #include "coordinator/job_phase.h"
 #include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 #include "runtime/rpc.h"
 #include "runtime/status_macros.h"
 #include "spdlog/spdlog.h"

@@ -53,7 +53,7 @@
 #include "coordinator/membership.h"
 #include "coordinator/rollback_controller.h"
 #include "proto/ecps.pb.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 #include "runtime/security.h"
 #include "runtime/spec.h"
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/coordinator_service.h"
 #include "proto/ecps.pb.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 #include "runtime/rpc.h"
 #include "runtime/status_macros.h"
 #include "spdlog/spdlog.h"

@@ -14,7 +14,7 @@
 
 namespace ecps {
 
-// The model's shape. A job's comes from its spec's model section (kernels/spec_config.h).
+// The model's shape. A job's comes from its spec's model section (domain/spec_config.h).
 struct DlrmConfig {
   int num_dense = 0;   // dense features per sample
   int num_sparse = 0;  // sparse features (embedding tables) per sample

@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/abft.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "runtime/error_kind.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"

@@ -23,7 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "proto/ecps.pb.h"
 #include "runtime/spec.h"
 #include "worker/cpu_dense_math.h"

@@ -9,7 +9,7 @@
 #include "kernels/abft.h"
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "runtime/error_kind.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
