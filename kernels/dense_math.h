@@ -1,6 +1,6 @@
 // The worker's dense math behind one interface: one training step (pooling, the DLRM's
 // forward and backward, the loss, the per-row gradients) from host inputs to host
-// gradients. Two implementations: the CPU one (worker/cpu_dense_math.h: OpenBLAS and the
+// gradients. Two implementations: the CPU one (kernels/cpu_dense_math.h: OpenBLAS and the
 // vectorised kernels, on cluster.worker_threads threads) and the CUDA one
 // (kernels/cuda/cuda_dense_math.h, loaded from the plugin libecps_gpu.so: cuBLASLt, CUDA
 // kernels, NCCL across a worker's GPUs). Plain C++17, no absl and no CUDA header: the plugin

@@ -19,7 +19,7 @@
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
-#include "worker/cpu_dense_math.h"
+#include "kernels/cpu_dense_math.h"
 #include "worker/gpu_plugin_loader.h"
 #include "worker/step.h"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/parallel.h"
+#include "kernels/pooling.h"
 #include "worker/data.h"
 
 namespace ecps {
@@ -26,27 +27,14 @@ struct UniqueIds {
 void Dedupe(const Batch& b, int num_sparse, UniqueIds* out);
 
 // rows_data[t] = the unique rows' weights of table t, contiguous (rows[t].size()*dim), in
-// rows[t] order. Writes pooled = batch*num_sparse*dim (sample-major, then feature). With a
-// runner, its threads take equal ranges of samples.
+// rows[t] order. PoolEmbeddings (kernels/pooling.h) from u.index.
 void PoolEmbeddings(const UniqueIds& u, const std::vector<const float*>& rows_data, int batch,
                     int num_sparse, int dim, float* pooled, ParallelRunner* runner = nullptr);
 
-// The same from the row indices alone (index: batch*num_sparse, as UniqueIds::index).
-void PoolEmbeddings(const int32_t* index, const std::vector<const float*>& rows_data, int batch,
-                    int num_sparse, int dim, float* pooled, ParallelRunner* runner = nullptr);
-
-// Sums d_pooled (batch*num_sparse*dim) back per unique row: (*grads)[t] is resized to
-// rows[t].size()*dim. Sums run in sample order, so the result is deterministic. Since
-// d_pooled is the gradient of the MEAN loss, so are these. With a runner, its threads take
-// whole tables (each table's sums still in sample order: the same bits).
+// AggregateRowGrads (kernels/pooling.h) from u: (*grads)[t] is resized to rows[t].size()*dim.
 void AggregateRowGrads(const UniqueIds& u, const float* d_pooled, int batch, int num_sparse,
                        int dim, std::vector<std::vector<float>>* grads,
                        ParallelRunner* runner = nullptr);
-
-// The same from the row indices alone, into grads[t] (row_count[t]*dim floats each).
-void AggregateRowGrads(const int32_t* index, const std::vector<int64_t>& row_count,
-                       const float* d_pooled, int batch, int num_sparse, int dim,
-                       const std::vector<float*>& grads, ParallelRunner* runner = nullptr);
 
 }  // namespace ecps
 

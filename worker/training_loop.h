@@ -26,7 +26,7 @@
 #include "domain/spec_config.h"
 #include "proto/ecps.pb.h"
 #include "runtime/spec.h"
-#include "worker/cpu_dense_math.h"
+#include "kernels/cpu_dense_math.h"
 #include "worker/data.h"
 #include "worker/pipeline_replay.h"
 #include "worker/ps_client.h"

@@ -170,7 +170,7 @@ ECPS_HD void BottomOutputGradAt(int64_t i, int vectors, int dim, const float* dz
 
 // The pooling's gradient for one element of one unique row (i over unique rows * dim): the
 // sum of the gradients of the interaction inputs that used the row, in sample order (as
-// worker/step.cc's AggregateRowGrads). dz's vector t + 1 is table t's pooled gradient.
+// kernels/pooling.cc's AggregateRowGrads). dz's vector t + 1 is table t's pooled gradient.
 ECPS_HD void RowGradAt(int64_t i, int vectors, int dim, const int64_t* occ_offset,
                        const int32_t* occ_samples, const int32_t* row_table, const float* dz,
                        float* row_grads) {

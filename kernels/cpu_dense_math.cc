@@ -1,6 +1,6 @@
-#include "worker/cpu_dense_math.h"
+#include "kernels/cpu_dense_math.h"
 
-#include "worker/step.h"
+#include "kernels/pooling.h"
 
 namespace ecps {
 namespace {

@@ -1,9 +1,9 @@
 // The CPU DenseMath (kernels/dense_math.h): the worker's step as it has always run, pooling,
 // Dlrm::ForwardBackward and the row-gradient sums on the model's threads
 // (cluster.worker_threads), OpenBLAS for the GEMMs. Its results are bit-identical to
-// LocalTrainer's (the same functions, worker/step.h).
-#ifndef ECPS_WORKER_CPU_DENSE_MATH_H_
-#define ECPS_WORKER_CPU_DENSE_MATH_H_
+// LocalTrainer's (the same functions, kernels/pooling.h).
+#ifndef ECPS_KERNELS_CPU_DENSE_MATH_H_
+#define ECPS_KERNELS_CPU_DENSE_MATH_H_
 
 #include <cstdint>
 #include <string>
@@ -39,4 +39,4 @@ class CpuDenseMath final : public DenseMath {
 
 }  // namespace ecps
 
-#endif  // ECPS_WORKER_CPU_DENSE_MATH_H_
+#endif  // ECPS_KERNELS_CPU_DENSE_MATH_H_

@@ -1,7 +1,7 @@
 // The CPU DenseMath under ABFT (worker.abft): a step whose GEMM checks miss is recomputed, and
 // what it returns equals the fault-free step bit for bit; a machine that keeps failing them
 // gets an error, never gradients.
-#include "worker/cpu_dense_math.h"
+#include "kernels/cpu_dense_math.h"
 
 #include <string>
 
