@@ -25,7 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "coordinator/checkpoint_job.h"
 #include "coordinator/checkpoint_schedule.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/membership_manager.h"
 #include "coordinator/progress_manager.h"
 #include "coordinator/rollback_controller.h"

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_test_util.h"
 #include "coordinator/scrub_manager.h"
 #include "gtest/gtest.h"

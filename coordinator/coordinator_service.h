@@ -55,7 +55,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "coordinator/checkpoint_manager.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/failure_manager.h"
 #include "coordinator/membership_manager.h"
 #include "coordinator/progress_manager.h"

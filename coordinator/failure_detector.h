@@ -25,7 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 
 namespace ecps {
 

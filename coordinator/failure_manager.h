@@ -23,7 +23,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/failure_detector.h"
 #include "coordinator/failure_history.h"
 #include "coordinator/membership.h"

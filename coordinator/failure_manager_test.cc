@@ -1,6 +1,6 @@
 #include "coordinator/failure_manager.h"
 
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_test_util.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator_state.pb.h"

@@ -30,7 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/failure_manager.h"
 #include "coordinator/membership.h"
 #include "coordinator/progress_manager.h"

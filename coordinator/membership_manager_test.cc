@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_test_util.h"
 #include "gtest/gtest.h"
 #include "proto/coordinator_state.pb.h"

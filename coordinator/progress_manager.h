@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/job_progress.h"
 #include "proto/ecps.pb.h"
 

@@ -1,6 +1,6 @@
 #include "coordinator/progress_manager.h"
 
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 
