@@ -29,7 +29,7 @@
 #include "ps/parity_receiver.h"
 #include "ps/parity_store.h"
 #include "ps/row_code.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 namespace ecps {
 namespace {

@@ -25,7 +25,7 @@
 #include "benchmark/benchmark.h"
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "worker/data.h"
 #include "worker/local_trainer.h"
 

@@ -10,7 +10,7 @@
 #include "checkpoint/store.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 
 namespace ecps {
 namespace fs = std::filesystem;

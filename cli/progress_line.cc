@@ -39,6 +39,12 @@ std::string RecoveryNote(const v1::StatusResponse& st) {
 
 }  // namespace
 
+std::string DataEpoch(const v1::StatusResponse& st) {
+  if (st.data_epochs() <= 1) return "";  // one pass (or none reported yet): nothing to count
+  if (st.data_epoch() <= 0) return absl::StrFormat("epoch -/%d", st.data_epochs());
+  return absl::StrFormat("epoch %d/%d", st.data_epoch(), st.data_epochs());
+}
+
 std::string FormatDuration(double s) {
   if (!(s >= 0) || std::isinf(s)) return "--";
   int total = static_cast<int>(s + 0.5);
@@ -54,9 +60,11 @@ std::string NodeLabel(v1::Role role, int id) {
 std::string ProgressLine(const v1::StatusResponse& st) {
   double pct = st.total_steps() > 0 ? 100.0 * st.step() / st.total_steps() : 0;
   std::string auc = st.eval_auc() >= 0 ? absl::StrFormat("%.4f", st.eval_auc()) : "--";
-  return absl::StrFormat("[%s] step %d/%d (%.0f%%) | %.0f samples/s | loss %.4f | AUC %s | "
-                         "epoch %d | elapsed %s | ETA %s",
-                         PhaseName(st.phase()), st.step(), st.total_steps(), pct,
+  std::string data_epoch = DataEpoch(st);
+  if (!data_epoch.empty()) data_epoch = " | " + data_epoch;
+  return absl::StrFormat("[%s] step %d/%d (%.0f%%)%s | %.0f samples/s | loss %.4f | AUC %s | "
+                         "map epoch %d | elapsed %s | ETA %s",
+                         PhaseName(st.phase()), st.step(), st.total_steps(), pct, data_epoch,
                          st.samples_per_s(), st.loss(), auc, st.epoch(),
                          FormatDuration(st.elapsed_s()), FormatDuration(st.eta_s())) +
          RecoveryNote(st);

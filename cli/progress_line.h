@@ -18,6 +18,8 @@ namespace ecps {
 
 // "45s", "2m05s", "1h02m"; "--" for a negative or infinite duration (unknown).
 std::string FormatDuration(double seconds);
+// "epoch 2/3": the slowest worker's pass over the data of data.epochs; empty for one pass.
+std::string DataEpoch(const v1::StatusResponse& st);
 
 // "server 2", "worker 0".
 std::string NodeLabel(v1::Role role, int id);

@@ -37,7 +37,19 @@ v1::NodeInfo* AddNode(v1::StatusResponse* st, v1::Role role, int id, v1::NodeSta
 TEST(ProgressLineTest, PhaseStepRateLossAucEpochAndTimes) {
   EXPECT_EQ(ProgressLine(Running()),
             "[running] step 120/1000 (12%) | 4210 samples/s | loss 0.4521 | AUC 0.7123 | "
-            "epoch 3 | elapsed 1m02s | ETA 8m15s");
+            "map epoch 3 | elapsed 1m02s | ETA 8m15s");
+}
+
+TEST(ProgressLineTest, DataEpochOfSeveralAfterTheSteps) {
+  v1::StatusResponse st = Running();
+  st.set_data_epochs(3);
+  EXPECT_THAT(ProgressLine(st), ::testing::StartsWith("[running] step 120/1000 (12%) | "
+                                                      "epoch -/3 | 4210 samples/s"));
+  st.set_data_epoch(2);
+  EXPECT_THAT(ProgressLine(st), ::testing::StartsWith("[running] step 120/1000 (12%) | "
+                                                      "epoch 2/3 | 4210 samples/s"));
+  st.set_data_epochs(1);  // one pass: nothing to count
+  EXPECT_THAT(ProgressLine(st), ::testing::StartsWith("[running] step 120/1000 (12%) | 4210"));
 }
 
 TEST(ProgressLineTest, UnknownAucAndEtaAndNoTotal) {
@@ -48,7 +60,7 @@ TEST(ProgressLineTest, UnknownAucAndEtaAndNoTotal) {
   st.set_total_steps(0);
   EXPECT_EQ(ProgressLine(st),
             "[starting] step 120/0 (0%) | 4210 samples/s | loss 0.4521 | AUC -- | "
-            "epoch 3 | elapsed 1m02s | ETA --");
+            "map epoch 3 | elapsed 1m02s | ETA --");
 }
 
 TEST(ProgressLineTest, NotesForRecoveringDeadAndSuspectNodes) {

@@ -93,6 +93,7 @@ TEST(RunReportTest, ReportIsValidJsonWithTheRunsFigures) {
   EXPECT_EQ(r["mode"], "erasure_code");
   EXPECT_EQ(r["steps"], 100);
   EXPECT_EQ(r["samples_asked"], 1600);
+  EXPECT_EQ(r["data_epoch"], 0) << "a report without data.epochs";
   EXPECT_EQ(r["data_exhausted"], false);
   EXPECT_DOUBLE_EQ(r["wall_seconds"].get<double>(), 41.235);
   EXPECT_DOUBLE_EQ(r["samples_per_s"].get<double>(), 40.0);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cli/operator_call.h"
+#include "cli/progress_line.h"
 #include "google/protobuf/util/json_util.h"
 #include "proto/ecps.grpc.pb.h"
 #include "proto/ecps.pb.h"
@@ -28,7 +29,9 @@ std::string StripPrefix(const std::string& name, const std::string& prefix) {
   return name.empty() ? "?" : name;
 }
 
-std::string PhaseName(v1::JobPhase phase) { return StripPrefix(v1::JobPhase_Name(phase), "JOB_"); }
+std::string TablePhaseName(v1::JobPhase phase) {
+  return StripPrefix(v1::JobPhase_Name(phase), "JOB_");
+}
 
 std::string StateName(v1::NodeState state) {
   if (state == v1::NODE_STATE_UNSPECIFIED) return "-";
@@ -143,7 +146,7 @@ std::string FormatStatusTable(const v1::StatusResponse& status) {
                                                     static_cast<double>(status.total_steps())
                                               : 0.0;
   absl::StrAppend(&out, "job ", status.job().empty() ? "?" : status.job(), "  ",
-                  PhaseName(status.phase()));
+                  TablePhaseName(status.phase()));
   absl::StrAppend(
       &out, absl::StrFormat("  step %d/%d (%.1f%%)", status.step(), status.total_steps(), pct));
   absl::StrAppend(&out, absl::StrFormat("  %.1f samples/s", status.samples_per_s()));
@@ -153,9 +156,16 @@ std::string FormatStatusTable(const v1::StatusResponse& status) {
                                               : std::string("  AUC -"));
   absl::StrAppend(&out, "  elapsed ", Seconds(status.elapsed_s()), "  ETA ",
                   Seconds(status.eta_s()));
-  absl::StrAppend(&out, "  epoch ", status.epoch(), "  mode ",
+  if (const std::string data_epoch = DataEpoch(status); !data_epoch.empty()) {
+    absl::StrAppend(&out, "  ", data_epoch);
+  }
+  absl::StrAppend(&out, "  map epoch ", status.epoch(), "  mode ",
                   status.mode().empty() ? "?" : status.mode(), " k=", status.k(), " r=", status.r(),
                   "\n");
+  if (status.abft_detections() > 0) {
+    absl::StrAppend(&out, "abft: ", status.abft_detections(),
+                    " steps computed again after a failed GEMM checksum (worker.abft)\n");
+  }
   if (!status.error().empty()) absl::StrAppend(&out, "error: ", status.error(), "\n");
 
   std::vector<std::vector<std::string>> rows;

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 #include "runtime/status_macros.h"
 
 namespace ecps {

@@ -61,7 +61,7 @@
 #include "coordinator/progress_manager.h"
 #include "coordinator/scrub_manager.h"
 #include "proto/ecps.pb.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 #include "runtime/security.h"
 #include "runtime/spec.h"
 

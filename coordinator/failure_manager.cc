@@ -86,6 +86,15 @@ void FailureManager::Heartbeat(const Membership::HeartbeatResult& result,
   if (result.became_done) detector_.Forget(result.node.instance);
 }
 
+void FailureManager::NoteUnhealthy(const NodeRef& node, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (!unhealthy_.emplace(node.instance, why).second) return;
+  spdlog::warn("{} reports itself unhealthy: {}", DescribeNode(node), why);
+  // Declared dead at the next check, as a worker whose process is gone would be.
+  detector_.Suspect(node.instance);
+  detector_.Gone(node.instance);
+}
+
 void FailureManager::Track(const std::string& instance, absl::Duration grace) {
   absl::MutexLock lock(&mu_);
   detector_.Track(instance, grace);
@@ -125,8 +134,10 @@ std::string FailureManager::Declared(const NodeRef& node, const FailureDetector:
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   const bool killed = kill_requested_.erase(node.instance) > 0;
+  const auto unhealthy = unhealthy_.find(node.instance);
   const std::string reason =
-      death.gone
+      unhealthy != unhealthy_.end() ? absl::StrCat("unhealthy: ", unhealthy->second)
+      : death.gone
           ? absl::StrFormat("reported failed, and its port refuses connections (last "
                             "heartbeat %.1f s before)%s",
                             absl::ToDoubleSeconds(death.silence),
@@ -134,6 +145,7 @@ std::string FailureManager::Declared(const NodeRef& node, const FailureDetector:
           : absl::StrFormat("no heartbeat for %.1f s%s%s", absl::ToDoubleSeconds(death.silence),
                             death.reported ? " after a failure report" : "",
                             killed ? " (killed by ecps kill)" : "");
+  if (unhealthy != unhealthy_.end()) unhealthy_.erase(unhealthy);
   const bool counts = (node.role == v1::ROLE_SERVER && !node.spare) ||
                       (node.role == v1::ROLE_WORKER && !node.worker_done);
   if (counts) {

@@ -28,7 +28,7 @@
 #include "coordinator/failure_history.h"
 #include "coordinator/membership.h"
 #include "proto/ecps.pb.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 namespace ecps {
 namespace v1 {
@@ -75,6 +75,9 @@ class FailureManager {
   // done is no longer watched (it may exit before the job ends).
   void Heartbeat(const Membership::HeartbeatResult& result, const v1::HeartbeatRequest& request)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A worker's heartbeat says it computes wrongly (worker.abft_max_detections): it is
+  // declared dead at the next check, as a worker whose process is gone would be, with `why`.
+  void NoteUnhealthy(const NodeRef& node, const std::string& why) ABSL_LOCKS_EXCLUDED(mu_);
   // Starts watching `instance`, its deadline `grace` after now (a takeover's).
   void Track(const std::string& instance, absl::Duration grace) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -130,6 +133,9 @@ class FailureManager {
   absl::flat_hash_map<int, int64_t> worker_resume_step_ ABSL_GUARDED_BY(mu_);
   // Instances an admin asked to die (Kill): told so in every heartbeat response.
   absl::flat_hash_set<std::string> kill_requested_ ABSL_GUARDED_BY(mu_);
+  // Workers that reported themselves unhealthy, by instance: why, for the reason they are
+  // declared dead with. Not saved: a worker repeats it in every heartbeat until it is fenced.
+  absl::flat_hash_map<std::string, std::string> unhealthy_ ABSL_GUARDED_BY(mu_);
   ServerDeadHandler server_dead_handler_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -45,6 +45,10 @@ void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
              static_cast<double>(status.total_steps()));
   out->Counter("ecps_job_samples_total", "Samples trained on, over every worker",
                static_cast<double>(status.samples()));
+  out->Counter("ecps_abft_detections_total",
+               "Training steps computed again because a GEMM failed its checksum (worker.abft), "
+               "over every worker",
+               static_cast<double>(status.abft_detections()));
   out->Gauge("ecps_job_samples_per_second", "Training rate over every worker",
              status.samples_per_s());
   out->Gauge("ecps_job_loss", "Mean training loss over the last report interval", status.loss());

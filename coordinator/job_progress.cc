@@ -67,6 +67,9 @@ void JobProgress::Report(int worker, const v1::WorkerProgress& progress, absl::T
   w.counter.Add(received - ago, received, progress.step(), progress.samples());
   w.loss = progress.loss();
   w.done = progress.done();
+  w.data_epoch = progress.data_epoch();
+  w.data_epochs = progress.data_epochs();
+  w.abft_detections = progress.abft_detections();
   if (progress.eval_auc() > 0) {
     w.eval_auc = progress.eval_auc();
     w.eval_logloss = progress.eval_logloss();
@@ -77,6 +80,9 @@ void JobProgress::Report(int worker, const v1::WorkerProgress& progress, absl::T
 void JobProgress::Stopped(int worker) {
   if (worker < 0 || worker >= static_cast<int>(workers_.size())) return;
   workers_[worker].counter.Reset();
+  // Its replacement counts from 0.
+  dead_abft_detections_ += workers_[worker].abft_detections;
+  workers_[worker].abft_detections = 0;
 }
 
 double JobProgress::WorkerRate(int worker) const {
@@ -96,6 +102,7 @@ void JobProgress::MarkEnded(absl::Time t) {
 ProgressSummary JobProgress::Summarize(absl::Time now) const {
   ProgressSummary s;
   s.total_steps = total_steps_;
+  s.abft_detections = dead_abft_detections_;
   int64_t min_step = workers_.empty() ? 0 : std::numeric_limits<int64_t>::max();
   double loss_sum = 0;
   int loss_count = 0;
@@ -107,6 +114,11 @@ ProgressSummary JobProgress::Summarize(absl::Time now) const {
       loss_sum += w.loss;
       ++loss_count;
     }
+    if (w.data_epoch > 0) {
+      s.data_epoch = s.data_epoch == 0 ? w.data_epoch : std::min(s.data_epoch, w.data_epoch);
+    }
+    s.data_epochs = std::max(s.data_epochs, w.data_epochs);
+    s.abft_detections += w.abft_detections;
     if (w.eval_auc > 0 && w.eval_step > s.eval_step) {
       s.eval_step = w.eval_step;
       s.eval_auc = w.eval_auc;

@@ -87,6 +87,9 @@ struct ProgressSummary {
   int64_t eval_step = -1;
   double elapsed_s = 0;
   double eta_s = -1;
+  int data_epoch = 0;   // the slowest worker's pass over the data, 1-based (0: none yet)
+  int data_epochs = 0;  // data.epochs, as the workers report it
+  int64_t abft_detections = 0;  // steps computed again, every instance of every worker
 };
 
 // How far back samples_per_s looks: long enough to hold several reports (heartbeats), short
@@ -125,10 +128,14 @@ class JobProgress {
     double eval_logloss = 0;
     int64_t eval_step = 0;
     bool done = false;
+    int data_epoch = 0;
+    int data_epochs = 0;
+    int64_t abft_detections = 0;  // this instance's
   };
 
   const int64_t total_steps_;
   std::vector<Latest> workers_;
+  int64_t dead_abft_detections_ = 0;  // of the instances Stopped
   std::optional<absl::Time> running_since_;
   std::optional<absl::Time> ended_at_;
 };

@@ -56,6 +56,22 @@ TEST(JobProgressTest, AggregatesWorkers) {
   EXPECT_NEAR(s.eta_s, 115, 1e-9);
 }
 
+TEST(JobProgressTest, DataEpochIsTheSlowestTrainingWorkers) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  JobProgress progress(3, 100);
+  progress.MarkRunning(t0);
+  EXPECT_EQ(progress.Summarize(t0).data_epoch, 0) << "no report yet";
+  for (int worker = 0; worker < 3; ++worker) {
+    v1::WorkerProgress p = Progress(10 + worker, 0.5);
+    p.set_data_epoch(worker == 0 ? 0 : worker + 1);  // worker 0: nothing trained yet
+    p.set_data_epochs(3);
+    progress.Report(worker, p, t0 + absl::Seconds(1));
+  }
+  const ProgressSummary s = progress.Summarize(t0 + absl::Seconds(1));
+  EXPECT_EQ(s.data_epoch, 2) << "worker 1, in its second pass; worker 0 has none yet";
+  EXPECT_EQ(s.data_epochs, 3);
+}
+
 TEST(JobProgressTest, UnreportedWorkerHoldsStepAtZeroAndNoEta) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   JobProgress progress(2, 100);

@@ -65,6 +65,9 @@ absl::Status MembershipManager::Heartbeat(const v1::HeartbeatRequest& request,
       if (result.became_done) {
         spdlog::info("worker {} done after {} steps", result.node.id, request.worker().step());
       }
+      if (!request.worker().unhealthy().empty()) {
+        failures_->NoteUnhealthy(result.node, request.worker().unhealthy());
+      }
       if (!request.worker().error().empty()) {
         FailJobLocked(
             absl::StrCat("worker ", result.node.id, " failed: ", request.worker().error()));

@@ -55,6 +55,9 @@ void ProgressManager::FillStatus(v1::StatusResponse* response) const {
   response->set_eval_logloss(summary.eval_logloss);
   response->set_elapsed_s(summary.elapsed_s);
   response->set_eta_s(summary.eta_s);
+  response->set_data_epoch(summary.data_epoch);
+  response->set_data_epochs(summary.data_epochs);
+  response->set_abft_detections(summary.abft_detections);
   for (v1::NodeInfo& node : *response->mutable_nodes()) {
     if (node.role() == v1::ROLE_WORKER) {
       node.mutable_worker()->set_samples_per_s(progress_.WorkerRate(node.id()));

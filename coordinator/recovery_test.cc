@@ -253,6 +253,34 @@ TEST_F(RecoveryTest, DeadWorkerIsReplacedAndResumesFromItsLastProgress) {
   EXPECT_EQ(service_->phase(), v1::JOB_FINISHED) << service_->error();
 }
 
+// worker.abft_max_detections: a worker that computes wrongly says so in its heartbeat and is
+// declared dead at the next check, with no heartbeat timeout waited, and with its reason;
+// its detections stay counted in the job's after its replacement starts from 0.
+TEST_F(RecoveryTest, AnUnhealthyWorkerIsDeclaredDeadAtOnceWithItsReason) {
+  StartJob(3, 0, 2);
+  v1::HeartbeatRequest sick = WorkerHeartbeat(1, "w1", 40);
+  sick.mutable_worker()->set_abft_detections(3);
+  Beat(sick);
+  service_->Tick();
+  EXPECT_EQ(Status().failures_size(), 0) << "detections alone are no failure";
+  EXPECT_EQ(Status().abft_detections(), 3);
+  sick.mutable_worker()->set_unhealthy("worker 1 computes wrongly: 3 steps computed again");
+  Beat(sick);
+  service_->Tick();  // no time has passed: only the report declares it dead
+  v1::StatusResponse st = Status();
+  ASSERT_EQ(st.failures_size(), 1);
+  EXPECT_EQ(st.failures(0).role(), v1::ROLE_WORKER);
+  EXPECT_EQ(st.failures(0).reason(),
+            "unhealthy: worker 1 computes wrongly: 3 steps computed again");
+  EXPECT_EQ(service_->phase(), v1::JOB_RUNNING) << "not the job's failure: " << service_->error();
+  EXPECT_TRUE(Beat(sick).fenced());
+  EXPECT_EQ(Register(WorkerRegistration(1, "w1-new")).resume().step(), 40);
+  v1::HeartbeatRequest fresh = WorkerHeartbeat(1, "w1-new", 41);
+  fresh.mutable_worker()->set_abft_detections(1);
+  Beat(fresh);
+  EXPECT_EQ(Status().abft_detections(), 4) << "the dead instance's 3 and the replacement's 1";
+}
+
 TEST_F(RecoveryTest, KillFlagsTheHolderAndNamesItInTheFailure) {
   StartJob(3, 0, 1);
   v1::KillRequest kill;

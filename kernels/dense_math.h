@@ -14,7 +14,7 @@
 
 namespace ecps {
 
-// The model's shape. A job's comes from its spec's model section (kernels/spec_config.h).
+// The model's shape. A job's comes from its spec's model section (domain/spec_config.h).
 struct DlrmConfig {
   int num_dense = 0;   // dense features per sample
   int num_sparse = 0;  // sparse features (embedding tables) per sample
@@ -80,6 +80,9 @@ class DenseMath {
   }
   // Forward only: probs (batch) = sigmoid(logit).
   virtual std::string Predict(const StepInput& in, float* probs) = 0;
+  // Steps computed again because a checked GEMM failed its checksum (worker.abft), over this
+  // object's life; 0 where nothing is checked.
+  virtual int64_t abft_detections() const { return 0; }
 };
 
 }  // namespace ecps

@@ -21,7 +21,7 @@ enum class SparseUpdateRule { kSgd, kAdagrad, kRowwiseAdagrad };
 enum class DenseUpdateRule { kSgd, kAdagrad, kAdam };
 
 // What the kernels need of an optimizer. A job's come from its spec's optimizer section
-// (kernels/spec_config.h converts); the defaults here serve configs built by hand.
+// (domain/spec_config.h converts); the defaults here serve configs built by hand.
 struct SparseOptimizerConfig {
   SparseUpdateRule rule = SparseUpdateRule::kAdagrad;
   float lr = 0.05f;

@@ -22,7 +22,7 @@
 #include "absl/types/span.h"
 #include "kernels/optimizers.h"
 #include "runtime/huge_buffer.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 namespace ecps {
 

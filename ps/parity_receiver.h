@@ -26,7 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "ps/dense_store.h"
 #include "ps/parity_store.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 namespace ecps {
 namespace v1 {

@@ -1,6 +1,6 @@
 // The parity rows (or replicas, in mode replication) one server holds, in dense local
 // arrays: for stripe s of table t, parity member q lives at local slot (s / S) * r + q on
-// server (s + t + k + q) mod S (runtime/placement.h).
+// server (s + t + k + q) mod S (domain/placement.h).
 //
 // At creation every parity row is encoded from the stripe's initial data rows, which any
 // server can compute (a row's initial payload depends only on seed, table and row), so no
@@ -28,7 +28,7 @@
 #include "kernels/optimizers.h"
 #include "ps/row_code.h"
 #include "runtime/huge_buffer.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 namespace ecps {
 

@@ -11,7 +11,7 @@
 #include "checkpoint/layout.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "proto/ecps.pb.h"
 #include "ps/coded_redundancy.h"
 #include "runtime/access_policy.h"

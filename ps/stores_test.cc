@@ -13,7 +13,7 @@
 #include "ps/embedding_store.h"
 #include "ps/row_code.h"
 #include "runtime/error_kind.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 namespace ecps {
 namespace {

@@ -10,7 +10,8 @@ namespace {
 
 constexpr char kKindPayload[] = "type.googleapis.com/ecps.ErrorKind";
 
-constexpr std::string_view kNames[kErrorKindCount] = {"none", "stale_epoch", "replica_behind"};
+constexpr std::string_view kNames[kErrorKindCount] = {"none", "stale_epoch", "replica_behind",
+                                                        "unhealthy_worker"};
 
 }  // namespace
 

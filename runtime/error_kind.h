@@ -27,9 +27,13 @@ enum class ErrorKind : uint8_t {
   // A dense replica refused an update that is not the next one of its tensor: it missed one
   // (DenseStore::ApplyReplica, FAILED_PRECONDITION). The primary sends it the whole tensor.
   kReplicaBehind,
+  // A worker's checked GEMMs failed their checksums too often (worker.abft_max_detections,
+  // TrainingLoop): its machine computes wrongly. It pushes nothing more and is replaced like
+  // a dead worker; the job goes on.
+  kUnhealthyWorker,
 };
 // How many kinds there are, kNone included (for sets of kinds).
-inline constexpr int kErrorKindCount = 3;
+inline constexpr int kErrorKindCount = 4;
 
 // The kind's name, as it travels ("stale_epoch"); "none" for kNone.
 std::string_view ErrorKindName(ErrorKind kind);

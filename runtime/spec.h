@@ -254,6 +254,11 @@ struct WorkerSection {
   // auto (each GEMM's scheme picked from its arithmetic intensity and the machine's balance).
   // A failed check recomputes the step; its gradients are never pushed.
   AbftSetting abft = AbftSetting::kOff;
+  // A worker whose steps were computed again this many times within its last
+  // kAbftDetectionWindow steps (or one step that failed its checks every time) computes
+  // wrongly: it stops and is replaced like a dead worker. 0: never.
+  int abft_max_detections = 3;
+  static constexpr int64_t kAbftDetectionWindow = 1000;
 };
 
 struct JobSpec {

@@ -229,7 +229,10 @@ const Table<ClusterSection>& ClusterTable() {
 
 const Table<WorkerSection>& WorkerTable() {
   using S = WorkerSection;
-  static const auto* table = new Table<S>{EnumField("abft", &S::abft)};
+  static const auto* table = new Table<S>{
+      EnumField("abft", &S::abft),
+      IntField("abft_max_detections", &S::abft_max_detections, 0, 1'000'000),
+  };
   return *table;
 }
 

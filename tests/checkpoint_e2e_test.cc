@@ -360,6 +360,10 @@ TEST(CheckpointEpochs, AJobResumedInTheSecondEpochEndsWithTheSameModel) {
   }
   const std::string worker = ReadFile(root / "whole" / "out" / "logs" / "worker-0.log");
   EXPECT_NE(worker.find("reading epoch 2/2"), std::string::npos) << worker;
+  // The slowest worker's pass, as status and the report count it.
+  const std::string report = ReadFile(root / "whole" / "out" / "report.json");
+  EXPECT_NE(report.find("\"data_epoch\": 2,"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"data_epochs\": 2,"), std::string::npos) << report;
   fs::remove_all(root);
 }
 

@@ -11,7 +11,7 @@
 #include "checkpoint/layout.h"
 #include "coordinator/checkpoint_job.h"
 #include "gtest/gtest.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 

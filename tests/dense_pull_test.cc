@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/dense_math.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "proto/ecps.grpc.pb.h"
 #include "runtime/rpc.h"
 #include "tests/test_cluster.h"

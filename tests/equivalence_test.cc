@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/dense_ops.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "tests/test_cluster.h"
 #include "worker/local_trainer.h"
 #include "worker/training_loop.h"

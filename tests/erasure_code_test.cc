@@ -11,7 +11,7 @@
 
 #include "coordinator/scrub.h"
 #include "gtest/gtest.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "proto/ecps.grpc.pb.h"
 #include "ps/row_code.h"
 #include "tests/test_cluster.h"

@@ -12,7 +12,7 @@
 #include "coordinator/scrub.h"
 #include "gtest/gtest.h"
 #include "kernels/dense_ops.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"
 

@@ -12,7 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/dlrm.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "tests/poll.h"
 #include "tests/test_cluster.h"
 #include "worker/training_loop.h"

@@ -13,7 +13,7 @@
 #include "ps/grpc_parameter_server.h"
 #include "ps/parameter_server.h"
 #include "ps/server_parts.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 #include "runtime/rpc.h"
 #include "runtime/spec.h"
 

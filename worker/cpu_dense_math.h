@@ -28,7 +28,7 @@ class CpuDenseMath final : public DenseMath {
   // never passes is an error (the worker fails rather than push it). Detections are the steps
   // recomputed, over this object's life.
   static constexpr int kAbftRetries = 2;
-  int64_t abft_detections() const { return abft_detections_; }
+  int64_t abft_detections() const override { return abft_detections_; }
 
  private:
   Dlrm* model_;

@@ -6,7 +6,7 @@
 
 #include "kernels/dense_ops.h"
 #include "kernels/optimizers.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "runtime/status_macros.h"
 #include "worker/metrics.h"
 

@@ -6,7 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/optimizers.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 
 namespace ecps {
 namespace {

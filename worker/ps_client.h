@@ -1,5 +1,5 @@
 // The worker's view of the parameter servers: routes rows and dense tensors to the servers
-// that hold them (runtime/placement.h), and fans requests out to all servers in parallel.
+// that hold them (domain/placement.h), and fans requests out to all servers in parallel.
 //
 // Thread-safe: the worker prefetches the next batch while it pushes this one. Errors
 // (FanOutRetry): UNAVAILABLE is retried with backoff within the RPC deadline; with failure
@@ -17,7 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 #include "runtime/retry_policy.h"
 #include "worker/step.h"
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "runtime/error_kind.h"
 #include "spdlog/spdlog.h"
 #include "worker/metrics.h"
 
@@ -50,10 +51,12 @@ absl::Status TrainingLoop::Train() {
   return absl::OkStatus();
 }
 
-void TrainingLoop::Reported(int64_t step, int64_t samples, double loss, int64_t position) {
+void TrainingLoop::Reported(int64_t step, int64_t samples, double loss,
+                            const PreparedBatch& batch) {
   trained_step_ = step;
   trained_samples_ = samples;
-  board_->Step(step, samples, loss, position, source_->bad_lines());
+  board_->Step(step, samples, loss, batch.end_position, source_->bad_lines());
+  board_->DataEpoch(static_cast<int>(batch.epoch) + 1, spec_.data.epochs);
 }
 
 absl::Status TrainingLoop::NothingTrained() const {
@@ -94,6 +97,7 @@ absl::Status TrainingLoop::Read(PreparedBatch* p) {
   // The last batch of a finite partition comes with `false` and may be short: it trains too.
   p->valid = p->batch.size > 0;
   p->end_position = source_->position();
+  p->epoch = source_->epoch();
   if (p->valid) Dedupe(p->batch, spec_.model.num_sparse, &p->ids);
   return absl::OkStatus();
 }
@@ -160,11 +164,40 @@ absl::StatusOr<float> TrainingLoop::Compute(int64_t step, const PreparedBatch& p
     grads->dense[i].resize(infos[i].size);
     out.dense_grads.push_back(grads->dense[i].data());
   }
-  if (std::string e = math_->TrainStep(in, &out); !e.empty()) {
+  const std::string e = math_->TrainStep(in, &out);
+  if (absl::Status s = CountDetections(step, !e.empty()); !s.ok()) return s;
+  if (!e.empty()) {
     return absl::InternalError(
         absl::StrCat("step ", step, ": the ", math_->device(), " dense math failed: ", e));
   }
   return static_cast<float>(out.loss);
+}
+
+absl::Status TrainingLoop::CountDetections(int64_t step, bool failed) {
+  const int64_t total = math_->abft_detections();
+  if (total == abft_seen_) return absl::OkStatus();
+  board_->AbftDetections(total - abft_seen_);
+  abft_seen_ = total;
+  abft_steps_.push_back(step);
+  while (abft_steps_.front() <= step - WorkerSection::kAbftDetectionWindow) abft_steps_.pop_front();
+  const int max = spec_.worker.abft_max_detections;
+  spdlog::warn("worker {}: step {} failed a GEMM checksum and was computed again ({} of the last "
+               "{} steps; worker.abft_max_detections {})",
+               worker_, step, abft_steps_.size(), WorkerSection::kAbftDetectionWindow, max);
+  if (max == 0) return absl::OkStatus();
+  std::string why;
+  if (failed) {
+    why = absl::StrCat("step ", step, " failed its GEMM checksums every time it was computed");
+  } else if (static_cast<int64_t>(abft_steps_.size()) >= max) {
+    why = absl::StrCat(abft_steps_.size(), " steps computed again after failed GEMM checksums "
+                       "within the last ", WorkerSection::kAbftDetectionWindow,
+                       " steps (worker.abft_max_detections ", max, ")");
+  } else {
+    return absl::OkStatus();
+  }
+  return WithErrorKind(
+      absl::InternalError(absl::StrCat("worker ", worker_, " computes wrongly: ", why)),
+      ErrorKind::kUnhealthyWorker);
 }
 
 absl::Status TrainingLoop::CheckFinite(int64_t step, float loss, const StepGrads& grads) {
@@ -204,7 +237,7 @@ absl::Status TrainingLoop::TrainInLockstep() {
     samples += current.batch.size;
     // The position after the batch just trained: a job that resumes from this report (a
     // checkpoint, a replacement worker) trains the next batch.
-    Reported(step, samples, loss, current.end_position);
+    Reported(step, samples, loss, current);
     if (EvaluatesAfter(step)) {
       if (absl::Status s = Evaluate(step); !s.ok()) return s;
     }
@@ -266,7 +299,7 @@ absl::Status TrainingLoop::TrainPipelined() {
     if (pushed_step >= 0) {
       const PreparedBatch& b = batches[(pushed_step - first) % kSlots];
       samples += b.batch.size;
-      Reported(pushed_step, samples, losses[(pushed_step - first) % 2], b.end_position);
+      Reported(pushed_step, samples, losses[(pushed_step - first) % 2], b);
       pushed_step = -1;
     }
     return absl::OkStatus();
@@ -286,7 +319,14 @@ absl::Status TrainingLoop::TrainPipelined() {
     }
     auto computed = Compute(step, current, dense[i % 2].tensors, &grads[i % 2]);
     if (!computed.ok()) {
-      settle_background();
+      // An unhealthy worker stops for a replacement, which resumes after the last step
+      // reported: the push in flight (a step that passed its checks) is waited for and
+      // reported, so that the replacement does not apply it a second time.
+      if (HasErrorKind(computed.status(), ErrorKind::kUnhealthyWorker)) {
+        finish_background().IgnoreError();
+      } else {
+        settle_background();
+      }
       return computed.status();
     }
     losses[i % 2] = *computed;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -22,7 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 #include "proto/ecps.pb.h"
 #include "runtime/spec.h"
 #include "worker/cpu_dense_math.h"
@@ -40,6 +41,7 @@ struct PreparedBatch {
   std::vector<std::vector<float>> rows;
   bool valid = false;  // false at the end of the partition
   int64_t end_position = 0;  // the reader's position just after this batch
+  int64_t epoch = 0;         // the pass over the data its last sample is from, 0-based
   // Pipelined: the rows the batch before it updates, pulled whole to replay that update.
   SharedRows shared;
 };
@@ -61,6 +63,22 @@ class ProgressBoard {
     p_.set_bad_lines(bad);
     loss_sum_ += loss;
     ++loss_count_;
+  }
+  // `n` more steps were computed again after a failed GEMM checksum (worker.abft).
+  void AbftDetections(int64_t n) {
+    absl::MutexLock lock(&mu_);
+    p_.set_abft_detections(p_.abft_detections() + n);
+  }
+  // This worker computes wrongly (`why`): the coordinator declares it dead and replaces it.
+  void Unhealthy(const std::string& why) {
+    absl::MutexLock lock(&mu_);
+    p_.set_unhealthy(why);
+  }
+  // The pass over the data (1-based) that the last sample trained is from, of `epochs`.
+  void DataEpoch(int epoch, int epochs) {
+    absl::MutexLock lock(&mu_);
+    p_.set_data_epoch(epoch);
+    p_.set_data_epochs(epochs);
   }
   void Eval(int64_t step, double auc, double logloss) {
     absl::MutexLock lock(&mu_);
@@ -206,12 +224,17 @@ class TrainingLoop {
   // model diverged): nothing of that step is pushed. Row gradients are checked by the
   // servers, which refuse non-finite ones.
   static absl::Status CheckFinite(int64_t step, float loss, const StepGrads& grads);
-  // INTERNAL naming the step when the dense math fails (a GPU error).
+  // INTERNAL naming the step when the dense math fails (a GPU error); kUnhealthyWorker when
+  // its GEMM checks failed too often (CountDetections).
   absl::StatusOr<float> Compute(int64_t step, const PreparedBatch& p,
                                 const std::vector<std::vector<float>>& dense, StepGrads* grads);
+  // Counts the steps the dense math computed again (worker.abft) up to `step`, whose every
+  // attempt failed when `failed`. An error of kind kUnhealthyWorker once
+  // worker.abft_max_detections of the last kAbftDetectionWindow steps were, or a step failed.
+  absl::Status CountDetections(int64_t step, bool failed);
   absl::Status Evaluate(int64_t step);
   // A step whose push was acknowledged: recorded here and reported on the board.
-  void Reported(int64_t step, int64_t samples, double loss, int64_t position);
+  void Reported(int64_t step, int64_t samples, double loss, const PreparedBatch& batch);
   // The error of a partition that gave no sample to train.
   absl::Status NothingTrained() const;
 
@@ -230,6 +253,8 @@ class TrainingLoop {
   int64_t start_position_ = 0;
   int64_t trained_step_ = 0;     // the last step reported
   int64_t trained_samples_ = 0;  // samples trained by then (start_position_ included)
+  int64_t abft_seen_ = 0;                // math_->abft_detections() last counted
+  std::deque<int64_t> abft_steps_;        // steps computed again, within the window
   int64_t read_epoch_ = -1;      // the data.epochs pass the reader was last seen in (logged)
 };
 

@@ -9,7 +9,8 @@
 #include "kernels/abft.h"
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
+#include "runtime/error_kind.h"
 #include "runtime/rpc.h"
 #include "spdlog/spdlog.h"
 #include "worker/gpu_plugin_loader.h"
@@ -158,6 +159,7 @@ absl::Status WorkerLifecycle::PlanStart(const v1::RegisterResponse& registered) 
     case ResumePlan::From::kReplacement:
       board_.Step(resume.step(), resume.samples(), resume.loss(), resume.reader_position(),
                   resume.bad_lines());
+      board_.DataEpoch(resume.data_epoch(), resume.data_epochs());
       if (resume.eval_auc() > 0) {
         board_.Eval(resume.eval_step(), resume.eval_auc(), resume.eval_logloss());
       }
@@ -336,6 +338,10 @@ void WorkerLifecycle::Finish(const absl::Status& trained, int wait_ms) {
     board_.Done();
     finished_training_.store(true);
     spdlog::info("{}: done", sender_);
+  } else if (HasErrorKind(trained, ErrorKind::kUnhealthyWorker)) {
+    // Not the job's failure: the coordinator declares this worker dead and replaces it.
+    spdlog::error("{}: {}; stopping for a replacement", sender_, std::string(trained.message()));
+    board_.Unhealthy(std::string(trained.message()));
   } else {
     spdlog::error("{}: {}", sender_, trained.ToString());
     board_.Fail(trained.ToString());

@@ -70,6 +70,8 @@ class HostStagedCoder {
   // Waits for slot's chunk in flight and scatters it to dst.
   Error Finish(Slot* slot, int rows, size_t chunk, uint8_t* const* dst);
 
+  // std::mutex, not absl::Mutex: this header is compiled by nvcc, also where only the CUDA
+  // toolkit is installed (no Abseil), so Clang's -Wthread-safety never sees it.
   std::mutex mu_;
   Slot slots_[2];           // guarded by mu_
   size_t slot_bytes_ = 0;   // guarded by mu_: the capacity of each slot's buffers

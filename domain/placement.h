@@ -10,8 +10,8 @@
 //   local parity slot = (s / S) * r + (m - k)    (m >= k)
 // Mode none/checkpoint uses k = 1, r = 0; replication uses k = 1, r = copies, so the same
 // arithmetic places replicas. Thread-safe: immutable after construction.
-#ifndef ECPS_RUNTIME_PLACEMENT_H_
-#define ECPS_RUNTIME_PLACEMENT_H_
+#ifndef ECPS_DOMAIN_PLACEMENT_H_
+#define ECPS_DOMAIN_PLACEMENT_H_
 
 #include <cstdint>
 #include <vector>
@@ -93,4 +93,4 @@ class Placement {
 
 }  // namespace ecps
 
-#endif  // ECPS_RUNTIME_PLACEMENT_H_
+#endif  // ECPS_DOMAIN_PLACEMENT_H_

@@ -1,4 +1,4 @@
-#include "kernels/spec_config.h"
+#include "domain/spec_config.h"
 
 namespace ecps {
 namespace {

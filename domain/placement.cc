@@ -1,4 +1,4 @@
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 #include <string>
 

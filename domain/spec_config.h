@@ -1,8 +1,8 @@
 // The one place a job spec becomes the kernels' own config types, so that kernels/ knows
 // nothing of the spec (its core library does not link it) while every caller that holds a
 // spec converts the same way.
-#ifndef ECPS_KERNELS_SPEC_CONFIG_H_
-#define ECPS_KERNELS_SPEC_CONFIG_H_
+#ifndef ECPS_DOMAIN_SPEC_CONFIG_H_
+#define ECPS_DOMAIN_SPEC_CONFIG_H_
 
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
@@ -16,4 +16,4 @@ DenseOptimizerConfig ToDenseOptimizerConfig(const DenseOptimizer& optimizer);
 
 }  // namespace ecps
 
-#endif  // ECPS_KERNELS_SPEC_CONFIG_H_
+#endif  // ECPS_DOMAIN_SPEC_CONFIG_H_
