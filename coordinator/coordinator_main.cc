@@ -71,7 +71,7 @@ absl::StatusOr<EtcdLead> WinTheLead(const CoordinatorOptions& options, Terminati
                                     int* signal) {
   const CoordinatorSection& c = options.spec.coordinator;
   EtcdLead lead;
-  // The state is saved under the service's lock, so a member that does not answer stalls
+  // The state is saved under the coordinator's map lock, so a member that does not answer stalls
   // heartbeats for one attempt: keep it well inside the heartbeat timeout.
   const absl::Duration attempt =
       std::clamp(absl::Milliseconds(options.spec.cluster.heartbeat_timeout_ms) / 5,

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_loop.h"
 #include "coordinator/coordinator_main.h"
 #include "coordinator/coordinator_service.h"

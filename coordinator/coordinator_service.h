@@ -26,6 +26,20 @@
 // the Run* methods (the long cluster operations) periodically on another thread, so that a
 // slow save never delays detection (coordinator_loop.h does both).
 // The gRPC glue (GrpcCoordinator) only adapts these methods.
+//
+// The service is a thin composition of one manager per concern, each with its own lock:
+//   MembershipManager  the node table, the phase, the term, the map and its watchers, and the
+//                      state's saving (membership_manager.h)
+//   FailureManager     detector, failure history, kills, resume steps, data loss
+//   ProgressManager    steps, samples, loss, eval, rate, ETA
+//   CheckpointManager  checkpointer, schedule, pruning, the rollback
+//   ScrubManager       scrubber, final scrub, last report
+// Lock order: CheckpointManager's ops lock -> MembershipManager's -> one leaf lock (the
+// failure, progress, checkpoint and scrub managers' own) at a time. MembershipManager is the
+// only one that calls others while holding its lock (so that a change of the map is saved,
+// whole, before anyone hears of it); the leaves never call out, and the checkpoint and scrub
+// operations call MembershipManager holding none of their own. Handlers and hooks that run
+// user code (ServerDeadHandler, Checkpointer, Scrubber, ...) run without any lock.
 #ifndef ECPS_COORDINATOR_COORDINATOR_SERVICE_H_
 #define ECPS_COORDINATOR_COORDINATOR_SERVICE_H_
 
@@ -37,21 +51,15 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "coordinator/checkpoint_job.h"
-#include "coordinator/checkpoint_schedule.h"
-#include "coordinator/clock.h"
-#include "coordinator/failure_detector.h"
-#include "coordinator/failure_history.h"
-#include "coordinator/final_scrub.h"
-#include "coordinator/job_progress.h"
-#include "coordinator/membership.h"
-#include "coordinator/rollback_controller.h"
+#include "coordinator/checkpoint_manager.h"
+#include "runtime/clock.h"
+#include "coordinator/failure_manager.h"
+#include "coordinator/membership_manager.h"
+#include "coordinator/progress_manager.h"
+#include "coordinator/scrub_manager.h"
 #include "proto/ecps.pb.h"
 #include "domain/placement.h"
 #include "runtime/security.h"
@@ -79,10 +87,7 @@ class WatchClusterMapRequest;
 enum JobPhase : int;
 }  // namespace v1
 
-// After a takeover, how much longer than the heartbeat timeout a live node has to heartbeat
-// again: its heartbeats back off up to 2 s while the coordinator is away
-// (runtime/coordinator_grace.h), and its channel's reconnects up to 1 s (runtime/rpc.cc).
-inline constexpr absl::Duration kTakeoverGrace = absl::Seconds(3);
+// kTakeoverGrace: membership_manager.h.
 
 struct CoordinatorServiceOptions {
   // The job fails when not every server is ACTIVE and every worker registered by then.
@@ -127,9 +132,8 @@ class CoordinatorService {
 
   // Where the coordinator serves /metrics (StatusResponse.metrics_address). Set once, before
   // serving.
-  void set_metrics_address(std::string address) ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    metrics_address_ = std::move(address);
+  void set_metrics_address(std::string address) {
+    membership_.set_metrics_address(std::move(address));
   }
 
   // Records liveness, the node's own state and its stats/progress. OK with fenced=true when
@@ -186,7 +190,7 @@ class CoordinatorService {
 
   // Checks parity and dense replicas across the servers of `map` (coordinator/scrub.h in
   // production; tests inject their own). Set before the job starts.
-  using Scrubber = std::function<v1::ScrubReport(const v1::ClusterMap& map)>;
+  using Scrubber = ScrubManager::Scrubber;
   void SetScrubber(Scrubber scrubber);
 
   // Admin: scrubs now (while training runs: the servers freeze for the scrub's duration).
@@ -201,8 +205,7 @@ class CoordinatorService {
 
   // Saves a checkpoint of the servers of `map`; calls `progress` once every server is frozen
   // for the step and reader positions to record (coordinator/checkpoint_job.h in production).
-  using Checkpointer = std::function<v1::CheckpointReport(
-      const v1::ClusterMap& map, const std::function<CheckpointProgress()>& progress)>;
+  using Checkpointer = CheckpointManager::Checkpointer;
   void SetCheckpointer(Checkpointer checkpointer);
 
   // Admin: checkpoints now (training pauses while the servers are frozen). The step and
@@ -222,8 +225,7 @@ class CoordinatorService {
   // and not at all while a rollback is in progress or some server is not active (a replacement
   // may be loading the newest checkpoint then; the next save prunes). An error is logged, not
   // fatal. Without a pruner nothing is deleted.
-  using Pruner =
-      std::function<absl::StatusOr<std::vector<std::string>>(const v1::CheckpointReport& saved)>;
+  using Pruner = CheckpointManager::Pruner;
   void SetPruner(Pruner pruner);
 
   // With a checkpointer and checkpoint.save_final, when every worker is done the job waits in
@@ -247,7 +249,7 @@ class CoordinatorService {
   // paused, RunPendingRollback has every server reload the last checkpoint (the Reloader) and
   // tells the workers to resume from its step and reader positions. Returns false (the job
   // then fails) without a reloader, once the job ended, or when every worker is already done.
-  using Reloader = std::function<absl::StatusOr<v1::CheckpointReport>(const v1::ClusterMap&)>;
+  using Reloader = CheckpointManager::Reloader;
   void SetReloader(Reloader reloader);
   bool BeginRollback();
   // Called from the coordinator's loop; a no-op unless a rollback waits. A failed reload fails
@@ -256,11 +258,11 @@ class CoordinatorService {
   void RunPendingRollback();
 
   // Durable state (docs/recovery.md, "The coordinator's state log"): `saver` is called, under
-  // the service's lock, with the whole state before a membership or phase change is
+  // MembershipManager's lock, with the whole state before a membership or phase change is
   // published (watchers woken, responses sent) and at most once a second otherwise (the
   // workers' progress). A failed save is logged; the job goes on. Saves once at once (OK
   // even when that save failed: it was logged, as any other).
-  using StateSaver = std::function<absl::Status(const v1::CoordinatorState&)>;
+  using StateSaver = MembershipManager::StateSaver;
   absl::Status SetStateSaver(StateSaver saver);
   // Takeover: replaces the membership, phase, failure history and the workers' progress with
   // `state` (what a saver got), raises the term to state.term + 1, and gives every live node a
@@ -284,111 +286,23 @@ class CoordinatorService {
  private:
   CoordinatorService(const JobSpec& spec, std::string token, const Clock* clock,
                      CoordinatorServiceOptions options, Membership::Config config,
-                     FailureDetector::Options detector_options);
+                     FailureManager::Options failure_options);
 
-  // A server declared dead, waiting for the ServerDeadHandler.
-  struct DeadServer {
-    int id;
-    std::string why;
-  };
+  // Hands each dead server to the ServerDeadHandler (without a lock), unless the job ended
+  // or data was lost (the job then fails at once, data_lost set); fails the job for those it
+  // does not take.
+  void HandleDeadServers(const std::vector<MembershipManager::DeadServer>& dead);
+  // Probes each (its port refuses connections?); declares dead at once those whose process
+  // is gone.
+  void ProbeSuspected(const std::vector<NodeRef>& servers);
 
-  bool Final() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Each worker's latest report (RollbackController's view).
-  WorkerReports WorkerReportsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool RollingBackLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return rollback_.RollingBack(WorkerReportsLocked());
-  }
-  void SetPhaseLocked(v1::JobPhase phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void UpdatePhaseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailJobLocked(const std::string& error) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Declares dead whatever the detector says is; returns the servers among them.
-  std::vector<DeadServer> DetectLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A worker's heartbeat says it computes wrongly: it is declared dead at the next check.
-  void NoteUnhealthyLocked(const NodeRef& node, const v1::WorkerProgress& progress)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // In modes with parity, when more than r members of some stripes are gone (dead, or a
-  // replacement not rebuilt yet): the data-loss message naming them; else "".
-  std::string DataLossLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Runs the ServerDeadHandler for each, unless data was lost (the job then fails at once,
-  // data_lost set); fails the job for those it does not take.
-  void HandleDeadServers(const std::vector<DeadServer>& dead) ABSL_LOCKS_EXCLUDED(mu_);
-  // The suspected servers whose ports options_.process_gone may probe.
-  std::vector<NodeRef> SuspectedServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Probes each (outside the lock); declares dead at once those whose process is gone.
-  void ProbeSuspected(const std::vector<NodeRef>& servers) ABSL_LOCKS_EXCLUDED(mu_);
-  uint64_t MapVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Ids of server slots that are recovering or dead ("2", "4").
-  std::vector<std::string> RecoveringServersLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FillMapLocked(v1::ClusterMap* map) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The current map, built once per MapVersionLocked() and shared by every watcher (with
-  // 11,000 of them, one build per watcher held the lock for seconds).
-  std::shared_ptr<const v1::ClusterMap> SharedMapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Wakes watchers when the map changed since the last call, after saving the state (with a
-  // saver: on a change, or when the last save is a second old).
-  void PublishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SaveStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Nobody could be heard for `duration` (`why`): FailureDetector::Deaf, and a log line when
-  // it is long.
-  void DeafLocked(absl::Duration duration, const char* why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Saves now, with a saver: after a change that is not the map's (a kill asked, a report, a
-  // rollback's step), before it is told to anyone.
-  void SaveChangeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The workers' latest step (minimum) and reader positions.
-  CheckpointProgress WorkerCut() const ABSL_LOCKS_EXCLUDED(mu_);
-  // The status of a save from its report: OK when it committed, else the save's own error
-  // code (ALREADY_EXISTS for a step saved before) with its message.
-  static absl::Status SaveStatus(const v1::CheckpointReport& report);
-  // Runs the pruner after the save `saved` committed, when that is safe (see SetPruner).
-  void PruneAfterSave(const v1::CheckpointReport& saved)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(checkpoint_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-
-  const std::string job_name_;
-  std::string metrics_address_ ABSL_GUARDED_BY(mu_);
   const Gatekeeper gatekeeper_;  // from the job secret
-  const Clock* const clock_;
-  const CoordinatorServiceOptions options_;
-  const absl::Time created_;
-
-  mutable absl::Mutex mu_;
-  absl::CondVar map_changed_;
-  Membership membership_ ABSL_GUARDED_BY(mu_);
-  FailureDetector detector_ ABSL_GUARDED_BY(mu_);
-  JobProgress progress_ ABSL_GUARDED_BY(mu_);
-  v1::JobPhase phase_ ABSL_GUARDED_BY(mu_);
-  uint64_t phase_changes_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t published_version_ ABSL_GUARDED_BY(mu_) = 0;
-  // SharedMapLocked's map, of its version(); whatever FillMapLocked reads must change
-  // MapVersionLocked() or reset it.
-  std::shared_ptr<const v1::ClusterMap> shared_map_ ABSL_GUARDED_BY(mu_);
-  std::string error_ ABSL_GUARDED_BY(mu_);
-  bool data_lost_ ABSL_GUARDED_BY(mu_) = false;
-  std::optional<Placement> placement_ ABSL_GUARDED_BY(mu_);  // unset: the spec had no tables
-  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  ServerDeadHandler server_dead_handler_ ABSL_GUARDED_BY(mu_);
-  Scrubber scrubber_ ABSL_GUARDED_BY(mu_);
-  FinalScrub final_scrub_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<v1::ScrubReport> last_scrub_ ABSL_GUARDED_BY(mu_);  // null: none yet
-  Checkpointer checkpointer_ ABSL_GUARDED_BY(mu_);
-  CheckpointSchedule schedule_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<v1::CheckpointReport> last_checkpoint_ ABSL_GUARDED_BY(mu_);  // null: none
-  Reloader reloader_ ABSL_GUARDED_BY(mu_);
-  RollbackController rollback_ ABSL_GUARDED_BY(mu_);
-  Pruner pruner_ ABSL_GUARDED_BY(mu_);
-  // One save, prune or rollback reload at a time; taken before mu_, never inside it.
-  absl::Mutex checkpoint_mu_;
-  FailureHistory history_ ABSL_GUARDED_BY(mu_);
-  // Instances an admin asked to die (Kill): told so in every heartbeat response.
-  absl::flat_hash_set<std::string> kill_requested_ ABSL_GUARDED_BY(mu_);
-  // Workers that reported themselves unhealthy (worker.abft_max_detections), by instance:
-  // why, for the reason they are declared dead with. Not saved: a worker repeats it in every
-  // heartbeat until it is fenced.
-  absl::flat_hash_map<std::string, std::string> unhealthy_ ABSL_GUARDED_BY(mu_);
-  // Replacement workers: the step they resume after (recovered once they report beyond it).
-  absl::flat_hash_map<int, int64_t> worker_resume_step_ ABSL_GUARDED_BY(mu_);
-  uint64_t term_ ABSL_GUARDED_BY(mu_) = 1;
-  StateSaver saver_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_saved_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Construction order is the order of dependence: each manager may use those above it.
+  FailureManager failures_;
+  ProgressManager progress_;
+  MembershipManager membership_;
+  CheckpointManager checkpoints_;
+  ScrubManager scrubs_;
 };
 
 }  // namespace ecps

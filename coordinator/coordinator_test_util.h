@@ -6,7 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/grpc_coordinator.h"
 #include "gtest/gtest.h"

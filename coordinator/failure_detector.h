@@ -15,7 +15,7 @@
 // moves on by it. Otherwise a coordinator stalled for longer than the timeout would declare
 // every node dead at once when it wakes, and end the job for data loss nobody had.
 //
-// Not thread-safe: the owner (CoordinatorService) serialises calls under its own lock.
+// Not thread-safe: the owner (FailureManager) serialises calls under its own lock.
 #ifndef ECPS_COORDINATOR_FAILURE_DETECTOR_H_
 #define ECPS_COORDINATOR_FAILURE_DETECTOR_H_
 
@@ -25,7 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 
 namespace ecps {
 

@@ -11,7 +11,7 @@
 // a replacement that dies during its own recovery leaves two events that close together when
 // the next replacement finishes.
 //
-// Not thread-safe: the owner (CoordinatorService) serialises calls under its lock. Times are
+// Not thread-safe: the owner (FailureManager) serialises calls under its lock. Times are
 // passed in by the owner (its injected clock).
 #ifndef ECPS_COORDINATOR_FAILURE_HISTORY_H_
 #define ECPS_COORDINATOR_FAILURE_HISTORY_H_

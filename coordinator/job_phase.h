@@ -1,5 +1,5 @@
 // The job phase as a pure transition function of what the coordinator knows (the phase
-// machine of coordinator_service.h): CoordinatorService gathers the facts under its lock and
+// machine of coordinator_service.h): MembershipManager gathers the facts under its lock and
 // applies the decision, so every transition is table-tested here without a cluster or clock.
 //
 //   STARTING   -> RUNNING     every server slot ACTIVE and every worker registered

@@ -18,7 +18,7 @@
 // replacement taking an id). The version grows on every change of map content (states,
 // addresses, epoch), so a watcher can tell a new map from one it has.
 //
-// Not thread-safe: the owner (CoordinatorService) serialises calls under its lock.
+// Not thread-safe: the owner (MembershipManager) serialises calls under its lock.
 #ifndef ECPS_COORDINATOR_MEMBERSHIP_H_
 #define ECPS_COORDINATOR_MEMBERSHIP_H_
 

@@ -8,7 +8,7 @@
 // the last checkpoint -> Reloaded -> workers learn where to resume from heartbeat responses
 // (FillHeartbeat) and report resumed_generation. Another failure before that starts a new
 // generation; an older reload's result is then ignored (Reloaded refuses it).
-// Not thread-safe: the owner serialises every call (CoordinatorService's mutex).
+// Not thread-safe: the owner serialises every call (CheckpointManager's mutex).
 #ifndef ECPS_COORDINATOR_ROLLBACK_CONTROLLER_H_
 #define ECPS_COORDINATOR_ROLLBACK_CONTROLLER_H_
 
