@@ -177,8 +177,7 @@ absl::Status OnlineScrub::RunPass() {
   });
   for (size_t b = 0; b < stripes.size(); b += options_.batch_stripes) {
     const size_t e = std::min(stripes.size(), b + options_.batch_stripes);
-    if (absl::Status s = ScrubStripes(absl::MakeSpan(stripes).subspan(b, e - b), false);
-        !s.ok()) {
+    if (absl::Status s = ScrubStripes(absl::MakeSpan(stripes).subspan(b, e - b), false); !s.ok()) {
       return s;
     }
   }
@@ -187,9 +186,7 @@ absl::Status OnlineScrub::RunPass() {
   return absl::OkStatus();
 }
 
-void OnlineScrub::Pace(int64_t bytes) {
-  WaitUntil(pacer_.Account(Clock::now(), bytes));
-}
+void OnlineScrub::Pace(int64_t bytes) { WaitUntil(pacer_.Account(Clock::now(), bytes)); }
 
 void OnlineScrub::Count(const std::function<void(ScrubCounts*)>& fn) {
   absl::MutexLock lock(&mu_);
@@ -276,8 +273,8 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
       if (server == options_.server) {
         // Mine (the first parity member): read here.
         bool settled = true;
-        absl::Status s = parity_->Read(t, stripe, out->payload(i, m),
-                                       out->versions.data() + slot * k, &settled);
+        absl::Status s =
+            parity_->Read(t, stripe, out->payload(i, m), out->versions.data() + slot * k, &settled);
         if (!s.ok()) return s;
         out->have[slot] = 1;
         out->settled[slot] = settled ? 1 : 0;
@@ -326,8 +323,8 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
       for (size_t slot : slots) {
         if ((e + 1) * bytes_ > resp.payloads().size() ||
             static_cast<int>(e) >= resp.versions_size()) {
-          return absl::InternalError(absl::StrCat("scrub read from server ", targets[r],
-                                                  ": a short answer"));
+          return absl::InternalError(
+              absl::StrCat("scrub read from server ", targets[r], ": a short answer"));
         }
         std::memcpy(out->payloads.data() + slot * bytes_, resp.payloads().data() + e * bytes_,
                     bytes_);
@@ -342,11 +339,10 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
         if ((e + 1) * bytes_ > p.payloads().size() ||
             static_cast<int>((e + 1) * k) > p.versions_size() ||
             static_cast<int>(e) >= p.settled_size()) {
-          return absl::InternalError(absl::StrCat("scrub parity read from server ", targets[r],
-                                                  ": a short answer"));
+          return absl::InternalError(
+              absl::StrCat("scrub parity read from server ", targets[r], ": a short answer"));
         }
-        std::memcpy(out->payloads.data() + slot * bytes_, p.payloads().data() + e * bytes_,
-                    bytes_);
+        std::memcpy(out->payloads.data() + slot * bytes_, p.payloads().data() + e * bytes_, bytes_);
         out->have[slot] = 1;
         std::copy_n(p.versions().data() + e * k, k, out->versions.data() + slot * k);
         out->settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
@@ -359,8 +355,8 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
 }
 
 absl::Status OnlineScrub::FreezeMembers(const std::vector<int>& servers,
-                                        const std::vector<TableStripe>& stripes,
-                                        uint64_t freeze_id, bool on) {
+                                        const std::vector<TableStripe>& stripes, uint64_t freeze_id,
+                                        bool on) {
   v1::FreezeRequest freeze;
   freeze.set_freeze(on);
   freeze.set_freeze_id(freeze_id);
@@ -381,8 +377,8 @@ absl::Status OnlineScrub::FreezeMembers(const std::vector<int>& servers,
     options_.header(freeze.mutable_header());
     absl::Status s = peers_->Freeze(server, freeze);
     if (!s.ok() && first.ok()) {
-      first = absl::Status(s.code(), absl::StrCat("scrub freeze of server ", server, ": ",
-                                                  s.message()));
+      first = absl::Status(s.code(),
+                           absl::StrCat("scrub freeze of server ", server, ": ", s.message()));
       if (on) break;  // the caller releases every server it asked
     }
   }
@@ -435,13 +431,16 @@ absl::Status OnlineScrub::Repair(const TableStripe& ts, const StripeMembers& got
     // r = 1 (or more than one member bad): re-derive the parity from the data rows.
     unlocated = true;
     bad = -1;
-    spdlog::error("server {}: online scrub: table {} stripe {} disagrees with its parity and the "
-                  "code cannot say which member is wrong; parity re-derived from the data rows",
-                  options_.server, t, stripe);
+    spdlog::error(
+        "server {}: online scrub: table {} stripe {} disagrees with its parity and the "
+        "code cannot say which member is wrong; parity re-derived from the data rows",
+        options_.server, t, stripe);
   } else if (bad >= 0) {
-    spdlog::warn("server {}: online scrub: table {} stripe {} member {} ({} on server {}) was "
-                 "corrupt; rewritten", options_.server, t, stripe, bad,
-                 bad < k ? "data row" : "parity row", placement_.ServerOf(t, stripe, bad));
+    spdlog::warn(
+        "server {}: online scrub: table {} stripe {} member {} ({} on server {}) was "
+        "corrupt; rewritten",
+        options_.server, t, stripe, bad, bad < k ? "data row" : "parity row",
+        placement_.ServerOf(t, stripe, bad));
   }
   std::vector<uint8_t> rebuilt;
   if (bad >= 0 && bad < k) {
@@ -463,8 +462,7 @@ absl::Status OnlineScrub::Repair(const TableStripe& ts, const StripeMembers& got
   std::vector<uint8_t> parity(bytes_ * (n - k));
   std::vector<uint8_t*> out(n - k);
   for (int q = 0; q < n - k; ++q) out[q] = parity.data() + q * bytes_;
-  if (absl::Status s = code_->Encode(absl::MakeSpan(members).subspan(0, k), out, bytes_);
-      !s.ok()) {
+  if (absl::Status s = code_->Encode(absl::MakeSpan(members).subspan(0, k), out, bytes_); !s.ok()) {
     return s;
   }
   for (int q = 0; q < n - k; ++q) {
@@ -512,8 +510,8 @@ absl::Status OnlineScrub::ScrubDense(bool paced) {
       v1::DenseChecksumsResponse resp;
       if (absl::Status s = peers_->DenseChecksums(primary, req, &resp); !s.ok()) return s;
       for (const v1::DenseChecksum& c : resp.tensors()) {
-        if (!c.primary() || std::find(tensors.begin(), tensors.end(), c.tensor()) ==
-                                tensors.end()) {
+        if (!c.primary() ||
+            std::find(tensors.begin(), tensors.end(), c.tensor()) == tensors.end()) {
           continue;
         }
         uint64_t sum = 0;
@@ -538,8 +536,7 @@ absl::Status OnlineScrub::ScrubDense(bool paced) {
     if (!found.empty()) {
       if (absl::Status s = differing(&again); !s.ok()) return s;
       for (const auto& [tensor, version] : again) {
-        if (std::find(found.begin(), found.end(), std::make_pair(tensor, version)) ==
-            found.end()) {
+        if (std::find(found.begin(), found.end(), std::make_pair(tensor, version)) == found.end()) {
           continue;  // not the same version twice: maybe an update in between
         }
         Count([](ScrubCounts* c) { ++c->confirmed; });
@@ -551,9 +548,10 @@ absl::Status OnlineScrub::ScrubDense(bool paced) {
         if (copy.version() != version) continue;  // moved on: the next pass looks again
         absl::Status s = dense_->RepairReplica(tensor, version, copy.weights(), copy.state());
         if (s.ok()) {
-          spdlog::warn("server {}: online scrub: dense replica of tensor {} differed from its "
-                       "primary on server {} at version {}; replaced by the primary's copy",
-                       options_.server, tensor, primary, version);
+          spdlog::warn(
+              "server {}: online scrub: dense replica of tensor {} differed from its "
+              "primary on server {} at version {}; replaced by the primary's copy",
+              options_.server, tensor, primary, version);
           Count([](ScrubCounts* c) { ++c->repaired; });
         } else if (!absl::IsFailedPrecondition(s)) {
           return s;

@@ -88,7 +88,7 @@ class ScrubPacer {
 
 struct OnlineScrubOptions {
   int server = 0;
-  std::string instance;  // this process's incarnation: the owner of the scrub's freezes
+  std::string instance;     // this process's incarnation: the owner of the scrub's freezes
   double interval_s = 600;  // a full pass at most this often; the first one interval in
   double rate_mb_s = 8;
   int batch_stripes = 256;

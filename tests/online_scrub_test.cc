@@ -59,8 +59,8 @@ class OnlineScrubTest : public ::testing::Test {
         t->set_table(1);
         t->add_rows(row);
         std::vector<float> grad(spec_.model.embedding_dim, 0.01f);
-        push.add_grads(std::string(reinterpret_cast<const char*>(grad.data()),
-                                   grad.size() * sizeof(float)));
+        push.add_grads(
+            std::string(reinterpret_cast<const char*>(grad.data()), grad.size() * sizeof(float)));
         if (cluster_->core(server)->Push(push).ok()) pushes_.fetch_add(1);
       }
     });
@@ -174,14 +174,14 @@ TEST_F(OnlineScrubTest, TwoParityRowsLocateAndRepairADataRowAParityRowAndADenseR
   ASSERT_GE(replica, 0);
   ASSERT_EQ(dense_before.first, dense_before.second);
 
-  ASSERT_TRUE(Flip(placement_->DataLocation(0, row).server, v1::InjectFaultRequest::DATA_ROW, 0,
-                   row, 20)
-                  .ok());
-  ASSERT_TRUE(Flip(placement_->ServerOf(0, 20, k), v1::InjectFaultRequest::PARITY_ROW, 0, 20, 7)
-                  .ok());
-  ASSERT_TRUE(Flip(placement_->ServerOf(0, 30, k + 1), v1::InjectFaultRequest::PARITY_ROW, 0, 30,
-                   100)
-                  .ok());
+  ASSERT_TRUE(
+      Flip(placement_->DataLocation(0, row).server, v1::InjectFaultRequest::DATA_ROW, 0, row, 20)
+          .ok());
+  ASSERT_TRUE(
+      Flip(placement_->ServerOf(0, 20, k), v1::InjectFaultRequest::PARITY_ROW, 0, 20, 7).ok());
+  ASSERT_TRUE(
+      Flip(placement_->ServerOf(0, 30, k + 1), v1::InjectFaultRequest::PARITY_ROW, 0, 30, 100)
+          .ok());
   ASSERT_TRUE(Flip(replica, v1::InjectFaultRequest::DENSE_WEIGHTS, 0, 0, 3, /*tensor=*/1).ok());
   ASSERT_NE(DataRow(0, row), row_before);
 
@@ -213,12 +213,12 @@ TEST_F(OnlineScrubTest, OneParityRowDetectsAndReDerivesTheParity) {
   const int k = 2;
   const int64_t row = 40 * k;
   const std::vector<uint8_t> parity_before = ParityRow(0, 50, 0);
-  ASSERT_TRUE(Flip(placement_->DataLocation(0, row).server, v1::InjectFaultRequest::DATA_ROW, 0,
-                   row, 20)
-                  .ok());
+  ASSERT_TRUE(
+      Flip(placement_->DataLocation(0, row).server, v1::InjectFaultRequest::DATA_ROW, 0, row, 20)
+          .ok());
   const std::string flipped = DataRow(0, row);
-  ASSERT_TRUE(Flip(placement_->ServerOf(0, 50, k), v1::InjectFaultRequest::PARITY_ROW, 0, 50, 9)
-                  .ok());
+  ASSERT_TRUE(
+      Flip(placement_->ServerOf(0, 50, k), v1::InjectFaultRequest::PARITY_ROW, 0, 50, 9).ok());
   ASSERT_TRUE(PollUntil([&] { return Sum().scrub_unlocated() >= 2; }, std::chrono::seconds(60)))
       << Sum().DebugString();
   const v1::ServerStats before = Sum();
