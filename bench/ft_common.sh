@@ -15,7 +15,11 @@ configs=("none|mode: none"
   "rep1-async|mode: replication, r: 1, ack: async"
   "rep1-tcp|mode: replication, r: 1, ack: after_parity, parity_transport: tcp"
   "rep2-after_parity|mode: replication, r: 2, ack: after_parity"
-  "rep2-async|mode: replication, r: 2, ack: async")
+  "rep2-async|mode: replication, r: 2, ack: async"
+  # The online scrub (docs/abft.md) at its default rate, scrubbing back to back (a pass at
+  # most every second), against the same code with the scrub off.
+  "ec42-scrub-off|mode: erasure_code, k: 4, r: 2, ack: after_parity, scrub: {interval_s: 0}"
+  "ec42-scrub-on|mode: erasure_code, k: 4, r: 2, ack: after_parity, scrub: {interval_s: 1}")
 
 # ECPS_MODES="none ec41-async ..." keeps only those configurations (none always runs).
 ft_filter_configs() {

@@ -223,6 +223,34 @@ TEST(RunReportTest, FinishedSummaryNamesScrubCheckpointAndReport) {
   EXPECT_THAT(text, Not(HasSubstr("checkpoint")));
 }
 
+// The online scrub's counts are summed over the servers' heartbeats, in the report and, when
+// it found a corruption, in the summary.
+TEST(RunReportTest, OnlineScrubCountsAreSummedOverTheServers) {
+  v1::StatusResponse st = Finished();
+  for (int id : {0, 1}) {
+    v1::NodeInfo* n = st.add_nodes();
+    n->set_role(v1::ROLE_SERVER);
+    n->set_id(id);
+    v1::ServerStats* s = n->mutable_server();
+    s->set_scrub_passes(3);
+    s->set_scrub_stripes_checked(100);
+    s->set_scrub_mismatches_found(id + 1);
+    s->set_scrub_mismatches_confirmed(id);
+    s->set_scrub_repaired(id);
+  }
+  const Json r = Json::parse(ReportJson(Facts(), DrilledRun(), st));
+  EXPECT_EQ(r["online_scrub"]["passes"], 6);
+  EXPECT_EQ(r["online_scrub"]["stripes_checked"], 200);
+  EXPECT_EQ(r["online_scrub"]["mismatches_found"], 3);
+  EXPECT_EQ(r["online_scrub"]["mismatches_confirmed"], 1);
+  EXPECT_EQ(r["online_scrub"]["repaired"], 1);
+  EXPECT_EQ(r["online_scrub"]["unlocated"], 0);
+  EXPECT_THAT(FinishedSummary(Facts(), st, "runs/q"),
+              HasSubstr("ecps: online scrub found 1 corrupt stripes or dense replicas: 1 "
+                        "repaired, 0 not locatable"));
+  EXPECT_THAT(FinishedSummary(Facts(), Finished(), "runs/q"), Not(HasSubstr("online scrub")));
+}
+
 TEST(RunReportTest, FactsComeFromTheSpec) {
   JobSpec spec;
   spec.job.name = "j";

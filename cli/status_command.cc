@@ -91,6 +91,16 @@ std::string Details(const v1::NodeInfo& node) {
     std::string text = absl::StrFormat("rows %d (+%d parity)  %s", s.data_rows(), s.parity_rows(),
                                        Bytes(s.bytes()));
     if (node.state() == v1::NODE_RECOVERING) absl::StrAppend(&text, "  ", RebuildProgress(s));
+    if (s.scrub_passes() > 0 || s.scrub_mismatches_found() > 0) {
+      // The online scrub (docs/abft.md): shown once it has done something.
+      absl::StrAppend(&text, absl::StrFormat("  scrub %d passes, %d stripes", s.scrub_passes(),
+                                             s.scrub_stripes_checked()));
+      if (s.scrub_mismatches_confirmed() > 0) {
+        absl::StrAppend(&text, absl::StrFormat(", %d corrupt: %d repaired, %d unlocated",
+                                               s.scrub_mismatches_confirmed(), s.scrub_repaired(),
+                                               s.scrub_unlocated()));
+      }
+    }
     return text;
   }
   const v1::WorkerProgress& w = node.worker();

@@ -67,6 +67,13 @@ void CodedRedundancy::Start(Hooks hooks) {
   hooks_ = hooks;
   receiver_ = std::make_unique<ParityReceiver>(options_.server, placement_, parity_.get(), dense_,
                                                std::move(hooks));
+  OnlineScrubOptions scrub = options_.scrub;
+  scrub.server = options_.server;
+  scrub.instance = options_.instance;
+  scrub.header = options_.header;
+  scrub_ = std::make_unique<OnlineScrub>(std::move(scrub), placement_, code_.get(), parity_.get(),
+                                         dense_, peers_.get());
+  scrub_->Start();
 }
 
 absl::Status CodedRedundancy::ApplyPush(EmbeddingStore& store,
@@ -339,6 +346,7 @@ void CodedRedundancy::FillStats(v1::ServerStats* stats) const {
   stats->set_bytes(stats->bytes() + parity_->bytes());
   stats->set_unacked_deltas(streams_->unacked());
   stats->set_delta_batches_sent_tcp(transport_->tcp_batches());
+  if (scrub_ != nullptr) scrub_->FillStats(stats);
   absl::MutexLock lock(&rate_mu_);
   auto now = std::chrono::steady_clock::now();
   int64_t sent = streams_->bytes_sent();

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "ps/delta_stream.h"
 #include "ps/dense_store.h"
+#include "ps/online_scrub.h"
 #include "ps/parity_receiver.h"
 #include "ps/parity_store.h"
 #include "ps/peer_client.h"
@@ -49,6 +50,8 @@ class CodedRedundancy final : public Redundancy {
     ParityTransport transport = ParityTransport::kGrpc;
     DeltaTransport* test_transport = nullptr;
     DeltaStreamOptions streams;
+    // The online scrub (fault_tolerance.scrub); server, instance and header are filled here.
+    OnlineScrubOptions scrub;
   };
   // The parts are built by BuildServerParts (ps/server_parts.cc); `placement` (the store's)
   // and `dense` must outlive this object.
@@ -61,6 +64,8 @@ class CodedRedundancy final : public Redundancy {
   const RowCode* code() const { return code_.get(); }
   ParityStore* parity() { return parity_.get(); }
   PeerClient* peers() { return peers_.get(); }
+  // Set by Start.
+  OnlineScrub* online_scrub() { return scrub_.get(); }
 
   void Start(Hooks hooks) override;
   bool rebuilds() const override { return true; }
@@ -93,6 +98,9 @@ class CodedRedundancy final : public Redundancy {
                        v1::HotRowsResponse* response) const override;
   absl::Status ReadParityRow(int table, int64_t stripe,
                              std::vector<uint8_t>* out) const override;
+  absl::Status FlipParityBit(int table, int64_t stripe, int64_t bit) override {
+    return parity_->FlipBit(table, stripe, bit);
+  }
 
   void SetPeerAddress(int server, const std::string& address) override {
     peers_->SetAddress(server, address);
@@ -114,6 +122,8 @@ class CodedRedundancy final : public Redundancy {
   std::unique_ptr<DeltaStreams> streams_;
   std::unique_ptr<ParityReceiver> receiver_;  // set by Start
   Hooks hooks_;
+  // Set by Start; reads the parity store and the peers (declared after them: stopped first).
+  std::unique_ptr<OnlineScrub> scrub_;
 
   // The delta bytes rate that FillStats reports.
   mutable absl::Mutex rate_mu_;

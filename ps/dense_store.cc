@@ -109,6 +109,44 @@ absl::Status DenseStore::Snapshot(int tensor, std::vector<float>* weights,
   return absl::OkStatus();
 }
 
+absl::Status DenseStore::RepairReplica(int tensor, int64_t version, const std::string& weights,
+                                       const std::string& state) {
+  if (!Holds(tensor) || Owns(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not replicated on server " + std::to_string(server_));
+  }
+  Tensor& t = tensors_[tensor];
+  absl::MutexLock lock(&t.mu);
+  if (weights.size() != t.weights.size() * sizeof(float) ||
+      state.size() != t.state.size() * sizeof(float)) {
+    return absl::InvalidArgumentError("dense repair of tensor " + std::to_string(tensor) +
+                                      " has wrong sizes");
+  }
+  if (version != t.version) {
+    return absl::FailedPreconditionError("dense replica of tensor " + std::to_string(tensor) +
+                                         " is at version " + std::to_string(t.version) +
+                                         ", not " + std::to_string(version));
+  }
+  std::memcpy(t.weights.data(), weights.data(), weights.size());
+  std::memcpy(t.state.data(), state.data(), state.size());
+  return absl::OkStatus();
+}
+
+absl::Status DenseStore::FlipBit(int tensor, int64_t bit) {
+  if (!Holds(tensor)) {
+    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
+                                      " is not held here");
+  }
+  Tensor& t = tensors_[tensor];
+  absl::MutexLock lock(&t.mu);
+  if (bit < 0 || bit >= int64_t{8} * static_cast<int64_t>(t.weights.size() * sizeof(float))) {
+    return absl::InvalidArgumentError("bit " + std::to_string(bit) + " is past dense tensor " +
+                                      std::to_string(tensor) + "'s weights");
+  }
+  reinterpret_cast<uint8_t*>(t.weights.data())[bit / 8] ^= uint8_t(1u << (bit % 8));
+  return absl::OkStatus();
+}
+
 absl::Status DenseStore::Restore(int tensor, const std::vector<float>& weights,
                                  const std::vector<float>& state, int64_t version) {
   if (!Holds(tensor)) {

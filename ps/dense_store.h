@@ -28,6 +28,10 @@ class DenseStore {
              std::vector<std::vector<float>> initial, int replicas = 0);
 
   int num_tensors() const { return static_cast<int>(sizes_.size()); }
+  // Floats of tensor `tensor`'s weights (its state may hold more); 0 out of range.
+  int64_t Size(int tensor) const {
+    return tensor >= 0 && tensor < num_tensors() ? sizes_[tensor] : 0;
+  }
   int PrimaryOf(int tensor) const { return tensor % servers_; }
   // The servers holding replicas of `tensor`, in order.
   std::vector<int> ReplicasOf(int tensor) const;
@@ -55,6 +59,13 @@ class DenseStore {
   // Replaces a held tensor (a replacement server restoring it from another holder).
   absl::Status Restore(int tensor, const std::vector<float>& weights,
                        const std::vector<float>& state, int64_t version);
+  // The online scrub's repair of a replica that differs from its primary: replaces it with the
+  // primary's copy when the replica is still at `version` (FAILED_PRECONDITION, no change,
+  // when it moved); INVALID_ARGUMENT for a tensor not replicated here or wrong sizes.
+  absl::Status RepairReplica(int tensor, int64_t version, const std::string& weights,
+                             const std::string& state);
+  // Fault injection (InjectFault): flips bit `bit` of a held tensor's weight bytes.
+  absl::Status FlipBit(int tensor, int64_t bit);
   // Checksum over a held tensor's weights and state, with its version.
   absl::Status Checksum(int tensor, uint64_t* checksum, int64_t* version) const;
 

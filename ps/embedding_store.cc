@@ -259,6 +259,36 @@ bool EmbeddingStore::IsValid(int table, int64_t row) const {
   return BitSet(valid_[table], row);
 }
 
+absl::Status EmbeddingStore::RepairRow(int table, int64_t row, const float* payload,
+                                       uint32_t version) {
+  std::vector<int64_t> slots;
+  const int64_t rows[] = {row};
+  if (absl::Status s = ResolveSlots(table, rows, &slots); !s.ok()) return s;
+  absl::MutexLock lock(&LockFor(table, slots[0]));
+  if (!BitSet(valid_[table], row)) return Missing(table, row);
+  if (versions_[table][slots[0]] != version) {
+    return absl::FailedPreconditionError(
+        "row " + std::to_string(row) + " of table " + std::to_string(table) + " is at version " +
+        std::to_string(versions_[table][slots[0]]) + ", not " + std::to_string(version));
+  }
+  std::memcpy(Payload(table, slots[0]), payload, sizeof(float) * payload_floats_);
+  return absl::OkStatus();
+}
+
+absl::Status EmbeddingStore::FlipBit(int table, int64_t row, int64_t bit) {
+  std::vector<int64_t> slots;
+  const int64_t rows[] = {row};
+  if (absl::Status s = ResolveSlots(table, rows, &slots); !s.ok()) return s;
+  if (bit < 0 || bit >= int64_t{8} * static_cast<int64_t>(sizeof(float)) * payload_floats_) {
+    return absl::InvalidArgumentError("bit " + std::to_string(bit) + " is past a row's " +
+                                      std::to_string(sizeof(float) * payload_floats_) +
+                                      " payload bytes");
+  }
+  absl::MutexLock lock(&LockFor(table, slots[0]));
+  reinterpret_cast<uint8_t*>(Payload(table, slots[0]))[bit / 8] ^= uint8_t(1u << (bit % 8));
+  return absl::OkStatus();
+}
+
 bool EmbeddingStore::InstallRow(int table, int64_t row, const float* payload,
                                 uint32_t version) {
   int64_t slot = placement_.DataLocation(table, row).slot;

@@ -119,6 +119,14 @@ class EmbeddingStore {
   // valid; returns whether it did. A row that is already valid is left alone (it may have
   // been updated since).
   bool InstallRow(int table, int64_t row, const float* payload, uint32_t version);
+  // The online scrub's repair of a corrupt row (ps/online_scrub.h): replaces the payload of
+  // valid row `row`, keeping its version, if the row is still at `version`; else
+  // FAILED_PRECONDITION and no change (it was updated after the repair was decoded).
+  absl::Status RepairRow(int table, int64_t row, const float* payload, uint32_t version);
+  // Fault injection (InjectFault): flips bit `bit` of the row's payload bytes under its lock;
+  // no version moves and no delta is sent. INVALID_ARGUMENT for a row not held here or a bit
+  // past the payload.
+  absl::Status FlipBit(int table, int64_t row, int64_t bit);
   bool IsValid(int table, int64_t row) const;
 
   int64_t data_rows() const { return data_rows_; }

@@ -76,6 +76,14 @@ class GrpcParameterServer final : public v1::ParameterServer::Service {
     return Serve(ctx, req->header(), "SaveCheckpoint",
                  [&] { return core_->SaveCheckpoint(*req, resp); });
   }
+  grpc::Status WriteRows(grpc::ServerContext* ctx, const v1::WriteRowsRequest* req,
+                         v1::WriteRowsResponse*) override {
+    return Serve(ctx, req->header(), "WriteRows", [&] { return core_->WriteRows(*req); });
+  }
+  grpc::Status InjectFault(grpc::ServerContext* ctx, const v1::InjectFaultRequest* req,
+                           v1::InjectFaultResponse*) override {
+    return Serve(ctx, req->header(), "InjectFault", [&] { return core_->InjectFault(*req); });
+  }
   grpc::Status LoadCheckpoint(grpc::ServerContext* ctx, const v1::LoadCheckpointRequest* req,
                               v1::LoadCheckpointResponse*) override {
     return Serve(ctx, req->header(), "LoadCheckpoint", [&] { return core_->LoadCheckpoint(*req); });

@@ -78,6 +78,8 @@ class ReadDenseResponse;
 class SaveCheckpointRequest;
 class SaveCheckpointResponse;
 class LoadCheckpointRequest;
+class WriteRowsRequest;
+class InjectFaultRequest;
 class ClusterMap;
 }  // namespace v1
 
@@ -183,6 +185,14 @@ class ParameterServerCore {
   absl::Status WriteParity(const v1::WriteParityRequest& request);
   absl::Status ReadDense(const v1::ReadDenseRequest& request,
                          v1::ReadDenseResponse* response) const;
+  // The online scrub's repair of data rows it found corrupt (ps/online_scrub.h): only under
+  // the caller's live freeze of their stripes, and only rows still at the versions named.
+  absl::Status WriteRows(const v1::WriteRowsRequest& request);
+  // Fault injection (tests, drills): flips one bit of a data row, a parity row or a dense
+  // tensor held here, outside the update path. FAILED_PRECONDITION (and counted as a refusal)
+  // unless this process was started with ECPS_FAULT_INJECTION=1; the gRPC glue admits only
+  // the admin role.
+  absl::Status InjectFault(const v1::InjectFaultRequest& request);
 
   // Checkpoint writer (checkpoint/checkpoint.h): writes every data row held here into the
   // pre-sized table files of request.tmp_dir at their logical offsets (TableWriter), and each

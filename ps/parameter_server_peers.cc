@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
 #include <map>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -204,6 +206,76 @@ absl::Status ParameterServerCore::HotRows(const v1::HotRowsRequest& request,
 absl::Status ParameterServerCore::WriteParity(const v1::WriteParityRequest& request) {
   if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
   return parts_.redundancy->WriteParity(request, gate_);
+}
+
+absl::Status ParameterServerCore::WriteRows(const v1::WriteRowsRequest& request) {
+  if (absl::Status s = CheckRequest(request.header()); !s.ok()) return s;
+  const size_t row_bytes = sizeof(float) * parts_.embeddings->payload_floats();
+  const std::vector<int64_t> rows(request.rows().begin(), request.rows().end());
+  if (request.payloads().size() != row_bytes * rows.size() ||
+      request.versions_size() != request.rows_size()) {
+    return Refuse(absl::InvalidArgumentError(absl::StrCat(
+                      "row write of ", rows.size(), " rows with ", request.payloads().size(),
+                      " payload bytes and ", request.versions_size(), " versions: want ",
+                      row_bytes, " bytes and one version per row")),
+                  request.header(), "a row write");
+  }
+  if (absl::Status s = parts_.embeddings->Validate(request.table(), rows); !s.ok()) return s;
+  const int k = parts_.embeddings->placement().k();
+  std::vector<uint64_t> keys;
+  for (int64_t row : rows) keys.push_back(UpdateGate::StripeKey(request.table(), row / k));
+  // Only under the caller's freeze of the rows' stripes: an update between the caller's read
+  // and this write would otherwise be lost (as for a parity write).
+  if (!gate_.Holds(request.freeze_id(), request.owner(), keys)) {
+    return Refuse(absl::FailedPreconditionError(absl::StrCat(
+                      "row write of ", rows.size(), " rows of table ", request.table(), " by '",
+                      request.owner(), "' under freeze ", request.freeze_id(),
+                      ": the caller holds no live freeze covering their stripes")),
+                  request.header(), "a row write");
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::vector<float> payload(parts_.embeddings->payload_floats());
+    std::memcpy(payload.data(), request.payloads().data() + i * row_bytes, row_bytes);
+    if (absl::Status s = parts_.embeddings->RepairRow(request.table(), rows[i], payload.data(),
+                                                      request.versions(static_cast<int>(i)));
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParameterServerCore::InjectFault(const v1::InjectFaultRequest& request) {
+  if (absl::Status s = CheckRequest(request.header(), /*any_epoch=*/true); !s.ok()) return s;
+  const char* allowed = std::getenv("ECPS_FAULT_INJECTION");
+  if (allowed == nullptr || std::string_view(allowed) != "1") {
+    return Refuse(absl::FailedPreconditionError(
+                      "fault injection is off on this server (start it with "
+                      "ECPS_FAULT_INJECTION=1)"),
+                  request.header(), "a fault injection");
+  }
+  absl::Status s;
+  switch (request.target()) {
+    case v1::InjectFaultRequest::DATA_ROW:
+      s = parts_.embeddings->FlipBit(request.table(), request.index(), request.bit());
+      break;
+    case v1::InjectFaultRequest::PARITY_ROW:
+      s = parts_.redundancy->FlipParityBit(request.table(), request.index(), request.bit());
+      break;
+    case v1::InjectFaultRequest::DENSE_WEIGHTS:
+      s = parts_.dense->FlipBit(request.tensor(), request.bit());
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("fault injection target ", request.target(),
+                       ": want DATA_ROW, PARITY_ROW or DENSE_WEIGHTS"));
+  }
+  if (s.ok()) {
+    spdlog::warn("server: fault injected: bit {} of {} (table {} index {} tensor {}) flipped",
+                 request.bit(), v1::InjectFaultRequest::Target_Name(request.target()),
+                 request.table(), request.index(), request.tensor());
+  }
+  return s;
 }
 
 absl::Status ParameterServerCore::ReadDense(const v1::ReadDenseRequest& request,

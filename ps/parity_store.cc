@@ -240,6 +240,19 @@ ParityStore::Install ParityStore::InstallRow(int table, int64_t stripe, const ui
   return Install::kInstalled;
 }
 
+absl::Status ParityStore::FlipBit(int table, int64_t stripe, int64_t bit) {
+  auto q = ParityIndex(table, stripe);
+  if (!q.ok()) return q.status();
+  if (bit < 0 || bit >= int64_t{8} * static_cast<int64_t>(payload_bytes_)) {
+    return absl::InvalidArgumentError("bit " + std::to_string(bit) + " is past a parity row's " +
+                                      std::to_string(payload_bytes_) + " bytes");
+  }
+  int64_t slot = placement_.ParityLocation(table, stripe, *q).slot;
+  absl::MutexLock lock(&LockFor(table, slot));
+  Row(table, slot)[bit / 8] ^= uint8_t(1u << (bit % 8));
+  return absl::OkStatus();
+}
+
 absl::Status ParityStore::Overwrite(int table, int64_t stripe, const uint8_t* payload,
                                     const uint32_t* versions) {
   auto q = ParityIndex(table, stripe);

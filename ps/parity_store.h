@@ -114,6 +114,9 @@ class ParityStore {
   // of a stripe agree with its data, while the cluster is frozen).
   absl::Status Overwrite(int table, int64_t stripe, const uint8_t* payload,
                          const uint32_t* versions);
+  // Fault injection (InjectFault): flips bit `bit` of the parity row held here of
+  // (table, stripe), under its lock, versions untouched.
+  absl::Status FlipBit(int table, int64_t stripe, int64_t bit);
   // Deltas that straddled the version their row was installed at.
   int64_t version_gaps() const { return version_gaps_.load(std::memory_order_relaxed); }
 

@@ -222,6 +222,18 @@ absl::Status PeerClient::WriteParity(int peer, const v1::WriteParityRequest& req
   });
 }
 
+absl::Status PeerClient::WriteRows(int peer, const v1::WriteRowsRequest& request) {
+  v1::WriteRowsResponse response;
+  return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {
+    return stub->WriteRows(ctx, request, &response);
+  });
+}
+absl::Status PeerClient::DenseChecksums(int peer, const v1::DenseChecksumsRequest& request,
+                                        v1::DenseChecksumsResponse* response) {
+  return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {
+    return stub->DenseChecksums(ctx, request, response);
+  });
+}
 absl::Status PeerClient::ReadDense(int peer, const v1::ReadDenseRequest& request,
                                    v1::ReadDenseResponse* response) {
   return Unary(StubFor(peer), peer, rpc_timeout_ms_, [&](auto* stub, grpc::ClientContext* ctx) {

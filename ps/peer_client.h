@@ -60,6 +60,9 @@ class PeerClient : public DeltaTransport, public StripeSource {
   absl::Status ReadDense(int peer, const v1::ReadDenseRequest& request,
                          v1::ReadDenseResponse* response) override;
   absl::Status Freeze(int peer, const v1::FreezeRequest& request) override;
+  absl::Status WriteRows(int peer, const v1::WriteRowsRequest& request) override;
+  absl::Status DenseChecksums(int peer, const v1::DenseChecksumsRequest& request,
+                              v1::DenseChecksumsResponse* response) override;
   // Points `peer` at a new address (a replacement server).
   void SetAddress(int peer, const std::string& address) ABSL_LOCKS_EXCLUDED(mu_);
   std::string AddressOf(int peer) override ABSL_LOCKS_EXCLUDED(mu_);

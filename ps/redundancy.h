@@ -103,6 +103,8 @@ class Redundancy {
   // The parity row held here of (table, stripe) (tests; recovery reads).
   virtual absl::Status ReadParityRow(int table, int64_t stripe,
                                      std::vector<uint8_t>* out) const = 0;
+  // Fault injection (ParameterServerCore::InjectFault): flips bit `bit` of that parity row.
+  virtual absl::Status FlipParityBit(int table, int64_t stripe, int64_t bit) = 0;
 
   // ---- Operations ----
 
@@ -146,6 +148,7 @@ class NoRedundancy final : public Redundancy {
   absl::Status ReadParityRow(int, int64_t, std::vector<uint8_t>*) const override {
     return NoParity();
   }
+  absl::Status FlipParityBit(int, int64_t, int64_t) override { return NoParity(); }
 
   void SetPeerAddress(int, const std::string&) override {}
   void FillStats(v1::ServerStats*) const override {}

@@ -60,6 +60,31 @@ void AddServerMetrics(int id, const v1::ServerStats& stats, MetricsBuilder* out)
           "Freezes dropped because their owner died or their lease ran out",
           stats.freezes_expired());
   gauge("ecps_server_freezes_held", "Live freezes on this server", stats.freezes_held());
+  // The online scrub (ps/online_scrub.h): what it checked, and the mismatches it found (on
+  // the lock-free read), confirmed (read again under a freeze), repaired, or could not locate
+  // (r = 1: parity re-derived from the data rows).
+  counter("ecps_server_scrub_stripes_checked_total",
+          "Stripes the online scrub compared with a fresh encode of their data rows",
+          stats.scrub_stripes_checked());
+  counter("ecps_server_scrub_bytes_checked_total", "Bytes the online scrub read",
+          stats.scrub_bytes_checked());
+  counter("ecps_server_scrub_dense_checked_total",
+          "Dense replicas the online scrub compared with their primary",
+          stats.scrub_dense_checked());
+  counter("ecps_server_scrub_mismatches_found_total",
+          "Stripes and dense replicas that differed on the online scrub's first read",
+          stats.scrub_mismatches_found());
+  counter("ecps_server_scrub_mismatches_confirmed_total",
+          "Of those, the ones that still differed when read again (a corruption)",
+          stats.scrub_mismatches_confirmed());
+  counter("ecps_server_scrub_repaired_total",
+          "Confirmed mismatches the online scrub rewrote from the located bad member",
+          stats.scrub_repaired());
+  counter("ecps_server_scrub_unlocated_total",
+          "Confirmed mismatches the code could not locate (r = 1): parity re-derived",
+          stats.scrub_unlocated());
+  counter("ecps_server_scrub_passes_total", "Full online scrub passes completed",
+          stats.scrub_passes());
 }
 
 }  // namespace ecps

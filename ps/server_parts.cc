@@ -148,6 +148,14 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
   }
   coded.streams.instance = instance;
   coded.streams.on_unreachable = report_unreachable;
+  coded.scrub.interval_s = ft.scrub.interval_s;
+  coded.scrub.rate_mb_s = ft.scrub.rate_mb_s;
+  {
+    // Batches of about 100 ms of reads at the cap (n members per stripe).
+    const double stripe_bytes = double((*parity)->payload_bytes()) * (k + r);
+    coded.scrub.batch_stripes = static_cast<int>(
+        std::clamp(ft.scrub.rate_mb_s * 1e6 * 0.1 / stripe_bytes, 16.0, 1024.0));
+  }
   auto redundancy = std::make_unique<CodedRedundancy>(
       std::move(coded), parts.embeddings->placement(), parts.dense.get(), *std::move(code),
       *std::move(parity), std::move(peers));

@@ -17,9 +17,12 @@ class HotRowsRequest;
 class HotRowsResponse;
 class ReadDenseRequest;
 class ReadDenseResponse;
+class DenseChecksumsRequest;
+class DenseChecksumsResponse;
 class ReadRowsRequest;
 class ReadRowsResponse;
 class WriteParityRequest;
+class WriteRowsRequest;
 }  // namespace v1
 
 class StripeSource {
@@ -43,6 +46,12 @@ class StripeSource {
   // A dense tensor `peer` holds, with its state and version.
   virtual absl::Status ReadDense(int peer, const v1::ReadDenseRequest& request,
                                  v1::ReadDenseResponse* response) = 0;
+  // The online scrub's (ps/online_scrub.h): overwrites data rows at `peer` under the caller's
+  // freeze, and the dense checksums `peer` holds. UNIMPLEMENTED unless overridden (a rebuild
+  // never calls them).
+  virtual absl::Status WriteRows(int peer, const v1::WriteRowsRequest& request);
+  virtual absl::Status DenseChecksums(int peer, const v1::DenseChecksumsRequest& request,
+                                      v1::DenseChecksumsResponse* response);
 };
 
 }  // namespace ecps

@@ -7,7 +7,7 @@
 //    rebuild reads, freezes), and membership.
 //  - The coordinator: freezes, scrubs and checkpoints on the servers.
 //  - Admins (operator commands, `ecps run`'s launcher): scrub, kill and checkpoint the job,
-//    and read its status.
+//    and read its status; inject faults into a server that allows it (ECPS_FAULT_INJECTION).
 #ifndef ECPS_RUNTIME_ACCESS_POLICY_H_
 #define ECPS_RUNTIME_ACCESS_POLICY_H_
 
@@ -34,13 +34,18 @@ inline constexpr MethodAccess kParameterServerAccess[] = {
     {"ReplicateDense", {Role::kServer}},
     {"Freeze", {Role::kServer, Role::kCoordinator}},
     {"ScrubParity", {Role::kCoordinator}},
-    {"DenseChecksums", {Role::kCoordinator}},
+    // And servers: the online scrub compares a dense replica with its primary.
+    {"DenseChecksums", {Role::kCoordinator, Role::kServer}},
     {"HotRows", {Role::kServer}},
     {"ReadParity", {Role::kServer}},
     {"WriteParity", {Role::kServer}},
     {"ReadDense", {Role::kServer}},
     {"SaveCheckpoint", {Role::kCoordinator}},
     {"LoadCheckpoint", {Role::kCoordinator}},
+    {"WriteRows", {Role::kServer}},  // the online scrub's repair of a data row
+    // Fault injection (drills, tests): operators only, and only on a server started with
+    // ECPS_FAULT_INJECTION=1.
+    {"InjectFault", {Role::kAdmin}},
 };
 
 // Register and Heartbeat also require the role in the request to be the caller's own: a

@@ -167,6 +167,13 @@ struct CheckpointSection {
   double node_mtbf_hours = 6300;
 };
 
+// The online scrub (ps/online_scrub.h, docs/abft.md): while training runs, each parity holder
+// checks its stripes against their data rows, and each dense replica against its primary.
+struct ScrubSection {
+  double interval_s = 600;   // a full pass at most this often; 0: off
+  double rate_mb_s = 8;      // bytes read per second cap (MB/s), per server
+};
+
 struct FaultToleranceSection {
   FaultToleranceMode mode = FaultToleranceMode::kNone;
   int k = 4;
@@ -179,6 +186,7 @@ struct FaultToleranceSection {
   std::string codec_backend = "auto";
   double rebuild_rate_mb_s = 0;      // background rebuild rate limit; 0: unlimited
   CheckpointSection checkpoint;
+  ScrubSection scrub;                // erasure_code and replication only
 };
 
 struct FaultSpec {

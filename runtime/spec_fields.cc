@@ -354,6 +354,15 @@ const Table<CheckpointSection>& CheckpointTable() {
   return *table;
 }
 
+const Table<ScrubSection>& ScrubTable() {
+  using S = ScrubSection;
+  static const auto* table = new Table<S>{
+      RealField("interval_s", &S::interval_s, 0, false, kInf, false),
+      RealField("rate_mb_s", &S::rate_mb_s, 0, true, kInf, false),
+  };
+  return *table;
+}
+
 const Table<FaultToleranceSection>& FaultToleranceTable() {
   using S = FaultToleranceSection;
   static const auto* table = new Table<S>{
@@ -368,6 +377,7 @@ const Table<FaultToleranceSection>& FaultToleranceTable() {
       ChoiceField("codec_backend", &S::codec_backend, CodecBackends),
       RealField("rebuild_rate_mb_s", &S::rebuild_rate_mb_s, 0, false, kInf, false),
       SectionField("checkpoint", &S::checkpoint, CheckpointTable),
+      SectionField("scrub", &S::scrub, ScrubTable),
   };
   return *table;
 }

@@ -105,6 +105,9 @@ TEST(SpecTest, SpecToYamlWritesEveryKey) {
                           "interval_steps:",
                           "interval_seconds:",
                           "save_final:",
+                          "scrub:",
+                          "interval_s:",
+                          "rate_mb_s:",
                           "faults:",
                           "progress:",
                           "metrics_interval_ms:",
@@ -162,6 +165,8 @@ TEST(SpecTest, FloatsRoundTripExactly) {
     spec.data.synthetic.label_noise = unit(rng);
     spec.data.eval_fraction = unit(rng) * 0.99;
     spec.fault_tolerance.rebuild_rate_mb_s = unit(rng) * 1e6;
+    spec.fault_tolerance.scrub.interval_s = unit(rng) * 1e4;
+    spec.fault_tolerance.scrub.rate_mb_s = 0.001 + unit(rng) * 1e3;
     auto again = ParseSpec(SpecToYaml(spec));
     ASSERT_TRUE(again.ok()) << again.status();
     ExpectSpecEq(spec, *again);

@@ -131,6 +131,8 @@ inline void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(Bits(fa.checkpoint.interval_seconds), Bits(fb.checkpoint.interval_seconds));
   EXPECT_EQ(fa.checkpoint.save_final, fb.checkpoint.save_final);
   EXPECT_EQ(fa.checkpoint.keep, fb.checkpoint.keep);
+  EXPECT_EQ(Bits(fa.scrub.interval_s), Bits(fb.scrub.interval_s));
+  EXPECT_EQ(Bits(fa.scrub.rate_mb_s), Bits(fb.scrub.rate_mb_s));
 
   ASSERT_EQ(a.faults.size(), b.faults.size());
   for (size_t i = 0; i < a.faults.size(); ++i) {

@@ -94,7 +94,8 @@ TEST(GatekeeperTest, EveryMethodIsOpenToSomeoneAndNoWorkerReachesPeerRpcs) {
   }
   for (const char* peer : {"ApplyParityDeltas", "WriteParity", "ReadParity", "ReadRows", "Freeze",
                            "ReplicateDense", "ReadDense", "HotRows", "ScrubParity",
-                           "SaveCheckpoint", "LoadCheckpoint", "DenseChecksums", "Health"}) {
+                           "SaveCheckpoint", "LoadCheckpoint", "DenseChecksums", "Health",
+                           "WriteRows"}) {
     EXPECT_FALSE(AccessOf(kParameterServerAccess, peer).Has(Role::kWorker)) << peer;
     EXPECT_FALSE(AccessOf(kParameterServerAccess, peer).Has(Role::kAdmin)) << peer;
   }
