@@ -63,7 +63,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "benchmark/benchmark.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_main.h"
 #include "coordinator/coordinator_process.h"
 #include "coordinator/coordinator_service.h"

@@ -2,7 +2,7 @@
 #include "cli/kill_command.h"
 
 #include "cli/status_command.h"
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/coordinator_test_util.h"
 #include "coordinator/grpc_coordinator.h"

@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "coordinator/clock.h"
+#include "runtime/clock.h"
 #include "coordinator/coordinator_service.h"
 #include "coordinator/coordinator_test_util.h"
 #include "coordinator/grpc_coordinator.h"

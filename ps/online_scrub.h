@@ -43,7 +43,7 @@
 #include "ps/row_code.h"
 #include "ps/stripe_snapshot.h"
 #include "ps/stripe_source.h"
-#include "runtime/placement.h"
+#include "domain/placement.h"
 
 namespace ecps {
 namespace v1 {
