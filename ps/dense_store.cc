@@ -77,22 +77,11 @@ absl::Status DenseStore::ApplyAndShip(int tensor, const float* grad, int64_t siz
 
 absl::Status DenseStore::CatchUpReplica(int tensor, int64_t version, const std::string& weights,
                                         const std::string& state) {
-  if (!Holds(tensor) || Owns(tensor)) {
-    return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
-                                      " is not replicated on server " + std::to_string(server_));
-  }
-  Tensor& t = tensors_[tensor];
-  absl::MutexLock lock(&t.mu);
-  if (weights.size() != t.weights.size() * sizeof(float) ||
-      state.size() != t.state.size() * sizeof(float)) {
-    return absl::InvalidArgumentError("dense replica snapshot of tensor " +
-                                      std::to_string(tensor) + " has wrong sizes");
-  }
-  if (version <= t.version) return absl::OkStatus();
-  std::memcpy(t.weights.data(), weights.data(), weights.size());
-  std::memcpy(t.state.data(), state.data(), state.size());
-  t.version = version;
-  return absl::OkStatus();
+  // An older snapshot than what the replica holds changes nothing.
+  return OverwriteReplica(tensor, version, weights, state, "dense replica snapshot",
+                          [](int64_t held, int64_t given) -> absl::Status {
+                            return given <= held ? absl::CancelledError() : absl::OkStatus();
+                          });
 }
 
 absl::Status DenseStore::Snapshot(int tensor, std::vector<float>* weights,
@@ -111,6 +100,19 @@ absl::Status DenseStore::Snapshot(int tensor, std::vector<float>* weights,
 
 absl::Status DenseStore::RepairReplica(int tensor, int64_t version, const std::string& weights,
                                        const std::string& state) {
+  return OverwriteReplica(
+      tensor, version, weights, state, "dense repair",
+      [tensor](int64_t held, int64_t given) -> absl::Status {
+        if (given == held) return absl::OkStatus();
+        return absl::FailedPreconditionError("dense replica of tensor " + std::to_string(tensor) +
+                                             " is at version " + std::to_string(held) + ", not " +
+                                             std::to_string(given));
+      });
+}
+
+absl::Status DenseStore::OverwriteReplica(
+    int tensor, int64_t version, const std::string& weights, const std::string& state,
+    const char* what, absl::FunctionRef<absl::Status(int64_t held, int64_t given)> admit) {
   if (!Holds(tensor) || Owns(tensor)) {
     return absl::InvalidArgumentError("dense tensor " + std::to_string(tensor) +
                                       " is not replicated on server " + std::to_string(server_));
@@ -119,16 +121,15 @@ absl::Status DenseStore::RepairReplica(int tensor, int64_t version, const std::s
   absl::MutexLock lock(&t.mu);
   if (weights.size() != t.weights.size() * sizeof(float) ||
       state.size() != t.state.size() * sizeof(float)) {
-    return absl::InvalidArgumentError("dense repair of tensor " + std::to_string(tensor) +
+    return absl::InvalidArgumentError(std::string(what) + " of tensor " + std::to_string(tensor) +
                                       " has wrong sizes");
   }
-  if (version != t.version) {
-    return absl::FailedPreconditionError("dense replica of tensor " + std::to_string(tensor) +
-                                         " is at version " + std::to_string(t.version) +
-                                         ", not " + std::to_string(version));
+  if (absl::Status s = admit(t.version, version); !s.ok()) {
+    return absl::IsCancelled(s) ? absl::OkStatus() : s;
   }
   std::memcpy(t.weights.data(), weights.data(), weights.size());
   std::memcpy(t.state.data(), state.data(), state.size());
+  t.version = version;
   return absl::OkStatus();
 }
 

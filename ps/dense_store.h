@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/optimizers.h"
@@ -82,6 +83,13 @@ class DenseStore {
   int64_t bytes() const;
 
  private:
+  // Copies a snapshot (weights, state at `version`) over replica `tensor` when `admit(held
+  // version, version)` is OK; CANCELLED from it: leave the replica as it is, and return OK.
+  // `what` names the snapshot in errors.
+  absl::Status OverwriteReplica(int tensor, int64_t version, const std::string& weights,
+                                const std::string& state, const char* what,
+                                absl::FunctionRef<absl::Status(int64_t held, int64_t given)> admit);
+
   struct Tensor {
     mutable absl::Mutex mu;
     std::vector<float> weights ABSL_GUARDED_BY(mu);

@@ -500,7 +500,10 @@ absl::Status OnlineScrub::ScrubDense(bool paced) {
   for (int t = 0; t < dense_->num_tensors(); ++t) {
     if (dense_->Holds(t) && !dense_->Owns(t)) by_primary[dense_->PrimaryOf(t)].push_back(t);
   }
-  for (const auto& [primary, tensors] : by_primary) {
+  for (const auto& entry : by_primary) {
+    // Named, not structured bindings: the lambda below captures them (C++17).
+    const int primary = entry.first;
+    const std::vector<int>& tensors = entry.second;
     // A tensor differs when, at the same version, the checksums do; versions that moved
     // between the two reads say nothing (the next pass looks again).
     auto differing = [&](std::vector<std::pair<int, int64_t>>* out) -> absl::Status {

@@ -128,14 +128,14 @@ TEST(PipelineReplay, DenseReplayIsThePrimarysNextUpdate) {
   std::vector<float> weights = {0.5f, -0.25f, 1, 2, -3, 0.125f}, state(2 * size, 0.0f);
   std::vector<float> g1 = {1, 2, 3, 4, 5, 6}, g2 = {-1, 0.5f, 0.25f, 2, -2, 1};
   ApplyDenseUpdate(opt, 1, size, g1.data(), weights.data(), state.data());
-  PulledDense pulled{{weights}, {state}, {1}};
+  PulledDense pulled{{weights}, {state}, {1}, {0}};
   ApplyDenseUpdate(opt, 2, size, g2.data(), weights.data(), state.data());
   ASSERT_TRUE(ReplayDense(opt, {g2}, &pulled).ok());
   EXPECT_EQ(pulled.versions[0], 2);
   EXPECT_EQ(std::memcmp(pulled.tensors[0].data(), weights.data(), sizeof(float) * size), 0);
   EXPECT_EQ(std::memcmp(pulled.states[0].data(), state.data(), sizeof(float) * 2 * size), 0);
 
-  PulledDense no_state{{weights}, {{}}, {2}};  // a pull without state cannot be replayed
+  PulledDense no_state{{weights}, {{}}, {2}, {0}};  // a pull without state cannot be replayed
   EXPECT_EQ(ReplayDense(opt, {g2}, &no_state).code(), absl::StatusCode::kInternal);
   EXPECT_EQ(ReplayDense(opt, {g2, g2}, &pulled).code(), absl::StatusCode::kInternal);
 }
