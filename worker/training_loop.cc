@@ -179,7 +179,8 @@ absl::Status TrainingLoop::CountDetections(int64_t step, bool failed) {
   board_->AbftDetections(total - abft_seen_);
   abft_seen_ = total;
   abft_steps_.push_back(step);
-  while (abft_steps_.front() <= step - WorkerSection::kAbftDetectionWindow) abft_steps_.pop_front();
+  const int64_t window_start = step - WorkerSection::kAbftDetectionWindow;
+  while (abft_steps_.front() <= window_start) abft_steps_.pop_front();
   const int max = spec_.worker.abft_max_detections;
   spdlog::warn("worker {}: step {} failed a GEMM checksum and was computed again ({} of the last "
                "{} steps; worker.abft_max_detections {})",
