@@ -6,9 +6,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "kernels/cpu_dispatch.h"
 #include "kernels/dense_ops.h"
 
@@ -128,6 +135,54 @@ void FlipBit(float* value, int bit) {
 
 namespace {
 
+// Each listed fault once, on its site's chosen run.
+class ListedGemmFaults : public GemmFaultInjector {
+ public:
+  struct Fault {
+    int site = 0;
+    int64_t run = 0;
+    int bit = 0;
+  };
+  explicit ListedGemmFaults(std::vector<Fault> faults) : faults_(std::move(faults)) {}
+
+  bool Inject(int site, const GemmCall&, GemmFault* fault) override {
+    absl::MutexLock lock(&mu_);
+    const int64_t run = ++runs_[site];
+    for (const Fault& f : faults_) {
+      if (f.site != site || f.run != run) continue;
+      *fault = {GemmFault::kOutput, 0, f.bit};
+      return true;
+    }
+    return false;
+  }
+
+ private:
+  const std::vector<Fault> faults_;
+  absl::Mutex mu_;
+  std::map<int, int64_t> runs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<GemmFaultInjector>> ParseGemmFaults(const std::string& list) {
+  std::vector<ListedGemmFaults::Fault> faults;
+  for (absl::string_view entry : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(entry, ':');
+    ListedGemmFaults::Fault f;
+    if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &f.site) ||
+        !absl::SimpleAtoi(parts[1], &f.run) || !absl::SimpleAtoi(parts[2], &f.bit) ||
+        f.site < 0 || f.run < 1 || f.bit < 0 || f.bit > 31) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GEMM fault \"", entry, "\" is not SITE:RUN:BIT (site >= 0, run >= 1, bit 0-31)"));
+    }
+    faults.push_back(f);
+  }
+  if (faults.empty()) return absl::InvalidArgumentError("no GEMM fault listed");
+  return std::make_unique<ListedGemmFaults>(std::move(faults));
+}
+
+namespace {
+
 // Scratch of the checks on this thread (no meaning between calls; reused so that a check
 // allocates nothing once warm).
 struct CheckScratch {
@@ -237,48 +292,44 @@ void CheckRows(const GemmCall& g, int r0, int r1, bool norms, AbftResult* result
   }
 }
 
-void RunGemm(const GemmCall& g, const float* a, const float* b, int r0, int r1) {
-  const float* a0 = g.ta ? a + r0 : a + static_cast<int64_t>(r0) * g.lda;
-  Sgemm(g.ta, g.tb, r1 - r0, g.n, g.k, a0, g.lda, b, g.ldb, 0.0f,
-        g.c + static_cast<int64_t>(r0) * g.ldc, g.ldc);
+}  // namespace
+
+InjectedGemm::InjectedGemm(const GemmCall& call, int site, GemmFaultInjector* injector)
+    : call_(call), a_(call.a), b_(call.b) {
+  inject_ = injector != nullptr && injector->Inject(site, call, &fault_);
+  if (!inject_ || fault_.where == GemmFault::kOutput) return;
+  const bool on_a = fault_.where == GemmFault::kInputA;
+  const int64_t rows = on_a ? (call.ta ? call.k : call.m) : (call.tb ? call.n : call.k);
+  const float* src = on_a ? call.a : call.b;
+  corrupted_.assign(src, src + rows * (on_a ? call.lda : call.ldb));
+  FlipBit(&corrupted_.at(fault_.element), fault_.bit);
+  (on_a ? a_ : b_) = corrupted_.data();
 }
 
-}  // namespace
+void InjectedGemm::Run(int r0, int r1) {
+  const GemmCall& g = call_;
+  const float* a0 = g.ta ? a_ + r0 : a_ + static_cast<int64_t>(r0) * g.lda;
+  Sgemm(g.ta, g.tb, r1 - r0, g.n, g.k, a0, g.lda, b_, g.ldb, 0.0f,
+        g.c + static_cast<int64_t>(r0) * g.ldc, g.ldc);
+  if (!inject_ || fault_.where != GemmFault::kOutput) return;
+  const int64_t row = fault_.element / g.ldc;
+  if (row >= r0 && row < r1) FlipBit(g.c + fault_.element, fault_.bit);
+}
 
 AbftResult CheckedGemm(const GemmCall& call, AbftScheme scheme, int site,
                        GemmFaultInjector* injector) {
   AbftResult result;
   if (call.m <= 0 || call.n <= 0) return result;
-  // The seam: a corrupted copy of an input for the GEMM to read, or a flip in its output.
-  GemmFault fault;
-  const bool inject = injector != nullptr && injector->Inject(site, call, &fault);
-  std::vector<float> corrupted;
-  const float* a = call.a;
-  const float* b = call.b;
-  if (inject && fault.where != GemmFault::kOutput) {
-    const bool on_a = fault.where == GemmFault::kInputA;
-    const int64_t rows = on_a ? (call.ta ? call.k : call.m) : (call.tb ? call.n : call.k);
-    const float* src = on_a ? call.a : call.b;
-    corrupted.assign(src, src + rows * (on_a ? call.lda : call.ldb));
-    FlipBit(&corrupted.at(fault.element), fault.bit);
-    (on_a ? a : b) = corrupted.data();
-  }
-  auto flip_output = [&](int r0, int r1) {
-    if (!inject || fault.where != GemmFault::kOutput) return;
-    const int64_t row = fault.element / call.ldc;
-    if (row >= r0 && row < r1) FlipBit(call.c + fault.element, fault.bit);
-  };
+  InjectedGemm gemm(call, site, injector);
   if (scheme != AbftScheme::kPanel) {
-    RunGemm(call, a, b, 0, call.m);
-    flip_output(0, call.m);
+    gemm.Run(0, call.m);
     if (scheme == AbftScheme::kGlobal) CheckRows(call, 0, call.m, true, &result);
     return result;
   }
   const int p = PanelRows(call.m, call.n, call.k);
   for (int r0 = 0; r0 < call.m; r0 += p) {
     const int r1 = std::min(call.m, r0 + p);
-    RunGemm(call, a, b, r0, r1);
-    flip_output(r0, r1);
+    gemm.Run(r0, r1);
     CheckRows(call, r0, r1, r0 == 0, &result);
   }
   return result;

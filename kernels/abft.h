@@ -11,7 +11,11 @@
 #define ECPS_KERNELS_ABFT_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
 
 namespace ecps {
 
@@ -88,6 +92,32 @@ class GemmFaultInjector {
 // Flips `bit` of *value.
 void FlipBit(float* value, int bit);
 
+// The faults a test asks of a running worker (ECPS_GEMM_FAULTS; the worker honours it only when
+// started with ECPS_FAULT_INJECTION=1, docs/abft.md): "SITE:RUN:BIT[,SITE:RUN:BIT...]", each
+// flipping bit BIT (0-31) of output element 0 of GEMM site SITE (layer l's forward 3l, weight
+// gradient 3l + 1, input gradient 3l + 2) on the site's RUN-th run in this process (1-based,
+// counted over every slice; a step computed again runs its sites again). Thread-safe.
+// INVALID_ARGUMENT naming the entry that is not of that form.
+absl::StatusOr<std::unique_ptr<GemmFaultInjector>> ParseGemmFaults(const std::string& list);
+
+// One GEMM as the injector (may be null) asks for site `site`: it reads a corrupted copy of an
+// input, or its output gets a bit flipped right after the rows holding the element are written.
+// What the checks read is the caller's (the originals).
+class InjectedGemm {
+ public:
+  InjectedGemm(const GemmCall& call, int site, GemmFaultInjector* injector);
+  // Computes rows [r0, r1) of C (oneDNN or OpenBLAS, beta 0).
+  void Run(int r0, int r1);
+
+ private:
+  GemmCall call_;
+  const float* a_;
+  const float* b_;
+  bool inject_ = false;
+  GemmFault fault_;
+  std::vector<float> corrupted_;
+};
+
 // The GEMM (oneDNN or OpenBLAS, kernels/dense_ops.h) checked with `scheme` (kNone: unchecked).
 // `site` names the GEMM for the injector (which may be null).
 struct AbftResult {
@@ -98,6 +128,8 @@ struct AbftResult {
 AbftResult CheckedGemm(const GemmCall& call, AbftScheme scheme, int site = 0,
                        GemmFaultInjector* injector = nullptr);
 
+struct LayerChecksums;  // kernels/abft_layer.h
+
 // What a linear layer's three GEMMs are checked with, and where misses are counted.
 struct LinearAbft {
   AbftScheme forward = AbftScheme::kNone;      // y = x w^T
@@ -106,6 +138,9 @@ struct LinearAbft {
   int site = 0;  // sites site, site + 1, site + 2 for the three products
   GemmFaultInjector* injector = nullptr;
   int* misses = nullptr;  // incremented by the misses; must be set when a scheme is
+  // Where the layer keeps the checksums its forward computes for its backward
+  // (kernels/abft_layer.h); null: every GEMM is checked on its own (CheckedGemm).
+  LayerChecksums* sums = nullptr;
 };
 
 }  // namespace ecps

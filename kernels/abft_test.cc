@@ -220,6 +220,30 @@ TEST(AbftTest, BoundGrowsWithShapesAsDerived) {
   EXPECT_NEAR(ColumnBound(64, 128, 2.0, 3.0) / b1, 6.0, 1e-6);
 }
 
+// ECPS_GEMM_FAULTS' list: each fault on its site's chosen run only, the rest untouched; a
+// malformed entry is named.
+TEST(AbftTest, ListedGemmFaultsFireOnTheirRunOnly) {
+  auto faults = ParseGemmFaults("4:2:30, 1:1:7");
+  ASSERT_TRUE(faults.ok()) << faults.status();
+  const GemmCall call;
+  GemmFault fault;
+  EXPECT_FALSE((*faults)->Inject(4, call, &fault));  // site 4, run 1
+  EXPECT_TRUE((*faults)->Inject(1, call, &fault));   // site 1, run 1
+  EXPECT_EQ(fault.bit, 7);
+  EXPECT_EQ(fault.where, GemmFault::kOutput);
+  EXPECT_EQ(fault.element, 0);
+  EXPECT_TRUE((*faults)->Inject(4, call, &fault));  // site 4, run 2
+  EXPECT_EQ(fault.bit, 30);
+  EXPECT_FALSE((*faults)->Inject(4, call, &fault));
+  EXPECT_FALSE((*faults)->Inject(1, call, &fault));
+  for (const char* bad : {"", "4:2", "4:0:30", "4:2:32", "a:1:1", "1:1:1,2:x:3"}) {
+    auto parsed = ParseGemmFaults(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(parsed.status())) << bad;
+  }
+  EXPECT_NE(ParseGemmFaults("1:1:1,2:x:3").status().message().find("\"2:x:3\""),
+            std::string::npos);
+}
+
 // The model: a flip in any of its GEMMs is counted, and a pass without it gives back the
 // fault-free gradients bit for bit (what the worker's recompute relies on).
 TEST(AbftTest, DlrmCountsAFlipAndARecomputeIsClean) {

@@ -16,6 +16,7 @@
 extern "C" void omp_set_num_threads(int num_threads);
 #endif
 
+#include "kernels/abft_layer.h"
 #include "kernels/cpu_dispatch.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -170,6 +171,10 @@ ECPS_CLONES void ColumnSumsImpl(int batch, int out, const float* __restrict dy,
 void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
                    bool relu, float* y, const LinearAbft* abft) {
   if (batch <= 0) return;
+  if (abft != nullptr && UsesLayerChecksums(*abft)) {
+    CheckedLinearForward(batch, in, out, x, w, bias, relu, y, *abft);
+    return;
+  }
   if (abft != nullptr && abft->forward != AbftScheme::kNone) {
     // The checksums hold for the GEMM alone: it writes y (beta 0), the bias and ReLU follow.
     const GemmCall g{false, true, batch, out, in, x, in, w, in, y, out};
@@ -195,6 +200,10 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
                     float* dw, float* db, float* dx, const LinearAbft* abft) {
   const LinearAbft none;
   const LinearAbft& checks = abft != nullptr ? *abft : none;
+  if (UsesLayerChecksums(checks) &&
+      CheckedLinearBackward(batch, in, out, x, w, dy, dw, db, dx, checks)) {
+    return;
+  }
   const GemmCall dw_gemm{true, false, out, in, batch, dy, out, x, in, dw, in};
   if (checks.weight_grad != AbftScheme::kNone) {
     *checks.misses += CheckedGemm(dw_gemm, checks.weight_grad, checks.site + 1, checks.injector).misses;

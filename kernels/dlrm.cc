@@ -123,6 +123,7 @@ std::string Dlrm::AbftPlan() const {
 LinearAbft Dlrm::ChecksOf(const Layer& l, Workspace* ws) {
   LinearAbft checks = l.abft;
   checks.misses = &ws->abft_misses;
+  checks.sums = &ws->abft_sums[static_cast<size_t>(l.abft.site / 3)];
   return checks;
 }
 
@@ -138,6 +139,7 @@ int64_t Dlrm::ForwardMacsPerSample() const {
 }
 
 void Dlrm::EnsureCapacity(Workspace* ws, int batch) const {
+  ws->abft_sums.resize(bottom_.size() + top_.size());  // one per layer, by its first site / 3
   if (batch <= ws->capacity) return;
   ws->capacity = batch;
   const size_t b = static_cast<size_t>(batch);

@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/abft.h"
+#include "kernels/abft_layer.h"
 #include "kernels/dense_math.h"
 #include "kernels/parallel.h"
 
@@ -101,6 +102,7 @@ class Dlrm {
     std::vector<float> top_in, grad_a, grad_b, d_logits, interaction;
     std::vector<std::vector<float>> grads;
     int abft_misses = 0;  // of the last pass over this slice
+    std::vector<LayerChecksums> abft_sums;  // per layer: its forward's sums for its backward
   };
 
   explicit Dlrm(int threads) : runner_(threads) {}

@@ -1,0 +1,249 @@
+#include "kernels/abft_layer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu_dispatch.h"
+
+namespace ecps {
+namespace {
+
+// Eight doubles as one value (GCC's and Clang's vector extension), for the sums that run
+// along a row: the vectoriser does not reorder a floating-point reduction by itself. Each
+// clone lowers it to its widest registers. The order of these sums does not matter to the
+// check (the bound covers any order); the outputs the layer returns never go through them.
+using V8d = double __attribute__((vector_size(64)));
+using V8f = float __attribute__((vector_size(32)));
+
+// Pointers and references only: a vector passed or returned by value would change the ABI
+// between the clones (-Wpsabi).
+inline void Load8(const float* p, V8d* v) {
+  V8f f;
+  std::memcpy(&f, p, sizeof(f));
+  *v = __builtin_convertvector(f, V8d);
+}
+inline void AddTo8(double* p, const V8d& v) {
+  V8d d;
+  std::memcpy(&d, p, sizeof(d));
+  d += v;
+  std::memcpy(p, &d, sizeof(d));
+}
+inline void Load8(const double* p, V8d* v) { std::memcpy(v, p, sizeof(*v)); }
+inline double Sum8(const V8d& v) {
+  return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
+}
+
+// col[j] = sum over rows of x[r][j], row_sums[r] = sum of row r; returns ||x||_F^2.
+ECPS_CLONES double SumsOfX(int rows, int cols, const float* __restrict x, double* __restrict col,
+                           double* __restrict row_sums) {
+  std::fill(col, col + cols, 0.0);
+  V8d q0 = {}, q1 = {};
+  double q_tail = 0;
+  for (int r = 0; r < rows; ++r) {
+    const float* row = x + static_cast<int64_t>(r) * cols;
+    V8d s0 = {}, s1 = {};
+    int j = 0;
+    for (; j + 16 <= cols; j += 16) {
+      V8d v0, v1;
+      Load8(row + j, &v0), Load8(row + j + 8, &v1);
+      s0 += v0, s1 += v1;
+      q0 += v0 * v0, q1 += v1 * v1;
+      AddTo8(col + j, v0), AddTo8(col + j + 8, v1);
+    }
+    const V8d s01 = s0 + s1;
+    double s = Sum8(s01);
+    for (; j < cols; ++j) {
+      const double v = row[j];
+      s += v, q_tail += v * v, col[j] += v;
+    }
+    row_sums[r] = s;
+  }
+  const V8d q01 = q0 + q1;
+  return Sum8(q01) + q_tail;
+}
+
+// For w (out x in): ref[o] = x_col . w[o], row_norm2[o] = ||w[o]||^2, col_norm2[j] =
+// ||w[:, j]||^2.
+ECPS_CLONES void SumsOfW(int out, int in, const float* __restrict w,
+                         const double* __restrict x_col, double* __restrict ref,
+                         double* __restrict row_norm2, double* __restrict col_norm2) {
+  std::fill(col_norm2, col_norm2 + in, 0.0);
+  for (int o = 0; o < out; ++o) {
+    const float* row = w + static_cast<int64_t>(o) * in;
+    V8d d0 = {}, d1 = {}, q0 = {}, q1 = {};
+    int j = 0;
+    for (; j + 16 <= in; j += 16) {
+      V8d v0, v1, c0, c1;
+      Load8(row + j, &v0), Load8(row + j + 8, &v1);
+      Load8(x_col + j, &c0), Load8(x_col + j + 8, &c1);
+      d0 += v0 * c0, d1 += v1 * c1;
+      const V8d s0 = v0 * v0, s1 = v1 * v1;
+      q0 += s0, q1 += s1;
+      AddTo8(col_norm2 + j, s0), AddTo8(col_norm2 + j + 8, s1);
+    }
+    const V8d d01 = d0 + d1, q01 = q0 + q1;
+    double d = Sum8(d01), q = Sum8(q01);
+    for (; j < in; ++j) {
+      const double v = row[j];
+      d += v * x_col[j], q += v * v, col_norm2[j] += v * v;
+    }
+    ref[o] = d;
+    row_norm2[o] = q;
+  }
+}
+
+// The bias and ReLU epilogue of the forward GEMM (as dense_ops.cc's, the same float
+// operations), with the column sums of the GEMM's output taken from the row it reads.
+ECPS_CLONES void EpilogueWithSums(int batch, int out, const float* __restrict bias, bool relu,
+                                  float* __restrict y, double* __restrict col) {
+  std::fill(col, col + out, 0.0);
+  for (int b = 0; b < batch; ++b) {
+    float* row = y + static_cast<int64_t>(b) * out;
+    for (int o = 0; o < out; ++o) col[o] += row[o];
+    if (relu) {
+      for (int o = 0; o < out; ++o) {
+        const float v = row[o] + bias[o];
+        row[o] = v > 0.0f ? v : 0.0f;
+      }
+    } else {
+      for (int o = 0; o < out; ++o) row[o] += bias[o];
+    }
+  }
+}
+
+// One pass over dy (batch x out): db as dense_ops.cc sums it (float, over b in order), and in
+// double its column sums, its columns' squared norms and ref[o] = sum_b x_rows[b] dy[b][o].
+ECPS_CLONES void SumsOfDy(int batch, int out, const float* __restrict dy,
+                          const double* __restrict x_rows, float* __restrict db,
+                          double* __restrict col, double* __restrict norm2,
+                          double* __restrict ref) {
+  std::fill(db, db + out, 0.0f);
+  std::fill(col, col + out, 0.0);
+  std::fill(norm2, norm2 + out, 0.0);
+  std::fill(ref, ref + out, 0.0);
+  for (int b = 0; b < batch; ++b) {
+    const float* row = dy + static_cast<int64_t>(b) * out;
+    const double xr = x_rows[b];
+    for (int o = 0; o < out; ++o) db[o] += row[o];
+    for (int o = 0; o < out; ++o) {
+      const double v = row[o];
+      col[o] += v;
+      norm2[o] += v * v;
+      ref[o] += xr * v;
+    }
+  }
+}
+
+// dw_rows[o] = sum of dw's row o; with ref_dx, ref_dx[j] = sum_o dy_col[o] w[o][j].
+ECPS_CLONES void SumsOfDwAndW(int out, int in, const float* __restrict dw,
+                              const float* __restrict w, const double* __restrict dy_col,
+                              double* __restrict dw_rows, double* __restrict ref_dx) {
+  if (ref_dx != nullptr) std::fill(ref_dx, ref_dx + in, 0.0);
+  for (int o = 0; o < out; ++o) {
+    const float* row = dw + static_cast<int64_t>(o) * in;
+    V8d s0 = {}, s1 = {};
+    int j = 0;
+    for (; j + 16 <= in; j += 16) {
+      V8d v0, v1;
+      Load8(row + j, &v0), Load8(row + j + 8, &v1);
+      s0 += v0, s1 += v1;
+    }
+    const V8d s01 = s0 + s1;
+    double s = Sum8(s01);
+    for (; j < in; ++j) s += row[j];
+    dw_rows[o] = s;
+    if (ref_dx == nullptr) continue;
+    const float* wr = w + static_cast<int64_t>(o) * in;
+    const double c = dy_col[o];
+    for (int i = 0; i < in; ++i) ref_dx[i] += c * wr[i];
+  }
+}
+
+// col[j] = sum over the rows of c (rows x cols).
+ECPS_CLONES void ColumnSums(int rows, int cols, const float* __restrict c,
+                            double* __restrict col) {
+  std::fill(col, col + cols, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const float* row = c + static_cast<int64_t>(r) * cols;
+    for (int j = 0; j < cols; ++j) col[j] += row[j];
+  }
+}
+
+// The columns (of n) whose sum misses its reference by more than ColumnBound(p, k, ||A||_F,
+// ||B_:j||); NaN and infinity miss. Raises *margin to the largest |difference| / bound.
+int Misses(int n, const double* got, const double* ref, int p, int k, double a_frobenius2,
+           const double* b_norm2, double* margin) {
+  const double a_frobenius = std::sqrt(a_frobenius2);
+  int misses = 0;
+  for (int j = 0; j < n; ++j) {
+    const double diff = std::fabs(got[j] - ref[j]);
+    const double bound = ColumnBound(p, k, a_frobenius, std::sqrt(b_norm2[j]));
+    if (!(diff <= bound)) ++misses;
+    if (std::isfinite(diff)) *margin = std::max(*margin, diff / bound);
+  }
+  return misses;
+}
+
+}  // namespace
+
+bool UsesLayerChecksums(const LinearAbft& abft) {
+  return abft.sums != nullptr && abft.forward == AbftScheme::kGlobal &&
+         abft.weight_grad == AbftScheme::kGlobal &&
+         (abft.input_grad == AbftScheme::kGlobal || abft.input_grad == AbftScheme::kNone);
+}
+
+void CheckedLinearForward(int batch, int in, int out, const float* x, const float* w,
+                          const float* bias, bool relu, float* y, const LinearAbft& abft) {
+  LayerChecksums& s = *abft.sums;
+  const GemmCall g{false, true, batch, out, in, x, in, w, in, y, out};
+  InjectedGemm(g, abft.site, abft.injector).Run(0, batch);
+  s.x = x, s.w = w, s.batch = batch, s.in = in, s.out = out;
+  s.margin = 0;
+  s.x_row_sums.resize(batch);
+  s.w_col_norm2.resize(in);
+  s.k_sums.resize(in);
+  s.ref.resize(out);
+  s.norm2.resize(out);
+  s.got.resize(out);
+  s.x_frobenius2 = SumsOfX(batch, in, x, s.k_sums.data(), s.x_row_sums.data());
+  SumsOfW(out, in, w, s.k_sums.data(), s.ref.data(), s.norm2.data(), s.w_col_norm2.data());
+  EpilogueWithSums(batch, out, bias, relu, y, s.got.data());
+  *abft.misses += Misses(out, s.got.data(), s.ref.data(), batch, in, s.x_frobenius2,
+                         s.norm2.data(), &s.margin);
+}
+
+bool CheckedLinearBackward(int batch, int in, int out, const float* x, const float* w,
+                           const float* dy, float* dw, float* db, float* dx,
+                           const LinearAbft& abft) {
+  LayerChecksums& s = *abft.sums;
+  if (s.x != x || s.w != w || s.batch != batch || s.in != in || s.out != out) return false;
+  s.x = nullptr;  // one backward per forward: a later call with these pointers recomputes
+  const GemmCall dw_gemm{true, false, out, in, batch, dy, out, x, in, dw, in};
+  InjectedGemm(dw_gemm, abft.site + 1, abft.injector).Run(0, out);
+  // Per column o of dy: its sum (s.k_sums), squared norm (s.norm2), and dyᵀ (x 1) (s.ref).
+  s.k_sums.resize(out);
+  s.got.resize(std::max(in, out));
+  const bool check_dx = dx != nullptr && abft.input_grad == AbftScheme::kGlobal;
+  s.ref_dx.resize(in);
+  SumsOfDy(batch, out, dy, s.x_row_sums.data(), db, s.k_sums.data(), s.norm2.data(),
+           s.ref.data());
+  SumsOfDwAndW(out, in, dw, w, s.k_sums.data(), s.got.data(),
+               check_dx ? s.ref_dx.data() : nullptr);
+  // dw's row o (dwᵀ's column: p = in rows of x ᵀ, k = batch) against dyᵀ (x 1).
+  *abft.misses += Misses(out, s.got.data(), s.ref.data(), in, batch, s.x_frobenius2,
+                         s.norm2.data(), &s.margin);
+  if (dx == nullptr) return true;
+  const GemmCall dx_gemm{false, false, batch, in, out, dy, out, w, in, dx, in};
+  InjectedGemm(dx_gemm, abft.site + 2, check_dx ? abft.injector : nullptr).Run(0, batch);
+  if (!check_dx) return true;
+  double dy_frobenius2 = 0;
+  for (int o = 0; o < out; ++o) dy_frobenius2 += s.norm2[o];
+  ColumnSums(batch, in, dx, s.got.data());
+  *abft.misses += Misses(in, s.got.data(), s.ref_dx.data(), batch, out, dy_frobenius2,
+                         s.w_col_norm2.data(), &s.margin);
+  return true;
+}
+
+}  // namespace ecps
