@@ -81,6 +81,44 @@ TEST(EndToEnd, ErasureCodedJobEndsWithACleanScrub) {
   fs::remove_all(dir);
 }
 
+// A worker process whose GEMM is corrupted (the fault seam: ECPS_GEMM_FAULTS, honoured with
+// ECPS_FAULT_INJECTION=1) detects it, computes the step again and pushes only what passed: the
+// job ends with the fault-free job's model (the same evaluation, to the last digit) and the
+// detection counted in its report.
+TEST(EndToEnd, ACorruptedGemmInAWorkerIsDetectedAndItsStepComputedAgain) {
+  fs::path dir = TempDir("abft");
+  std::ofstream(dir / "job.yaml") << Spec("abft", 60, 1, "worker:\n  abft: detect\n");
+  auto run = [&](const std::string& out) {
+    pid_t pid = Start({"run", (dir / "job.yaml").string(), "--output", (dir / out).string(),
+                       "--no-progress"},
+                      dir / (out + ".log"));
+    const int status = WaitFor(pid, std::chrono::seconds(240));
+    EXPECT_TRUE(status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << ReadFile(dir / (out + ".log"));
+    return ReadFile(dir / out / "report.json");
+  };
+  const std::string clean = run("clean");
+  // Bit 30 of an element of the second bottom layer's weight gradient (site 3 * 1 + 1), on its
+  // 20th run: a value of 2^64 or more, which would wreck the model if it were pushed.
+  setenv("ECPS_FAULT_INJECTION", "1", 1);
+  setenv("ECPS_GEMM_FAULTS", "4:20:30", 1);
+  const std::string faulty = run("faulty");
+  unsetenv("ECPS_GEMM_FAULTS");
+  unsetenv("ECPS_FAULT_INJECTION");
+  EXPECT_NE(clean.find("\"abft_detections\": 0"), std::string::npos) << clean;
+  EXPECT_NE(faulty.find("\"abft_detections\": 1"), std::string::npos) << faulty;
+  EXPECT_NE(faulty.find("\"ok\": true"), std::string::npos) << faulty;
+  std::smatch a, b;
+  ASSERT_TRUE(std::regex_search(clean, a, std::regex("\"eval_auc\": ([0-9.]+)"))) << clean;
+  ASSERT_TRUE(std::regex_search(faulty, b, std::regex("\"eval_auc\": ([0-9.]+)"))) << faulty;
+  EXPECT_EQ(a[1], b[1]);
+  EXPECT_NE(ReadFile(dir / "faulty" / "logs" / "worker-0.log").find("GEMM faults 4:20:30"),
+            std::string::npos);
+  EXPECT_NE(ReadFile(dir / "faulty" / "logs" / "worker-0.log").find("computed again"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
 // Asks the coordinator for the pids of every node of the job.
 std::vector<int64_t> NodePids(const std::string& address) {
   auto stub = v1::Coordinator::NewStub(MakeChannel(address, Role::kCoordinator));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -259,6 +260,27 @@ absl::Status WorkerLifecycle::AwaitRollback(uint64_t generation) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<GemmFaultInjector>> WorkerLifecycle::GemmFaultsFromEnvironment()
+    const {
+  const char* list = std::getenv("ECPS_GEMM_FAULTS");
+  if (list == nullptr || *list == '\0') return nullptr;
+  const char* allowed = std::getenv("ECPS_FAULT_INJECTION");
+  if (allowed == nullptr || std::string(allowed) != "1") {
+    spdlog::warn("{}: ECPS_GEMM_FAULTS ignored: this process was not started with "
+                 "ECPS_FAULT_INJECTION=1", sender_);
+    return nullptr;
+  }
+  auto faults = ParseGemmFaults(list);
+  if (!faults.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ECPS_GEMM_FAULTS: ", faults.status().message()));
+  }
+  spdlog::warn("{}: fault injection: GEMM faults {} (ECPS_GEMM_FAULTS){}", sender_, list,
+               options_.spec.worker.abft == AbftSetting::kOff ? ", unchecked: worker.abft is off"
+                                                               : "");
+  return faults;
+}
+
 absl::Status WorkerLifecycle::Train() {
   const JobSpec& spec = options_.spec;
   const int servers = spec.cluster.servers;
@@ -285,11 +307,13 @@ absl::Status WorkerLifecycle::Train() {
   auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size,
                             spec.cluster.worker_threads);
   if (!model.ok()) return model.status();
+  auto faults = GemmFaultsFromEnvironment();
+  if (!faults.ok()) return faults.status();
   if (spec.worker.abft != AbftSetting::kOff && spec.cluster.worker_device == WorkerDevice::kCpu) {
     // Measured once per worker process: the selector's machine balance (docs/abft.md).
     const MachineBalance balance = MeasureMachineBalance();
     (*model)->SetAbft(spec.worker.abft == AbftSetting::kAuto ? AbftMode::kAuto : AbftMode::kDetect,
-                      balance);
+                      balance, faults->get());
     spdlog::info("{}: abft {}: {}; {}", sender_, ToString(spec.worker.abft), balance.ToString(),
                  (*model)->AbftPlan());
   }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/abft.h"
 #include "proto/ecps.pb.h"
 #include "runtime/coordinator_grace.h"
 #include "runtime/coordinator_link.h"
@@ -164,6 +166,10 @@ class WorkerLifecycle {
   const std::string& sender() const { return sender_; }
 
  private:
+  // The GEMM faults a test asked of this process (ECPS_GEMM_FAULTS, honoured only with
+  // ECPS_FAULT_INJECTION=1; kernels/abft.h ParseGemmFaults); null when none.
+  absl::StatusOr<std::unique_ptr<GemmFaultInjector>> GemmFaultsFromEnvironment() const;
+
   const WorkerOptions& options_;
   const std::string sender_;
   const std::string instance_;
