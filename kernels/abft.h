@@ -141,6 +141,9 @@ struct LinearAbft {
   // Where the layer keeps the checksums its forward computes for its backward
   // (kernels/abft_layer.h); null: every GEMM is checked on its own (CheckedGemm).
   LayerChecksums* sums = nullptr;
+  // The next layer's, when its input is this layer's output and it is checked with them: the
+  // forward's epilogue then takes that input's sums from the rows it writes.
+  LayerChecksums* output_sums = nullptr;
 };
 
 }  // namespace ecps

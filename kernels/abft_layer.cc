@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu_dispatch.h"
+#include "kernels/dense_ops.h"
 
 namespace ecps {
 namespace {
@@ -35,33 +36,76 @@ inline double Sum8(const V8d& v) {
   return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7]));
 }
 
+// The passes below take rows kBlock at a time, so that the running sums they keep per column
+// are loaded and stored once per block instead of once per row (the L1 traffic of those sums,
+// not the arithmetic, is what limits a pass over a narrow matrix).
+constexpr int kBlock = 4;
+#define ECPS_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// Rows rows[0..R) (cols each): col += their sum, row_sums[i] = row i's sum, q[i] += its squares.
+template <int R>
+ECPS_ALWAYS_INLINE void SumsOfXRows(const float* const* rows, int cols, double* col,
+                                    double* row_sums, V8d* q, double* q_tail) {
+  V8d s[R] = {};
+  int j = 0;
+  for (; j + 8 <= cols; j += 8) {
+    V8d sum = {};
+    for (int i = 0; i < R; ++i) {
+      V8d v;
+      Load8(rows[i] + j, &v);
+      s[i] += v, q[i] += v * v, sum += v;
+    }
+    AddTo8(col + j, sum);
+  }
+  for (int i = 0; i < R; ++i) row_sums[i] = Sum8(s[i]);
+  for (; j < cols; ++j) {
+    double sum = 0;
+    for (int i = 0; i < R; ++i) {
+      const double v = rows[i][j];
+      row_sums[i] += v, *q_tail += v * v, sum += v;
+    }
+    col[j] += sum;
+  }
+}
+
 // col[j] = sum over rows of x[r][j], row_sums[r] = sum of row r; returns ||x||_F^2.
 ECPS_CLONES double SumsOfX(int rows, int cols, const float* __restrict x, double* __restrict col,
                            double* __restrict row_sums) {
   std::fill(col, col + cols, 0.0);
-  V8d q0 = {}, q1 = {};
+  V8d q[kBlock] = {};
   double q_tail = 0;
-  for (int r = 0; r < rows; ++r) {
-    const float* row = x + static_cast<int64_t>(r) * cols;
-    V8d s0 = {}, s1 = {};
-    int j = 0;
-    for (; j + 16 <= cols; j += 16) {
-      V8d v0, v1;
-      Load8(row + j, &v0), Load8(row + j + 8, &v1);
-      s0 += v0, s1 += v1;
-      q0 += v0 * v0, q1 += v1 * v1;
-      AddTo8(col + j, v0), AddTo8(col + j + 8, v1);
-    }
-    const V8d s01 = s0 + s1;
-    double s = Sum8(s01);
-    for (; j < cols; ++j) {
-      const double v = row[j];
-      s += v, q_tail += v * v, col[j] += v;
-    }
-    row_sums[r] = s;
+  int r = 0;
+  for (; r + kBlock <= rows; r += kBlock) {
+    const float* block[kBlock];
+    for (int i = 0; i < kBlock; ++i) block[i] = x + static_cast<int64_t>(r + i) * cols;
+    SumsOfXRows<kBlock>(block, cols, col, row_sums + r, q, &q_tail);
   }
-  const V8d q01 = q0 + q1;
-  return Sum8(q01) + q_tail;
+  for (; r < rows; ++r) {
+    const float* one = x + static_cast<int64_t>(r) * cols;
+    SumsOfXRows<1>(&one, cols, col, row_sums + r, q, &q_tail);
+  }
+  const V8d q_all = (q[0] + q[1]) + (q[2] + q[3]);
+  return Sum8(q_all) + q_tail;
+}
+
+// col += the sum of rows[0..R) (cols each).
+template <int R>
+ECPS_ALWAYS_INLINE void AddRows(const float* const* rows, int cols, double* col) {
+  int j = 0;
+  for (; j + 8 <= cols; j += 8) {
+    V8d sum = {};
+    for (int i = 0; i < R; ++i) {
+      V8d v;
+      Load8(rows[i] + j, &v);
+      sum += v;
+    }
+    AddTo8(col + j, sum);
+  }
+  for (; j < cols; ++j) {
+    double sum = 0;
+    for (int i = 0; i < R; ++i) sum += rows[i][j];
+    col[j] += sum;
+  }
 }
 
 // For w (out x in): ref[o] = x_col . w[o], row_norm2[o] = ||w[o]||^2, col_norm2[j] =
@@ -94,21 +138,66 @@ ECPS_CLONES void SumsOfW(int out, int in, const float* __restrict w,
   }
 }
 
-// The bias and ReLU epilogue of the forward GEMM (as dense_ops.cc's, the same float
-// operations), with the column sums of the GEMM's output taken from the row it reads.
-ECPS_CLONES void EpilogueWithSums(int batch, int out, const float* __restrict bias, bool relu,
-                                  float* __restrict y, double* __restrict col) {
+// The bias and ReLU epilogue of dense_ops.cc (the same float operations on each element),
+// with the column sums of the GEMM's output taken from the rows it is about to read. With
+// next_col, the sums of what it wrote too (the next layer's input): next_col its column sums,
+// next_rows its row sums; returns the sum of its squares (0 without).
+ECPS_CLONES double EpilogueWithSums(int batch, int out, const float* __restrict bias, bool relu,
+                                    float* __restrict y, double* __restrict col,
+                                    double* __restrict next_col, double* __restrict next_rows) {
   std::fill(col, col + out, 0.0);
-  for (int b = 0; b < batch; ++b) {
-    float* row = y + static_cast<int64_t>(b) * out;
-    for (int o = 0; o < out; ++o) col[o] += row[o];
-    if (relu) {
-      for (int o = 0; o < out; ++o) {
-        const float v = row[o] + bias[o];
-        row[o] = v > 0.0f ? v : 0.0f;
-      }
+  if (next_col != nullptr) std::fill(next_col, next_col + out, 0.0);
+  V8d q[kBlock] = {};
+  double q_tail = 0;
+  for (int b = 0; b < batch; b += kBlock) {
+    const int n = std::min(kBlock, batch - b);
+    const float* block[kBlock];
+    for (int i = 0; i < n; ++i) block[i] = y + static_cast<int64_t>(b + i) * out;
+    if (n == kBlock) {
+      AddRows<kBlock>(block, out, col);
     } else {
-      for (int o = 0; o < out; ++o) row[o] += bias[o];
+      for (int i = 0; i < n; ++i) AddRows<1>(block + i, out, col);
+    }
+    for (int i = 0; i < n; ++i) {
+      float* row = y + static_cast<int64_t>(b + i) * out;
+      if (relu) {
+        for (int o = 0; o < out; ++o) {
+          const float v = row[o] + bias[o];
+          row[o] = v > 0.0f ? v : 0.0f;
+        }
+      } else {
+        for (int o = 0; o < out; ++o) row[o] += bias[o];
+      }
+    }
+    if (next_col == nullptr) continue;
+    if (n == kBlock) {
+      SumsOfXRows<kBlock>(block, out, next_col, next_rows + b, q, &q_tail);
+    } else {
+      for (int i = 0; i < n; ++i) SumsOfXRows<1>(block + i, out, next_col, next_rows + b + i, q, &q_tail);
+    }
+  }
+  const V8d q_all = (q[0] + q[1]) + (q[2] + q[3]);
+  return Sum8(q_all) + q_tail;
+}
+
+// Rows rows[0..R) of dy: col += their sum, norm2 += their squares, ref += x_rows[i] times row i.
+template <int R>
+ECPS_ALWAYS_INLINE void SumsOfDyRows(const float* const* rows, const double* x_rows, int out,
+                                     double* col, double* norm2, double* ref) {
+  int o = 0;
+  for (; o + 8 <= out; o += 8) {
+    V8d c = {}, q = {}, f = {};
+    for (int i = 0; i < R; ++i) {
+      V8d v;
+      Load8(rows[i] + o, &v);
+      c += v, q += v * v, f += x_rows[i] * v;
+    }
+    AddTo8(col + o, c), AddTo8(norm2 + o, q), AddTo8(ref + o, f);
+  }
+  for (; o < out; ++o) {
+    for (int i = 0; i < R; ++i) {
+      const double v = rows[i][o];
+      col[o] += v, norm2[o] += v * v, ref[o] += x_rows[i] * v;
     }
   }
 }
@@ -123,15 +212,24 @@ ECPS_CLONES void SumsOfDy(int batch, int out, const float* __restrict dy,
   std::fill(col, col + out, 0.0);
   std::fill(norm2, norm2 + out, 0.0);
   std::fill(ref, ref + out, 0.0);
-  for (int b = 0; b < batch; ++b) {
-    const float* row = dy + static_cast<int64_t>(b) * out;
-    const double xr = x_rows[b];
-    for (int o = 0; o < out; ++o) db[o] += row[o];
-    for (int o = 0; o < out; ++o) {
-      const double v = row[o];
-      col[o] += v;
-      norm2[o] += v * v;
-      ref[o] += xr * v;
+  for (int b = 0; b < batch; b += kBlock) {
+    const int n = std::min(kBlock, batch - b);
+    const float* block[kBlock];
+    for (int i = 0; i < n; ++i) block[i] = dy + static_cast<int64_t>(b + i) * out;
+    if (n == kBlock) {
+      // The same adds in the same order as row by row; one pass over db.
+      const float* __restrict r0 = block[0];
+      const float* __restrict r1 = block[1];
+      const float* __restrict r2 = block[2];
+      const float* __restrict r3 = block[3];
+      for (int o = 0; o < out; ++o) db[o] = (((db[o] + r0[o]) + r1[o]) + r2[o]) + r3[o];
+      SumsOfDyRows<kBlock>(block, x_rows + b, out, col, norm2, ref);
+    } else {
+      for (int i = 0; i < n; ++i) {
+        const float* __restrict row = block[i];
+        for (int o = 0; o < out; ++o) db[o] += row[o];
+        SumsOfDyRows<1>(block + i, x_rows + b + i, out, col, norm2, ref);
+      }
     }
   }
 }
@@ -161,13 +259,23 @@ ECPS_CLONES void SumsOfDwAndW(int out, int in, const float* __restrict dw,
   }
 }
 
-// col[j] = sum over the rows of c (rows x cols).
-ECPS_CLONES void ColumnSums(int rows, int cols, const float* __restrict c,
-                            double* __restrict col) {
+// col[j] = sum over the rows of c (rows x cols); then, with a mask, c[i] = 0 where mask[i] <= 0
+// (dense_ops.cc's ReLU backward, the same selection), each block of rows right after it is summed.
+ECPS_CLONES void ColumnSums(int rows, int cols, float* __restrict c,
+                            const float* __restrict mask, double* __restrict col) {
   std::fill(col, col + cols, 0.0);
-  for (int r = 0; r < rows; ++r) {
-    const float* row = c + static_cast<int64_t>(r) * cols;
-    for (int j = 0; j < cols; ++j) col[j] += row[j];
+  for (int r = 0; r < rows; r += kBlock) {
+    const int n = std::min(kBlock, rows - r);
+    const float* block[kBlock];
+    for (int i = 0; i < n; ++i) block[i] = c + static_cast<int64_t>(r + i) * cols;
+    if (n == kBlock) {
+      AddRows<kBlock>(block, cols, col);
+    } else {
+      for (int i = 0; i < n; ++i) AddRows<1>(block + i, cols, col);
+    }
+    if (mask == nullptr) continue;
+    const int64_t begin = static_cast<int64_t>(r) * cols, end = begin + int64_t{n} * cols;
+    for (int64_t e = begin; e < end; ++e) c[e] = mask[e] > 0.0f ? c[e] : 0.0f;
   }
 }
 
@@ -201,22 +309,37 @@ void CheckedLinearForward(int batch, int in, int out, const float* x, const floa
   InjectedGemm(g, abft.site, abft.injector).Run(0, batch);
   s.x = x, s.w = w, s.batch = batch, s.in = in, s.out = out;
   s.margin = 0;
-  s.x_row_sums.resize(batch);
   s.w_col_norm2.resize(in);
-  s.k_sums.resize(in);
   s.ref.resize(out);
   s.norm2.resize(out);
   s.got.resize(out);
-  s.x_frobenius2 = SumsOfX(batch, in, x, s.k_sums.data(), s.x_row_sums.data());
+  if (s.x_summed != x || s.x_summed_batch != batch || s.x_summed_cols != in) {
+    s.x_row_sums.resize(batch);
+    s.k_sums.resize(in);
+    s.x_frobenius2 = SumsOfX(batch, in, x, s.k_sums.data(), s.x_row_sums.data());
+  }
+  s.x_summed = nullptr;
   SumsOfW(out, in, w, s.k_sums.data(), s.ref.data(), s.norm2.data(), s.w_col_norm2.data());
-  EpilogueWithSums(batch, out, bias, relu, y, s.got.data());
+  LayerChecksums* next = abft.output_sums;
+  if (next != nullptr) {
+    next->k_sums.resize(out);
+    next->x_row_sums.resize(batch);
+  }
+  const double next_frobenius2 =
+      EpilogueWithSums(batch, out, bias, relu, y, s.got.data(),
+                       next != nullptr ? next->k_sums.data() : nullptr,
+                       next != nullptr ? next->x_row_sums.data() : nullptr);
+  if (next != nullptr) {
+    next->x_frobenius2 = next_frobenius2;
+    next->x_summed = y, next->x_summed_batch = batch, next->x_summed_cols = out;
+  }
   *abft.misses += Misses(out, s.got.data(), s.ref.data(), batch, in, s.x_frobenius2,
                          s.norm2.data(), &s.margin);
 }
 
 bool CheckedLinearBackward(int batch, int in, int out, const float* x, const float* w,
                            const float* dy, float* dw, float* db, float* dx,
-                           const LinearAbft& abft) {
+                           const float* relu_mask, const LinearAbft& abft) {
   LayerChecksums& s = *abft.sums;
   if (s.x != x || s.w != w || s.batch != batch || s.in != in || s.out != out) return false;
   s.x = nullptr;  // one backward per forward: a later call with these pointers recomputes
@@ -237,10 +360,13 @@ bool CheckedLinearBackward(int batch, int in, int out, const float* x, const flo
   if (dx == nullptr) return true;
   const GemmCall dx_gemm{false, false, batch, in, out, dy, out, w, in, dx, in};
   InjectedGemm(dx_gemm, abft.site + 2, check_dx ? abft.injector : nullptr).Run(0, batch);
-  if (!check_dx) return true;
+  if (!check_dx) {
+    if (relu_mask != nullptr) ReluBackwardInPlace(static_cast<int64_t>(batch) * in, relu_mask, dx);
+    return true;
+  }
   double dy_frobenius2 = 0;
   for (int o = 0; o < out; ++o) dy_frobenius2 += s.norm2[o];
-  ColumnSums(batch, in, dx, s.got.data());
+  ColumnSums(batch, in, dx, relu_mask, s.got.data());
   *abft.misses += Misses(in, s.got.data(), s.ref_dx.data(), batch, out, dy_frobenius2,
                          s.w_col_norm2.data(), &s.margin);
   return true;

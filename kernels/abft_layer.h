@@ -29,6 +29,10 @@ struct LayerChecksums {
   int batch = 0, in = 0, out = 0;
   double x_frobenius2 = 0;          // ||x||_F^2
   std::vector<double> x_row_sums;   // batch: x 1
+  // Set by the previous layer's epilogue when it wrote x (batch x cols): x's column sums are
+  // then in k_sums, and x_row_sums and x_frobenius2 hold x's; the forward skips its pass over x.
+  const float* x_summed = nullptr;
+  int x_summed_batch = 0, x_summed_cols = 0;
   std::vector<double> w_col_norm2;  // in: ||w[:, j]||^2 (the columns of the input grad's B)
   double margin = 0;  // the largest |difference| / bound of the last pass (tests read it)
   // Scratch, kept so that a warm layer allocates nothing.
@@ -44,11 +48,12 @@ void CheckedLinearForward(int batch, int in, int out, const float* x, const floa
                           const float* bias, bool relu, float* y, const LinearAbft& abft);
 
 // dw, db and (when dx is not null) dx as LinearBackward computes them, bit for bit, both GEMMs
-// checked. False, with nothing computed, when *abft.sums do not hold this layer's forward for
-// these x and w (the caller then checks GEMM by GEMM).
+// checked (dx before `relu_mask` zeroes it where the mask is <= 0, when the mask is not null).
+// False, with nothing computed, when *abft.sums do not hold this layer's forward for these x
+// and w (the caller then checks GEMM by GEMM).
 bool CheckedLinearBackward(int batch, int in, int out, const float* x, const float* w,
                            const float* dy, float* dw, float* db, float* dx,
-                           const LinearAbft& abft);
+                           const float* relu_mask, const LinearAbft& abft);
 
 }  // namespace ecps
 

@@ -107,7 +107,7 @@ TEST(AbftLayerTest, ABackwardWithoutItsForwardsSumsChecksEachGemm) {
   s.x = other_x.data();  // as if the forward had run on other activations
   EXPECT_FALSE(CheckedLinearBackward(kBatch, 128, 64, checked.x.data(), checked.w.data(),
                                      checked.dy.data(), checked.dw.data(), checked.db.data(),
-                                     checked.dx.data(), c.abft));
+                                     checked.dx.data(), nullptr, c.abft));
   LinearBackward(kBatch, 128, 64, checked.x.data(), checked.w.data(), checked.dy.data(),
                  checked.dw.data(), checked.db.data(), checked.dx.data(), &c.abft);
   EXPECT_EQ(checked.dw, plain.dw);
@@ -131,6 +131,63 @@ class OneFlip : public GemmFaultInjector {
   GemmFault fault_;
   bool used_ = false;
 };
+
+// Two layers as the model chains them: the first's epilogue sums the second's input, and the
+// second's backward masks its dx by the first's ReLU on the way through its check. The same bits
+// as unchecked, and a flip in any of the second's products is caught.
+TEST(AbftLayerTest, ChainedLayersShareTheInputsSumsAndTheReluMask) {
+  const int in = 64, mid = 128, out = 32;
+  Layer first(in, mid, 31, true), second(mid, out, 37, true);
+  auto run = [&](LinearAbft* a, LinearAbft* b, std::vector<float>* dx_first,
+                 std::vector<float>* dx_second) {
+    first.y.assign(static_cast<size_t>(kBatch) * mid, 0.0f);
+    second.y.assign(static_cast<size_t>(kBatch) * out, 0.0f);
+    LinearForward(kBatch, in, mid, first.x.data(), first.w.data(), first.bias.data(), true,
+                  first.y.data(), a);
+    LinearForward(kBatch, mid, out, first.y.data(), second.w.data(), second.bias.data(), false,
+                  second.y.data(), b);
+    dx_second->assign(first.y.size(), 0.0f);
+    second.dw.assign(second.w.size(), 0.0f), second.db.assign(out, 0.0f);
+    if (b != nullptr) {
+      LinearBackward(kBatch, mid, out, first.y.data(), second.w.data(), second.dy.data(),
+                     second.dw.data(), second.db.data(), dx_second->data(), b, first.y.data());
+    } else {
+      LinearBackward(kBatch, mid, out, first.y.data(), second.w.data(), second.dy.data(),
+                     second.dw.data(), second.db.data(), dx_second->data());
+      ReluBackwardInPlace(static_cast<int64_t>(dx_second->size()), first.y.data(),
+                          dx_second->data());
+    }
+    dx_first->assign(first.x.size(), 0.0f);
+    first.dw.assign(first.w.size(), 0.0f), first.db.assign(mid, 0.0f);
+    LinearBackward(kBatch, in, mid, first.x.data(), first.w.data(), dx_second->data(),
+                   first.dw.data(), first.db.data(), dx_first->data(), a);
+  };
+  std::vector<float> plain_dx1, plain_dx2;
+  run(nullptr, nullptr, &plain_dx1, &plain_dx2);
+  const std::vector<float> y1 = first.y, y2 = second.y, dw1 = first.dw, dw2 = second.dw;
+  for (int site : {-1, 3, 4, 5}) {  // -1: no fault; 3, 4, 5: the second layer's products
+    OneFlip flip(site, {GemmFault::kOutput, 3, 30});
+    Checks a(&flip), b(&flip);
+    b.abft.site = 3;
+    a.abft.output_sums = &b.sums;
+    std::vector<float> dx1, dx2;
+    run(&a.abft, &b.abft, &dx1, &dx2);
+    if (site >= 0) {
+      EXPECT_TRUE(flip.used()) << site;
+      EXPECT_GT(b.misses, 0) << site;
+      continue;
+    }
+    EXPECT_EQ(b.sums.x_summed, nullptr);  // the second forward took the sums it was left
+    EXPECT_EQ(first.y, y1);
+    EXPECT_EQ(second.y, y2);
+    EXPECT_EQ(first.dw, dw1);
+    EXPECT_EQ(second.dw, dw2);
+    EXPECT_EQ(dx2, plain_dx2);
+    EXPECT_EQ(dx1, plain_dx1);
+    EXPECT_EQ(a.misses + b.misses, 0);
+    EXPECT_LT(b.sums.margin, 0.75);
+  }
+}
 
 double Norm2(const float* p, int64_t n, int64_t stride) {
   double s = 0;

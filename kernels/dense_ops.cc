@@ -197,11 +197,12 @@ void LinearForward(int batch, int in, int out, const float* x, const float* w, c
 }
 
 void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
-                    float* dw, float* db, float* dx, const LinearAbft* abft) {
+                    float* dw, float* db, float* dx, const LinearAbft* abft,
+                    const float* relu_mask) {
   const LinearAbft none;
   const LinearAbft& checks = abft != nullptr ? *abft : none;
   if (UsesLayerChecksums(checks) &&
-      CheckedLinearBackward(batch, in, out, x, w, dy, dw, db, dx, checks)) {
+      CheckedLinearBackward(batch, in, out, x, w, dy, dw, db, dx, relu_mask, checks)) {
     return;
   }
   const GemmCall dw_gemm{true, false, out, in, batch, dy, out, x, in, dw, in};
@@ -218,6 +219,7 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
   } else {
     Sgemm(false, false, batch, in, out, dy, out, w, in, 0.0f, dx, in);
   }
+  if (relu_mask != nullptr) ReluBackwardImpl(static_cast<int64_t>(batch) * in, relu_mask, dx);
 }
 
 void ReluBackwardInPlace(int64_t n, const float* y, float* dy) { ReluBackwardImpl(n, y, dy); }

@@ -75,9 +75,12 @@ void LinearForward(int batch, int in, int out, const float* x, const float* w, c
 
 // Backward of y = x w^T + bias given dy = dL/dy (batch x out):
 // dw = dy^T x (out x in), db = column sums of dy (out), dx = dy w (batch x in; skipped when
-// dx is null). With `abft`, its weight_grad and input_grad schemes check the two GEMMs.
+// dx is null). With `abft`, its weight_grad and input_grad schemes check the two GEMMs. With
+// `relu_mask` (the ReLU output x came from), dx is then zeroed where it is <= 0, as
+// ReluBackwardInPlace(batch * in, relu_mask, dx) does (the check of dx reads it on the way).
 void LinearBackward(int batch, int in, int out, const float* x, const float* w, const float* dy,
-                    float* dw, float* db, float* dx, const LinearAbft* abft = nullptr);
+                    float* dw, float* db, float* dx, const LinearAbft* abft = nullptr,
+                    const float* relu_mask = nullptr);
 
 // dy[i] = 0 where y[i] <= 0 (y is the ReLU's output).
 void ReluBackwardInPlace(int64_t n, const float* y, float* dy);

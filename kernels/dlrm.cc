@@ -120,10 +120,16 @@ std::string Dlrm::AbftPlan() const {
   return out;
 }
 
-LinearAbft Dlrm::ChecksOf(const Layer& l, Workspace* ws) {
-  LinearAbft checks = l.abft;
+LinearAbft Dlrm::ChecksOf(const std::vector<Layer>& mlp, size_t l, Workspace* ws) {
+  LinearAbft checks = mlp[l].abft;
   checks.misses = &ws->abft_misses;
-  checks.sums = &ws->abft_sums[static_cast<size_t>(l.abft.site / 3)];
+  checks.sums = &ws->abft_sums[static_cast<size_t>(checks.site / 3)];
+  if (l + 1 < mlp.size()) {
+    // The next layer reads this one's output: its sums can come from this epilogue.
+    LinearAbft next = mlp[l + 1].abft;
+    next.sums = &ws->abft_sums[static_cast<size_t>(next.site / 3)];
+    if (UsesLayerChecksums(checks) && UsesLayerChecksums(next)) checks.output_sums = next.sums;
+  }
   return checks;
 }
 
@@ -177,7 +183,7 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
   const float* x = dense_x;
   for (size_t l = 0; l < bottom_.size(); ++l) {
     const Layer& L = bottom_[l];
-    const LinearAbft checks = ChecksOf(L, ws);
+    const LinearAbft checks = ChecksOf(bottom_, l, ws);
     LinearForward(batch, L.in, L.out, x, params[L.w], params[L.w + 1], L.relu,
                   ws->bottom_act[l].data(), &checks);
     x = ws->bottom_act[l].data();
@@ -194,7 +200,7 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
   x = ws->top_in.data();
   for (size_t l = 0; l < top_.size(); ++l) {
     const Layer& L = top_[l];
-    const LinearAbft checks = ChecksOf(L, ws);
+    const LinearAbft checks = ChecksOf(top_, l, ws);
     LinearForward(batch, L.in, L.out, x, params[L.w], params[L.w + 1], L.relu,
                   ws->top_act[l].data(), &checks);
     x = ws->top_act[l].data();
@@ -291,12 +297,11 @@ double Dlrm::SliceForwardBackward(Workspace* ws, int batch, int mean_over, const
     const Layer& L = top_[l];
     const float* x = l > 0 ? ws->top_act[l - 1].data() : ws->top_in.data();
     float* dx = bufs[next];
-    const LinearAbft checks = ChecksOf(L, ws);
+    const LinearAbft checks = ChecksOf(top_, l, ws);
+    // dx then goes through the previous layer's ReLU: LinearBackward masks it.
+    const float* mask = l > 0 && top_[l - 1].relu ? x : nullptr;
     LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx,
-                   &checks);
-    if (l > 0 && top_[l - 1].relu) {
-      ReluBackwardInPlace(static_cast<int64_t>(batch) * L.in, x, dx);
-    }
+                   &checks, mask);
     dy = dx;
     next ^= 1;
   }
@@ -320,11 +325,10 @@ double Dlrm::SliceForwardBackward(Workspace* ws, int batch, int mean_over, const
     const Layer& L = bottom_[l];
     const float* x = l > 0 ? ws->bottom_act[l - 1].data() : dense_x;
     float* dx = l > 0 ? bufs[next] : nullptr;
-    const LinearAbft checks = ChecksOf(L, ws);
+    const LinearAbft checks = ChecksOf(bottom_, l, ws);
     LinearBackward(batch, L.in, L.out, x, params[L.w], dy, grads[L.w], grads[L.w + 1], dx,
-                   &checks);
+                   &checks, l > 0 ? x : nullptr);  // every bottom layer has a ReLU
     if (l > 0) {
-      ReluBackwardInPlace(static_cast<int64_t>(batch) * L.in, x, dx);
       dy = dx;
       next ^= 1;
     }

@@ -119,8 +119,8 @@ class Dlrm {
                               const std::vector<float*>& grads, float* probs) const;
   // How many slices a batch of `batch` samples is cut into.
   int Slices(int batch) const;
-  // Layer `l`'s checks with misses counted in *ws.
-  static LinearAbft ChecksOf(const Layer& l, Workspace* ws);
+  // The checks of layer `l` of `mlp` (bottom_ or top_), misses counted in *ws.
+  static LinearAbft ChecksOf(const std::vector<Layer>& mlp, size_t l, Workspace* ws);
 
   int num_dense_ = 0, num_sparse_ = 0, dim_ = 0, vectors_ = 0, pairs_ = 0, top_in_ = 0;
   int max_width_ = 0, max_batch_ = 1;
