@@ -20,7 +20,7 @@ trap 'rm -rf "$work"' EXIT
 for ((r = 0; r < rounds; r++)); do
   for model in 0 1; do
     for mode in 0 1 2 3; do
-      "$bench" --benchmark_filter="^BM_Step/model:$model/mode:$mode\$" \
+      "$bench" --benchmark_filter="^BM_Step/model:$model/mode:$mode/" \
         --benchmark_min_time="$min_time" --benchmark_format=json \
         >"$work/r$r-m$model-$mode.json" 2>/dev/null
     done
