@@ -72,8 +72,23 @@ class TableFormatter : public CLI::Formatter {
       absl::StrAppend(&out, "\ncommands:\n");
       for (const CommandSpec* child : Children(path)) absl::StrAppend(&out, Entry(*child, "  "));
     }
-    absl::StrAppend(&out, make_groups(app, mode));
+    absl::StrAppend(&out, FlagList(app, *c, mode));
     return out;
+  }
+
+  // The flags as CLI11 lists them, in the table's order whatever order they were bound in.
+  std::string FlagList(const CLI::App* app, const CommandSpec& c, CLI::AppFormatMode mode) const {
+    std::vector<const CLI::Option*> opts;
+    if (mode != CLI::AppFormatMode::Sub && app->get_help_ptr() != nullptr) {
+      opts.push_back(app->get_help_ptr());
+    }
+    for (const FlagSpec& f : c.flags) {
+      if (const CLI::Option* opt = app->get_option_no_throw("--" + f.name)) opts.push_back(opt);
+    }
+    // A blank line closes the list of a command that takes operands, as CLI11 ends a group
+    // that another (the hidden operands) follows.
+    const std::string blank = HasChildren(c.name) ? "" : "\n";
+    return absl::StrCat(make_group(get_label("Options"), false, opts), blank);
   }
 
   static std::string RootHelp() {
@@ -203,8 +218,9 @@ class CommandParser {
     if (HasChildren(c.name)) return;  // it only leads to the nested commands
     CommandBinder binder(sub, c);
     auto binding = bindings.find(c.name);
-    if (binding != bindings.end()) {
-      runs_[sub] = binding->second(binder);
+    std::function<int()> run = binding != bindings.end() ? binding->second(binder) : nullptr;
+    if (run) {
+      runs_[sub] = std::move(run);
     } else {
       BindForHelp(c, &binder);
     }

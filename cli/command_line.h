@@ -103,7 +103,8 @@ class CommandBinder {
 
 // A command as the binary runs it: binds a fresh set of the command's options (which it owns)
 // to the parser and returns what calls the command's handler with them once they are parsed
-// (and returns its exit code); an empty function when the command has no handler.
+// (and returns its exit code); an empty function, having bound nothing, when the command has
+// no handler.
 using CommandBinding = std::function<std::function<int()>(CommandBinder&)>;
 // Command name ("run", "bench throughput") -> its binding. A command of the table without a
 // binding still has its help; parsing it is refused as not implemented.

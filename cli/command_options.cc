@@ -107,9 +107,11 @@ template <typename Options>
 CommandBinding Binding(void (*bind)(CommandBinder&, Options*),
                        std::function<int(const Options&)> handler) {
   return [bind, handler = std::move(handler)](CommandBinder& binder) -> std::function<int()> {
+    // Without a handler nothing is bound: the parser binds the flags to its own values, which
+    // live as long as it does (these options would not).
+    if (!handler) return nullptr;
     auto options = std::make_shared<Options>();
     bind(binder, options.get());
-    if (!handler) return nullptr;
     return [options, handler] { return handler(*options); };
   };
 }
