@@ -52,7 +52,9 @@ inline JobSpec ScaleSpec() {
   return spec;
 }
 
-inline absl::Duration Interval() { return absl::Milliseconds(ScaleSpec().cluster.heartbeat_interval_ms); }
+inline absl::Duration Interval() {
+  return absl::Milliseconds(ScaleSpec().cluster.heartbeat_interval_ms);
+}
 
 // The coordinator process's tick period (no --tick-ms).
 inline absl::Duration TickPeriodOf(const JobSpec& spec) {

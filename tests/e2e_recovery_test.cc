@@ -354,7 +354,8 @@ TEST(EndToEndRecovery, TablesThatDoNotFitFailTheJobWithTheSizes) {
   const int status = RunSpec(dir, spec, &report, &log, std::chrono::seconds(120));
   ASSERT_NE(status, -1) << "the job did not end; log:\n" << log;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << log;
-  EXPECT_NE(log.find("the servers' tables do not fit this machine: 2 servers x "), std::string::npos)
+  EXPECT_NE(log.find("the servers' tables do not fit this machine: 2 servers x "),
+            std::string::npos)
       << log;
   EXPECT_NE(log.find("GiB available (MemAvailable)"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(dir / "out" / "coordinator.address")) << "a coordinator started";
