@@ -39,17 +39,12 @@
 //
 // Files go under ECPS_BENCH_DIR when set (the file system the job's state log will use), else
 // /tmp. Run: build/bench/coordinator_scale_bench --benchmark_repetitions=5
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
+//
+// The shared fixture (the fake nodes, ScaleCoordinator) is coordinator_scale_fixture.h; the
+// gRPC benchmarks are coordinator_scale_grpc_bench.cc.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -62,250 +57,21 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/coordinator_scale_fixture.h"
 #include "benchmark/benchmark.h"
-#include "runtime/clock.h"
 #include "coordinator/coordinator_main.h"
 #include "coordinator/coordinator_process.h"
 #include "coordinator/coordinator_service.h"
-#include "coordinator/grpc_coordinator.h"
 #include "coordinator/state_log.h"
-#include "grpcpp/grpcpp.h"
 #include "proto/coordinator_state.pb.h"
-#include "proto/ecps.grpc.pb.h"
 #include "proto/ecps.pb.h"
+#include "runtime/clock.h"
 #include "runtime/rpc.h"
-#include "runtime/security.h"
 #include "runtime/spec.h"
 #include "spdlog/spdlog.h"
 
-extern char** environ;
-
 namespace ecps {
-namespace {
-
-constexpr int kServers = 1000;
-constexpr int kWorkers = 10000;
-constexpr char kSecret[] = "scale-bench-secret";
-
-// The job: erasure coded (k = 4, r = 2) over 26 tables of a million rows, the spec's default
-// heartbeat interval (200 ms) and timeout (1.5 s).
-JobSpec ScaleSpec() {
-  JobSpec spec;
-  spec.job.name = "scale";
-  spec.job.steps = 100'000'000;
-  spec.cluster.servers = kServers;
-  spec.cluster.workers = kWorkers;
-  spec.fault_tolerance.mode = FaultToleranceMode::kErasureCode;
-  spec.fault_tolerance.k = 4;
-  spec.fault_tolerance.r = 2;
-  spec.model.table_rows.assign(static_cast<size_t>(spec.model.num_sparse), 1'000'000);
-  spec.monitoring.metrics_port = -1;
-  return spec;
-}
-
-absl::Duration Interval() { return absl::Milliseconds(ScaleSpec().cluster.heartbeat_interval_ms); }
-
-// The coordinator process's tick period (no --tick-ms).
-absl::Duration TickPeriodOf(const JobSpec& spec) {
-  CoordinatorOptions options;
-  options.spec = spec;
-  return TickPeriod(options);
-}
-
-std::string BenchDir(const std::string& what) {
-  const char* base = std::getenv("ECPS_BENCH_DIR");
-  return absl::StrCat(base != nullptr ? base : "/tmp", "/coordinator-scale-", what, "-", getpid());
-}
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double ProcessCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& tv) {
-    return static_cast<double>(tv.tv_sec) + 1e-6 * static_cast<double>(tv.tv_usec);
-  };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// The 11,000 nodes: their registrations and heartbeats as real processes fill them (role
-// tokens, instance "pid@host:start-ns", stats and progress in every heartbeat). Node i < kServers
-// is server i, the rest are workers.
-class FakeNodes {
- public:
-  explicit FakeNodes(const Gatekeeper& gatekeeper) {
-    beats_.reserve(kServers + kWorkers);
-    for (int i = 0; i < kServers + kWorkers; ++i) beats_.push_back(Heartbeat(gatekeeper, i));
-  }
-
-  static int size() { return kServers + kWorkers; }
-  static bool IsServer(int i) { return i < kServers; }
-  static int IdOf(int i) { return IsServer(i) ? i : i - kServers; }
-  static std::string Instance(int i) {
-    return absl::StrCat(40'000 + i, "@node-", i / 8, ".ecps.cluster.local:1714000000",
-                        123'456'789 + i);
-  }
-  static std::string Address(int i) {
-    return absl::StrCat("10.", i / 65536, ".", (i / 256) % 256, ".", i % 256, ":", 7000);
-  }
-
-  static v1::RegisterRequest Registration(const Gatekeeper& gatekeeper, int i) {
-    const Role role = IsServer(i) ? Role::kServer : Role::kWorker;
-    v1::RegisterRequest request;
-    FillHeader(request.mutable_header(), gatekeeper.token(role), 0, Sender(i));
-    request.set_role(IsServer(i) ? v1::ROLE_SERVER : v1::ROLE_WORKER);
-    request.set_address(Address(i));
-    request.set_metrics_address(absl::StrCat(Address(i), "1"));
-    request.set_requested_id(IdOf(i));
-    request.set_instance(Instance(i));
-    request.set_pid(40'000 + i);
-    return request;
-  }
-
-  // Registers every node and has each heartbeat once (servers ACTIVE: the job runs).
-  absl::Status Join(CoordinatorService& service, const Gatekeeper& gatekeeper) {
-    for (int i = 0; i < size(); ++i) {
-      v1::RegisterResponse response;
-      absl::Status s = service.Register(Registration(gatekeeper, i), &response);
-      if (!s.ok()) return s;
-    }
-    return BeatAll(service);
-  }
-
-  // One interval's progress: a worker trains 10 steps of 4,096 samples, a server's counters move.
-  void Advance(int i) {
-    v1::HeartbeatRequest& beat = beats_[static_cast<size_t>(i)];
-    if (IsServer(i)) {
-      v1::ServerStats* s = beat.mutable_server();
-      s->set_pulls(s->pulls() + 40'000);
-      s->set_pushes(s->pushes() + 40'000);
-      s->set_delta_bytes_sent(s->delta_bytes_sent() + 2'000'000);
-      s->set_delta_batches_sent(s->delta_batches_sent() + 50);
-    } else {
-      v1::WorkerProgress* p = beat.mutable_worker();
-      p->set_step(p->step() + 10);
-      p->set_samples(p->samples() + 40'960);
-      p->set_reader_position(p->samples());
-    }
-  }
-
-  const v1::HeartbeatRequest& beat(int i) const { return beats_[static_cast<size_t>(i)]; }
-
-  // Every node's heartbeat once, advanced. OK when none was fenced.
-  absl::Status BeatAll(CoordinatorService& service) {
-    v1::HeartbeatResponse response;
-    for (int i = 0; i < size(); ++i) {
-      Advance(i);
-      absl::Status s = service.Heartbeat(beat(i), &response);
-      if (!s.ok()) return s;
-      if (response.fenced()) return absl::InternalError(absl::StrCat("node ", i, " fenced"));
-    }
-    return absl::OkStatus();
-  }
-
-  static v1::HeartbeatRequest Heartbeat(const Gatekeeper& gatekeeper, int i) {
-    const Role role = IsServer(i) ? Role::kServer : Role::kWorker;
-    v1::HeartbeatRequest request;
-    FillHeader(request.mutable_header(), gatekeeper.token(role), 1, Sender(i));
-    request.set_role(IsServer(i) ? v1::ROLE_SERVER : v1::ROLE_WORKER);
-    request.set_id(IdOf(i));
-    request.set_instance(Instance(i));
-    request.set_state(v1::NODE_ACTIVE);
-    if (IsServer(i)) {
-      v1::ServerStats* s = request.mutable_server();
-      s->set_data_rows(26'000'000 / kServers);
-      s->set_parity_rows(13'000'000 / kServers);
-      s->set_bytes(int64_t{3} << 30);
-      s->set_pulls(1'000'000'000);
-      s->set_pushes(900'000'000);
-      s->set_dense_tensors(2);
-      s->set_unacked_deltas(17);
-      s->set_delta_bytes_per_s(9.5e6);
-      s->set_delta_bytes_sent(int64_t{50} << 30);
-      s->set_delta_batches_sent(1'200'000);
-    } else {
-      v1::WorkerProgress* p = request.mutable_worker();
-      p->set_step(100'000);
-      p->set_samples(409'600'000);
-      p->set_samples_per_s(204'800);
-      p->set_loss(0.4467);
-      p->set_eval_auc(0.7931);
-      p->set_eval_logloss(0.4512);
-      p->set_eval_step(99'000);
-      p->set_reader_position(409'600'000);
-      p->set_bad_lines(3);
-      p->set_samples_age_s(0.012);
-    }
-    return request;
-  }
-
- private:
-  static std::string Sender(int i) {
-    return absl::StrCat(IsServer(i) ? "server-" : "worker-", IdOf(i));
-  }
-
-  std::vector<v1::HeartbeatRequest> beats_;
-};
-
-// A coordinator service of ScaleSpec on `clock` with every node joined, a ServerDeadHandler that
-// takes charge (the slot waits for a replacement) and, optionally, a StateLog's saver (set once
-// every node joined).
-struct ScaleCoordinator {
-  std::unique_ptr<StateLog> log;  // before service: its saver writes into it
-  std::unique_ptr<CoordinatorService> service;
-  std::unique_ptr<FakeNodes> nodes;
-  std::string dir;
-
-  absl::Status Init(const Clock* clock, bool with_log, CoordinatorServiceOptions options = {}) {
-    auto created = CoordinatorService::Create(ScaleSpec(), kSecret, clock, std::move(options));
-    if (!created.ok()) return created.status();
-    service = std::move(created).value();
-    service->SetServerDeadHandler([](int) { return true; });
-    nodes = std::make_unique<FakeNodes>(service->gatekeeper());
-    absl::Status joined = nodes->Join(*service, service->gatekeeper());
-    if (!joined.ok()) return joined;
-    // The saver after the join: with it, each of the 11,000 registrations is a whole save
-    // (BM_RegisterWithLog measures one).
-    if (with_log) {
-      dir = BenchDir("log");
-      std::filesystem::remove_all(dir);
-      auto opened = StateLog::Open(dir);
-      if (!opened.ok()) return opened.status();
-      log = std::move(opened).value();
-      StateLog* state_log = log.get();
-      absl::Status s = service->SetStateSaver([state_log](const v1::CoordinatorState& state) {
-        return state_log->WriteSnapshot(state.SerializeAsString());
-      });
-      if (!s.ok()) return s;
-    }
-    if (service->phase() != v1::JOB_RUNNING) return absl::InternalError("the job is not running");
-    return absl::OkStatus();
-  }
-
-  ~ScaleCoordinator() {
-    if (service != nullptr) service->Shutdown();
-    service.reset();
-    log.reset();
-    if (!dir.empty()) std::filesystem::remove_all(dir);
-  }
-};
-
-#define SKIP_UNLESS_OK(expr)                              \
-  if (absl::Status s_ = (expr); !s_.ok()) {               \
-    state.SkipWithError(s_.ToString().c_str());           \
-    return;                                               \
-  }
+namespace scale_bench {
 
 void BM_HeartbeatRound(benchmark::State& state) {
   RealClock clock;
@@ -389,157 +155,6 @@ void BM_HeartbeatPaced(benchmark::State& state) {
 }
 BENCHMARK(BM_HeartbeatPaced)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
 
-// ---- gRPC: the child process's clients -----------------------------------------------------
-
-constexpr char kClientFlag[] = "--scale_client=";
-constexpr int kGrpcClients = 4;
-constexpr int kGrpcBeatsPerClient = 5000;
-
-// Child: `clients` threads, each with its own channel, heartbeat as nodes c, c + clients, ...;
-// prints "ready" after one heartbeat each (connections up), "done" after `per_client` each.
-int RunClients(const std::string& address, const std::string& secret, int clients,
-               int per_client) {
-  Gatekeeper gatekeeper(secret);
-  std::vector<v1::HeartbeatRequest> beats;
-  for (int i = 0; i < FakeNodes::size(); ++i) beats.push_back(FakeNodes::Heartbeat(gatekeeper, i));
-  std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs;
-  for (int c = 0; c < clients; ++c) {
-    grpc::ChannelArguments args;
-    args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection per client, as per node
-    stubs.push_back(v1::Coordinator::NewStub(
-        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args)));
-  }
-  auto beat = [&](int c, int i) {
-    grpc::ClientContext context;
-    v1::HeartbeatResponse response;
-    return stubs[static_cast<size_t>(c)]
-        ->Heartbeat(&context, beats[static_cast<size_t>(i)], &response)
-        .ok();
-  };
-  for (int c = 0; c < clients; ++c) {
-    if (!beat(c, c)) return 2;
-  }
-  std::printf("ready\n");
-  std::fflush(stdout);
-  std::vector<std::thread> threads;
-  std::atomic<bool> failed{false};
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&, c] {
-      int i = c;
-      for (int n = 0; n < per_client; ++n) {
-        if (!beat(c, i)) failed = true;
-        i = (i + clients) % FakeNodes::size();
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  std::printf("done\n");
-  std::fflush(stdout);
-  return failed ? 3 : 0;
-}
-
-// Reads lines from `fd` until one equals `want`; false at EOF.
-bool WaitForLine(int fd, const std::string& want) {
-  std::string line;
-  char ch;
-  while (read(fd, &ch, 1) == 1) {
-    if (ch != '\n') {
-      line.push_back(ch);
-      continue;
-    }
-    if (line == want) return true;
-    line.clear();
-  }
-  return false;
-}
-
-void BM_GrpcHeartbeat(benchmark::State& state) {
-  RealClock clock;
-  ScaleCoordinator c;
-  SKIP_UNLESS_OK(c.Init(&clock, /*with_log=*/false));
-  // The handler's own CPU per heartbeat over the same mix of requests, by direct calls.
-  const double direct0 = ThreadCpuSeconds();
-  SKIP_UNLESS_OK(c.nodes->BeatAll(*c.service));
-  const double direct = (ThreadCpuSeconds() - direct0) / FakeNodes::size();
-
-  GrpcCoordinator glue(c.service.get());
-  auto server = StartGrpcServer("127.0.0.1", 0, {glue.grpc_service()}, kGrpcClients);
-  SKIP_UNLESS_OK(server.status());
-  // The nodes' heartbeats every 200 ms keep the detector quiet while the clients run.
-  for (auto _ : state) {
-    int out[2];
-    if (pipe(out) != 0) {
-      state.SkipWithError("pipe");
-      break;
-    }
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::string flag = absl::StrCat(kClientFlag, server->address, ",", kSecret, ",",
-                                    kGrpcClients, ",", kGrpcBeatsPerClient);
-    char* argv[] = {self.data(), flag.data(), nullptr};
-    pid_t child = 0;
-    const int spawned = posix_spawn(&child, self.c_str(), &actions, nullptr, argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (spawned != 0) {
-      close(out[0]);
-      state.SkipWithError("posix_spawn");
-      break;
-    }
-    const bool ready = WaitForLine(out[0], "ready");
-    const double cpu0 = ProcessCpuSeconds();
-    const absl::Time t0 = absl::Now();
-    const bool done = ready && WaitForLine(out[0], "done");
-    const double cpu = ProcessCpuSeconds() - cpu0;
-    const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-    close(out[0]);
-    int status = 0;
-    waitpid(child, &status, 0);
-    if (!done || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-      state.SkipWithError("the client process failed");
-      break;
-    }
-    const double beats = static_cast<double>(kGrpcClients) * kGrpcBeatsPerClient;
-    state.SetIterationTime(wall);
-    state.counters["us_per_heartbeat"] = 1e6 * cpu / beats;
-    state.counters["handler_us_per_heartbeat"] = 1e6 * direct;
-    state.counters["grpc_us_per_heartbeat"] = 1e6 * (cpu / beats - direct);
-    state.counters["heartbeats_per_s"] = beats / wall;
-  }
-  c.service->Shutdown();
-  server->server->Shutdown();
-}
-BENCHMARK(BM_GrpcHeartbeat)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
-
-void BM_GrpcIdle(benchmark::State& state) {
-  RealClock clock;
-  auto created = CoordinatorService::Create(ScaleSpec(), kSecret, &clock);
-  SKIP_UNLESS_OK(created.status());
-  GrpcCoordinator glue(created->get());
-  // The coordinator process's polling threads (Arg 1), or one per node as before (Arg 0).
-  const int threads = state.range(0) == 1 ? ServingThreads(ScaleSpec()) : kServers + kWorkers;
-  const absl::Time s0 = absl::Now();
-  auto server = StartGrpcServer("127.0.0.1", 0, {glue.grpc_service()}, threads);
-  SKIP_UNLESS_OK(server.status());
-  const double start_s = absl::ToDoubleSeconds(absl::Now() - s0);
-  absl::SleepFor(absl::Seconds(1));  // let it settle
-  for (auto _ : state) {
-    const double cpu0 = ProcessCpuSeconds();
-    const absl::Time t0 = absl::Now();
-    absl::SleepFor(absl::Seconds(3));
-    const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
-    state.SetIterationTime(wall);
-    state.counters["cores"] = (ProcessCpuSeconds() - cpu0) / wall;
-  }
-  state.counters["start_s"] = start_s;
-  (*created)->Shutdown();
-  server->server->Shutdown();
-}
-BENCHMARK(BM_GrpcIdle)->Arg(0)->Arg(1)->Iterations(1)->UseManualTime()->Unit(benchmark::kSecond);
-
 void BM_ClusterMap(benchmark::State& state) {
   FakeClock clock;
   ScaleCoordinator c;
@@ -556,6 +171,57 @@ void BM_ClusterMap(benchmark::State& state) {
 }
 BENCHMARK(BM_ClusterMap)->Unit(benchmark::kMillisecond);
 
+// What the watchers of BM_MapPublication share: the epoch the current iteration waits for,
+// how many watchers hold it, and when the last of them got it.
+struct MapWatchers {
+  absl::Mutex mu;
+  uint64_t want_epoch ABSL_GUARDED_BY(mu) = 0;
+  int have ABSL_GUARDED_BY(mu) = 0;
+  absl::Time last_received ABSL_GUARDED_BY(mu);
+  absl::CondVar received;
+  std::atomic<bool> stop{false};
+
+  // Watcher w's WatchClusterMap, from `first` until `stop`: each map serialized (what gRPC's
+  // Write does), and counted once it holds the epoch waited for.
+  void Watch(CoordinatorService& service, int w, const v1::ClusterMap& first) {
+    const int i = w % FakeNodes::size();
+    v1::WatchClusterMapRequest request;
+    FillHeader(request.mutable_header(),
+               service.gatekeeper().token(FakeNodes::IsServer(i) ? Role::kServer : Role::kWorker),
+               first.epoch(), absl::StrCat("node-", i));
+    request.set_known_epoch(first.epoch());
+    request.set_known_version(first.version());
+    uint64_t held = 0;
+    service
+        .WatchClusterMap(
+            request, [&] { return stop.load(); },
+            [&](const v1::ClusterMap& map) {
+              std::string wire = map.SerializeAsString();
+              benchmark::DoNotOptimize(wire);
+              const absl::Time now = absl::Now();
+              absl::MutexLock lock(&mu);
+              if (map.epoch() >= want_epoch && held < want_epoch) {
+                held = want_epoch;
+                ++have;
+                last_received = now;
+                received.Signal();
+              }
+              return true;
+            })
+        .IgnoreError();
+  }
+};
+
+// A worker's report that server `id` is gone (its process is: options.process_gone).
+v1::ReportFailureRequest ServerFailure(const CoordinatorService& service, int id) {
+  v1::ReportFailureRequest report;
+  FillHeader(report.mutable_header(), service.gatekeeper().token(Role::kWorker), 0, "worker-0");
+  report.set_role(v1::ROLE_SERVER);
+  report.set_id(id);
+  report.set_reason("Pull: connection refused");
+  return report;
+}
+
 void BM_MapPublication(benchmark::State& state) {
   FakeClock clock;  // still: nobody times out while the watchers start
   CoordinatorServiceOptions options;
@@ -563,65 +229,24 @@ void BM_MapPublication(benchmark::State& state) {
   ScaleCoordinator c;
   SKIP_UNLESS_OK(c.Init(&clock, /*with_log=*/true, options));
   const int watchers = static_cast<int>(state.range(0));
-
-  absl::Mutex mu;
-  uint64_t want_epoch = 0;   // the epoch the current iteration waits for
-  int have = 0;              // watchers holding it
-  absl::Time last_received;  // when the last of them got it
-  absl::CondVar received;
-  std::atomic<bool> stop{false};
+  MapWatchers w;
+  v1::ClusterMap first;
+  c.service->GetClusterMap(&first);
   std::vector<std::thread> threads;
-  const v1::ClusterMap first = [&] {
-    v1::ClusterMap map;
-    c.service->GetClusterMap(&map);
-    return map;
-  }();
-  for (int w = 0; w < watchers; ++w) {
-    threads.emplace_back([&, w] {
-      const int i = w % FakeNodes::size();
-      v1::WatchClusterMapRequest request;
-      FillHeader(request.mutable_header(),
-                 c.service->gatekeeper().token(FakeNodes::IsServer(i) ? Role::kServer
-                                                                      : Role::kWorker),
-                 first.epoch(), absl::StrCat("node-", i));
-      request.set_known_epoch(first.epoch());
-      request.set_known_version(first.version());
-      uint64_t held = 0;
-      c.service
-          ->WatchClusterMap(
-              request, [&] { return stop.load(); },
-              [&](const v1::ClusterMap& map) {
-                std::string wire = map.SerializeAsString();  // what gRPC's Write does
-                benchmark::DoNotOptimize(wire);
-                const absl::Time now = absl::Now();
-                absl::MutexLock lock(&mu);
-                if (map.epoch() >= want_epoch && held < want_epoch) {
-                  held = want_epoch;
-                  ++have;
-                  last_received = now;
-                  received.Signal();
-                }
-                return true;
-              })
-          .IgnoreError();
-    });
+  for (int i = 0; i < watchers; ++i) {
+    threads.emplace_back([&w, &c, &first, i] { w.Watch(*c.service, i, first); });
   }
   std::vector<double> latencies_ms;
   int server = 0;
   for (auto _ : state) {
     // Servers 0, 10, 20 ... : 9 healthy ones between two dead, so no stripe loses data.
-    const int id = server;
+    const v1::ReportFailureRequest report = ServerFailure(*c.service, server);
     server += 10;
-    v1::ReportFailureRequest report;
-    FillHeader(report.mutable_header(), c.service->gatekeeper().token(Role::kWorker), 0,
-               "worker-0");
-    report.set_role(v1::ROLE_SERVER);
-    report.set_id(id);
-    report.set_reason("Pull: connection refused");
+    uint64_t want_epoch = 0;
     {
-      absl::MutexLock lock(&mu);
-      want_epoch = c.service->epoch() + 1;
-      have = 0;
+      absl::MutexLock lock(&w.mu);
+      want_epoch = w.want_epoch = c.service->epoch() + 1;
+      w.have = 0;
     }
     const absl::Time t0 = absl::Now();
     v1::ReportFailureResponse response;
@@ -630,12 +255,12 @@ void BM_MapPublication(benchmark::State& state) {
       state.SkipWithError("the server was not declared dead");
       break;
     }
-    absl::MutexLock lock(&mu);
-    while (have < watchers) received.Wait(&mu);
-    latencies_ms.push_back(absl::ToDoubleMilliseconds(last_received - t0));
-    state.SetIterationTime(absl::ToDoubleSeconds(last_received - t0));
+    absl::MutexLock lock(&w.mu);
+    while (w.have < watchers) w.received.Wait(&w.mu);
+    latencies_ms.push_back(absl::ToDoubleMilliseconds(w.last_received - t0));
+    state.SetIterationTime(absl::ToDoubleSeconds(w.last_received - t0));
   }
-  stop = true;
+  w.stop = true;
   for (std::thread& t : threads) t.join();
   if (latencies_ms.empty()) return;
   state.counters["median_ms"] = Median(latencies_ms);
@@ -763,21 +388,21 @@ void BM_Takeover(benchmark::State& state) {
 }
 BENCHMARK(BM_Takeover)->Iterations(3)->UseManualTime()->Unit(benchmark::kSecond);
 
-}  // namespace
+}  // namespace scale_bench
 }  // namespace ecps
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strncmp(argv[1], ecps::kClientFlag, std::strlen(ecps::kClientFlag)) == 0) {
+  const char* const client_flag = ecps::scale_bench::kClientFlag;
+  if (argc == 2 && std::strncmp(argv[1], client_flag, std::strlen(client_flag)) == 0) {
     // The gRPC benchmark's client process: ADDRESS,SECRET,CLIENTS,PER_CLIENT.
-    std::vector<std::string> parts =
-        absl::StrSplit(argv[1] + std::strlen(ecps::kClientFlag), ',');
+    std::vector<std::string> parts = absl::StrSplit(argv[1] + std::strlen(client_flag), ',');
     int clients = 0;
     int per_client = 0;
     if (parts.size() != 4 || !absl::SimpleAtoi(parts[2], &clients) ||
         !absl::SimpleAtoi(parts[3], &per_client)) {
       return 1;
     }
-    return ecps::RunClients(parts[0], parts[1], clients, per_client);
+    return ecps::scale_bench::RunClients(parts[0], parts[1], clients, per_client);
   }
   spdlog::set_level(spdlog::level::warn);  // no line per registration
   benchmark::Initialize(&argc, argv);

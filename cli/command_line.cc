@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <memory>
-#include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "runtime/status_macros.h"
 
 namespace ecps {
 namespace {
@@ -71,8 +72,23 @@ class TableFormatter : public CLI::Formatter {
       absl::StrAppend(&out, "\ncommands:\n");
       for (const CommandSpec* child : Children(path)) absl::StrAppend(&out, Entry(*child, "  "));
     }
-    absl::StrAppend(&out, make_groups(app, mode));
+    absl::StrAppend(&out, FlagList(app, *c, mode));
     return out;
+  }
+
+  // The flags as CLI11 lists them, in the table's order whatever order they were bound in.
+  std::string FlagList(const CLI::App* app, const CommandSpec& c, CLI::AppFormatMode mode) const {
+    std::vector<const CLI::Option*> opts;
+    if (mode != CLI::AppFormatMode::Sub && app->get_help_ptr() != nullptr) {
+      opts.push_back(app->get_help_ptr());
+    }
+    for (const FlagSpec& f : c.flags) {
+      if (const CLI::Option* opt = app->get_option_no_throw("--" + f.name)) opts.push_back(opt);
+    }
+    // A blank line closes the list of a command that takes operands, as CLI11 ends a group
+    // that another (the hidden operands) follows.
+    const std::string blank = HasChildren(c.name) ? "" : "\n";
+    return absl::StrCat(make_group(get_label("Options"), false, opts), blank);
   }
 
   static std::string RootHelp() {
@@ -84,30 +100,41 @@ class TableFormatter : public CLI::Formatter {
   }
 };
 
-// The CLI11 application the table describes, and where it keeps what it parsed.
+// "must be a, b or c": the names of a closed set, as an error message lists them.
+std::string OneOf(const std::vector<std::string>& names) {
+  if (names.size() < 2) return absl::StrJoin(names, "");
+  return absl::StrCat(absl::StrJoin(names.begin(), names.end() - 1, ", "), " or ", names.back());
+}
+
+// Checks a value before CLI11 converts it, in the words the rest of ecps uses; the parser
+// prefixes "option --FLAG".
+CLI::Validator IntegerText() {
+  return CLI::Validator(
+      [](std::string& value) {
+        int parsed = 0;
+        if (absl::SimpleAtoi(value, &parsed)) return std::string();
+        return absl::StrCat("must be an integer, got '", value, "'");
+      },
+      "");
+}
+
+// The CLI11 application the table describes, and the handlers of the commands bound to it.
 class CommandParser {
  public:
-  CommandParser() : app_("ecps: erasure-coded parameter servers for DLRM training", "ecps") {
+  explicit CommandParser(const CommandBindings& bindings)
+      : app_("ecps: erasure-coded parameter servers for DLRM training", "ecps") {
     app_.formatter(std::make_shared<TableFormatter>());
     // Unknown arguments are kept (remaining()) so that Parse can name the nearest flag.
     app_.allow_extras();
     // One command per command line: a later word that names another command is an operand
     // (`ecps kill ADDR server 2`), not a second command.
     app_.require_subcommand(0, 1);
-    for (const CommandSpec& c : CommandTable()) Add(c);
+    for (const CommandSpec& c : CommandTable()) Add(c, bindings);
   }
 
   absl::StatusOr<ParsedCommand> Parse(const std::vector<std::string>& argv) {
-    // CLI11 reads `--token=` (nothing after the =) as `--token` and takes the next word as
-    // the value: `ecps status --token= HOST:PORT` would send the address as the token.
-    for (size_t i = 1; i < argv.size(); ++i) {
-      const std::string& a = argv[i];
-      if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' &&
-          a.find('=') == a.size() - 1) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("option ", a.substr(0, a.size() - 1), " needs a value after the ="));
-      }
-    }
+    if (!setup_.ok()) return setup_;
+    RETURN_IF_ERROR(CheckEmptyValues(argv));
     std::vector<std::string> args(argv.rbegin(), argv.rend() - 1);  // CLI11 pops from the back
     ParsedCommand parsed;
     try {
@@ -125,15 +152,43 @@ class CommandParser {
       for (const std::string& e : app->remaining()) extras.push_back(e);
     }
     const std::string path = PathOf(app);
+    RETURN_IF_ERROR(CheckExtras(app, path, extras));
+    auto run = runs_.find(app);
+    if (run == runs_.end() || !run->second) {
+      return absl::InvalidArgumentError(absl::StrCat("command '", path, "' is not implemented"));
+    }
+    parsed.command = path;
+    parsed.run = run->second;
+    return parsed;
+  }
+
+ private:
+  // CLI11 reads `--token=` (nothing after the =) as `--token` and takes the next word as the
+  // value: `ecps status --token= HOST:PORT` would send the address as the token.
+  static absl::Status CheckEmptyValues(const std::vector<std::string>& argv) {
+    for (size_t i = 1; i < argv.size(); ++i) {
+      const std::string& a = argv[i];
+      if (a.size() > 3 && a.compare(0, 2, "--") == 0 && a.back() == '=' &&
+          a.find('=') == a.size() - 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("option ", a.substr(0, a.size() - 1), " needs a value after the ="));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // What CLI11 left over at `app` (the command `path`, "" for none): a misspelt command, an
+  // unknown flag, or a command that needs one nested below it.
+  static absl::Status CheckExtras(const CLI::App* app, const std::string& path,
+                                  const std::vector<std::string>& extras) {
     const bool needs_command = path.empty() || HasChildren(path);
     if (needs_command) {
       // The first word that is not a flag was meant as the command.
-      const std::vector<std::string> names = ChildNames(path);
       for (const std::string& e : extras) {
         if (e.size() >= 2 && e[0] == '-') continue;
         std::string message =
             absl::StrCat("unknown command '", path.empty() ? "" : path + " ", e, "'");
-        const std::string near = NearestName(e, names);
+        const std::string near = NearestName(e, ChildNames(path));
         if (!near.empty()) absl::StrAppend(&message, "; did you mean ", near, "?");
         return absl::InvalidArgumentError(message);
       }
@@ -147,43 +202,40 @@ class CommandParser {
       if (!near.empty()) absl::StrAppend(&message, "; did you mean ", near, "?");
       return absl::InvalidArgumentError(message);
     }
-    if (needs_command) {
-      if (path.empty()) return absl::InvalidArgumentError("missing command");
-      const std::vector<std::string> names = ChildNames(path);
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " needs a command: ", absl::StrJoin(names, " or ")));
-    }
-    parsed.command = path;
-    parsed.operands = operands_[path];
-    for (const CLI::Option* opt : app->get_options()) {
-      if (opt->count() == 0 || opt->get_positional() || opt == app->get_help_ptr()) continue;
-      const std::string name = opt->get_lnames().front();
-      parsed.options[name] = opt->get_expected_max() == 0 ? "true" : opt->as<std::string>();
-    }
-    return parsed;
+    if (!needs_command) return absl::OkStatus();
+    if (path.empty()) return absl::InvalidArgumentError("missing command");
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " needs a command: ", absl::StrJoin(ChildNames(path), " or ")));
   }
 
- private:
-  void Add(const CommandSpec& c) {
+  void Add(const CommandSpec& c, const CommandBindings& bindings) {
     std::vector<std::string> words = absl::StrSplit(c.name, ' ');
     CLI::App* parent = &app_;
     for (size_t i = 0; i + 1 < words.size(); ++i) parent = parent->get_subcommand(words[i]);
     CLI::App* sub = parent->add_subcommand(words.back(), c.summary);
     sub->allow_extras();
     sub->require_subcommand(0, 1);
-    if (!HasChildren(c.name)) {
-      // Hidden from the flag list: the synopsis names the operands.
-      sub->add_option("operands", operands_[c.name])->group("");
+    if (HasChildren(c.name)) return;  // it only leads to the nested commands
+    CommandBinder binder(sub, c);
+    auto binding = bindings.find(c.name);
+    std::function<int()> run = binding != bindings.end() ? binding->second(binder) : nullptr;
+    if (run) {
+      runs_[sub] = std::move(run);
+    } else {
+      BindForHelp(c, &binder);
     }
+    if (absl::Status s = binder.Finish(); !s.ok() && setup_.ok()) setup_ = s;
+  }
+
+  // A command without a handler: its flags bound to values nobody reads, for its help.
+  void BindForHelp(const CommandSpec& c, CommandBinder* binder) {
+    binder->Operands(&unread_operands_[c.name]);
     for (const FlagSpec& f : c.flags) {
-      std::string names = "--" + f.name;
-      if (f.short_name != 0) names = absl::StrCat("-", std::string(1, f.short_name), ",", names);
+      const std::string key = absl::StrCat(c.name, " --", f.name);
       if (f.value.empty()) {
-        sub->add_flag(names, f.help);
+        binder->Switch(f.name, &unread_switches_[key]);
       } else {
-        sub->add_option(names, f.help)
-            ->option_text(f.value)
-            ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+        binder->Text(f.name, &unread_values_[key]);
       }
     }
   }
@@ -200,16 +252,25 @@ class CommandParser {
   // CLI11's message, in the words the rest of ecps uses where they differ.
   static std::string Describe(const CLI::ParseError& e) {
     const std::string what = e.what();
+    const std::string flag = what.substr(0, what.find(':'));
     if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
-      const std::string flag = what.substr(0, what.find(':'));
       if (flag == "--script") return "-o needs a file (or - for standard output)";
       return absl::StrCat("option ", flag, " needs a value");
+    }
+    if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr && flag.size() < what.size()) {
+      // "--port: must be an integer, got 'x'", from the checks CommandBinder adds.
+      return absl::StrCat("option ", flag, " ", absl::StripLeadingAsciiWhitespace(
+                                                    what.substr(flag.size() + 1)));
     }
     return what;
   }
 
   CLI::App app_;
-  std::map<std::string, std::vector<std::string>> operands_;  // command -> its operands
+  absl::Status setup_;  // the first binding that does not fit the table (INTERNAL)
+  std::map<const CLI::App*, std::function<int()>> runs_;  // command -> its bound handler
+  std::map<std::string, std::vector<std::string>> unread_operands_;
+  std::map<std::string, bool> unread_switches_;
+  std::map<std::string, std::string> unread_values_;
 };
 
 // The optimal string alignment distance: insertions, deletions, substitutions and swaps of
@@ -232,22 +293,103 @@ size_t EditDistance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
-std::string ParsedCommand::Get(const std::string& flag, const std::string& fallback) const {
-  auto it = options.find(flag);
-  return it == options.end() ? fallback : it->second;
-}
 
-absl::StatusOr<int> ParsedCommand::GetInt(const std::string& flag, int fallback) const {
-  if (!Has(flag)) return fallback;
-  int value = 0;
-  if (!absl::SimpleAtoi(Get(flag), &value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("option --", flag, " must be an integer, got '", Get(flag), "'"));
+const FlagSpec* CommandBinder::Find(const std::string& name) {
+  for (const FlagSpec& f : spec_.flags) {
+    if (f.name != name) continue;
+    if (std::find(bound_.begin(), bound_.end(), name) != bound_.end()) {
+      errors_.push_back(absl::StrCat("--", name, " is bound twice"));
+    }
+    bound_.push_back(name);
+    return &f;
   }
-  return value;
+  errors_.push_back(absl::StrCat("--", name, " is not in the command table"));
+  return nullptr;
 }
 
-absl::StatusOr<ParsedCommand> ParseCommandLine(const std::vector<std::string>& argv) {
+std::string CommandBinder::Names(const FlagSpec& f) {
+  std::string names = "--" + f.name;
+  if (f.short_name != 0) names = absl::StrCat("-", std::string(1, f.short_name), ",", names);
+  return names;
+}
+
+CLI::Option* CommandBinder::Value(const std::string& name) {
+  const FlagSpec* f = Find(name);
+  if (f == nullptr) return nullptr;
+  if (f->value.empty()) errors_.push_back(absl::StrCat("--", name, " takes no value"));
+  // Each value given is checked, then stored (each()): of a repeated flag the last one wins.
+  return app_->add_option(Names(*f), f->help)
+      ->option_text(f->value)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
+void CommandBinder::Operands(std::vector<std::string>* out) {
+  // Hidden from the flag list: the synopsis names the operands.
+  app_->add_option("operands", *out)->group("");
+}
+
+void CommandBinder::Switch(const std::string& name, bool* out) {
+  const FlagSpec* f = Find(name);
+  if (f == nullptr) return;
+  if (!f->value.empty()) errors_.push_back(absl::StrCat("--", name, " takes a value"));
+  app_->add_flag(Names(*f), *out, f->help);
+}
+
+void CommandBinder::Text(const std::string& name, std::string* out) {
+  if (CLI::Option* opt = Value(name)) opt->each([out](const std::string& v) { *out = v; });
+}
+
+void CommandBinder::Text(const std::string& name, std::optional<std::string>* out) {
+  if (CLI::Option* opt = Value(name)) opt->each([out](const std::string& v) { *out = v; });
+}
+
+void CommandBinder::Integer(const std::string& name, int* out) {
+  CLI::Option* opt = Value(name);
+  if (opt == nullptr) return;
+  opt->check(IntegerText())->each([out](const std::string& v) {
+    if (!absl::SimpleAtoi(v, out)) *out = 0;  // not reached: IntegerText refused it
+  });
+}
+
+void CommandBinder::Integer(const std::string& name, std::optional<int>* out) {
+  CLI::Option* opt = Value(name);
+  if (opt == nullptr) return;
+  opt->check(IntegerText())->each([out](const std::string& v) {
+    int value = 0;
+    if (absl::SimpleAtoi(v, &value)) *out = value;
+  });
+}
+
+void CommandBinder::ChoiceIndex(const std::string& name, const std::vector<std::string>& names,
+                                std::function<void(size_t)> set) {
+  CLI::Option* opt = Value(name);
+  if (opt == nullptr) return;
+  CLI::Validator member(
+      [names](std::string& value) {
+        if (std::find(names.begin(), names.end(), value) != names.end()) return std::string();
+        return absl::StrCat("must be ", OneOf(names), ", got '", value, "'");
+      },
+      "");
+  opt->check(member)->each([names, set](const std::string& v) {
+    set(std::find(names.begin(), names.end(), v) - names.begin());
+  });
+}
+
+absl::Status CommandBinder::Finish() const {
+  std::vector<std::string> errors = errors_;
+  for (const FlagSpec& f : spec_.flags) {
+    if (std::find(bound_.begin(), bound_.end(), f.name) == bound_.end()) {
+      errors.push_back(absl::StrCat("--", f.name, " is not bound"));
+    }
+  }
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("the options of ", spec_.name, " do not fit the command table: ",
+                   absl::StrJoin(errors, "; ")));
+}
+
+absl::StatusOr<ParsedCommand> ParseCommandLine(const std::vector<std::string>& argv,
+                                               const CommandBindings& bindings) {
   if (argv.size() < 2) return absl::InvalidArgumentError("missing command");
   if (argv[1] == "help") {
     const std::string topic = absl::StrJoin(argv.begin() + 2, argv.end(), " ");
@@ -263,7 +405,7 @@ absl::StatusOr<ParsedCommand> ParseCommandLine(const std::vector<std::string>& a
     parsed.help = CommandHelp(topic);
     return parsed;
   }
-  CommandParser parser;
+  CommandParser parser(bindings);
   return parser.Parse(argv);
 }
 
@@ -272,7 +414,7 @@ std::string CommandHelp(const std::string& command) {
   std::vector<std::string> argv = absl::StrSplit(command, ' ');
   argv.insert(argv.begin(), "ecps");
   argv.push_back("--help");
-  CommandParser parser;
+  CommandParser parser(CommandBindings{});  // help needs no handler
   auto parsed = parser.Parse(argv);
   return parsed.ok() ? parsed->help : TableFormatter::RootHelp();
 }

@@ -1,5 +1,5 @@
 // The commands of `ecps` and their flags: the one definition cli/command_line.cc parses and
-// renders as help.
+// renders as help. Each flag's type, and the field it fills, is in cli/command_options.cc.
 #include "cli/command_line.h"
 
 namespace ecps {

@@ -15,6 +15,7 @@
 #include "cli/checkpoint_command.h"
 #include "cli/export_command.h"
 #include "cli/command_line.h"
+#include "cli/command_options.h"
 #include "cli/health_command.h"
 #include "cli/job_dir.h"
 #include "cli/k8s_manifests.h"
@@ -46,8 +47,6 @@
 namespace ecps {
 namespace {
 
-using Args = ParsedCommand;
-
 // An operator command (status, scrub, kill, checkpoint, health) ends here, without the
 // exit-time handlers. A command that gave up on its coordinator (refused TLS, nobody
 // listening) leaves gRPC retrying that connection on gRPC's own threads; OpenSSL's exit-time
@@ -69,18 +68,19 @@ int UsageError(const std::string& command, const std::string& message) {
   return 2;
 }
 
-std::string TokenFrom(const Args& a) {
-  if (a.Has("token")) return a.Get("token");
-  const char* env = std::getenv("ECPS_TOKEN");
-  return env == nullptr ? "" : env;
-}
-
 // A flag, else an environment variable, else `fallback`.
-std::string FlagOrEnv(const Args& a, const std::string& flag, const char* env,
+std::string FlagOrEnv(const std::optional<std::string>& flag, const char* env,
                       const std::string& fallback = "") {
-  if (a.Has(flag)) return a.Get(flag);
+  if (flag.has_value()) return *flag;
   const char* value = std::getenv(env);
   return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+// --token, else $ECPS_TOKEN (set but empty counts: the role then refuses it).
+std::string TokenFrom(const std::optional<std::string>& flag) {
+  if (flag.has_value()) return *flag;
+  const char* env = std::getenv("ECPS_TOKEN");
+  return env == nullptr ? "" : env;
 }
 
 // The coordinator and token an operator command talks to: ADDR (the first operand) or
@@ -92,46 +92,54 @@ struct Target {
   std::string token;
   std::vector<std::string> operands;
 };
-bool UseOperatorCredentials(const Args& a, const TlsFiles& job_tls, Target* out) {
-  TlsFiles tls{FlagOrEnv(a, "tls-ca", "ECPS_TLS_CA", job_tls.ca),
-               FlagOrEnv(a, "tls-cert", "ECPS_TLS_CERT", job_tls.cert),
-               FlagOrEnv(a, "tls-key", "ECPS_TLS_KEY", job_tls.key)};
+bool UseOperatorCredentials(const std::string& command, const OperatorOptions& o,
+                            const TlsFiles& job_tls, Target* out) {
+  TlsFiles tls{FlagOrEnv(o.tls_ca, "ECPS_TLS_CA", job_tls.ca),
+               FlagOrEnv(o.tls_cert, "ECPS_TLS_CERT", job_tls.cert),
+               FlagOrEnv(o.tls_key, "ECPS_TLS_KEY", job_tls.key)};
   if (absl::Status s = UseTlsFiles(tls, Role::kAdmin); !s.ok()) {
-    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(), std::string(s.message()).c_str());
+    std::fprintf(stderr, "ecps %s: %s\n", command.c_str(), std::string(s.message()).c_str());
     return false;
   }
   absl::StatusOr<std::string> token = PresentedToken(out->token, Role::kAdmin);
   if (!token.ok()) {
-    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(),
+    std::fprintf(stderr, "ecps %s: %s\n", command.c_str(),
                  std::string(token.status().message()).c_str());
     return false;
   }
   out->token = *token;
   return true;
 }
-bool ResolveTarget(const Args& a, size_t operands, Target* out) {
-  const std::string& command = a.command;
-  std::vector<std::string> pos = a.operands;
+// --job DIR's coordinator and token, unless ADDR is given too (one operand more than
+// `operands`). Prints the error and returns false.
+bool TargetFromJob(const std::string& command, const OperatorOptions& o, size_t operands,
+                   std::vector<std::string>* pos, TlsFiles* job_tls, Target* out) {
+  auto job = ReadJobDir(*o.job);
+  if (!job.ok()) {
+    std::fprintf(stderr, "ecps %s: %s\n", command.c_str(),
+                 std::string(job.status().message()).c_str());
+    return false;
+  }
+  out->token = o.token.value_or(job->token);
+  *job_tls = job->tls;
+  if (pos->size() == operands + 1) {
+    out->address = (*pos)[0];
+    pos->erase(pos->begin());
+  } else if (job->address.empty()) {
+    std::fprintf(stderr, "ecps %s: %s has no coordinator.address (the job has not started "
+                 "listening yet?)\n", command.c_str(), o.job->c_str());
+    return false;
+  } else {
+    out->address = job->address;
+  }
+  return true;
+}
+bool ResolveTarget(const std::string& command, const OperatorOptions& o, size_t operands,
+                   Target* out) {
+  std::vector<std::string> pos = o.operands;
   TlsFiles job_tls;
-  if (a.Has("job")) {
-    auto job = ReadJobDir(a.Get("job"));
-    if (!job.ok()) {
-      std::fprintf(stderr, "ecps %s: %s\n", command.c_str(),
-                   std::string(job.status().message()).c_str());
-      return false;
-    }
-    out->token = a.Has("token") ? a.Get("token") : job->token;
-    job_tls = job->tls;
-    if (pos.size() == operands + 1) {
-      out->address = pos[0];
-      pos.erase(pos.begin());
-    } else if (job->address.empty()) {
-      std::fprintf(stderr, "ecps %s: %s has no coordinator.address (the job has not started "
-                   "listening yet?)\n", command.c_str(), a.Get("job").c_str());
-      return false;
-    } else {
-      out->address = job->address;
-    }
+  if (o.job.has_value()) {
+    if (!TargetFromJob(command, o, operands, &pos, &job_tls, out)) return false;
   } else {
     if (pos.empty()) {
       UsageError(command, command + " needs ADDR (host:port) or --job DIR");
@@ -139,22 +147,22 @@ bool ResolveTarget(const Args& a, size_t operands, Target* out) {
     }
     out->address = pos[0];
     pos.erase(pos.begin());
-    out->token = TokenFrom(a);
+    out->token = TokenFrom(o.token);
   }
   if (pos.size() != operands) {
-    UsageError(command, command == "kill"
+    UsageError(command, operands == 2
                             ? "usage: ecps kill ADDR|--job DIR server|worker N"
                             : command + " takes ADDR or --job DIR and no other argument");
     return false;
   }
   out->operands = pos;
-  return UseOperatorCredentials(a, job_tls, out);
+  return UseOperatorCredentials(command, o, job_tls, out);
 }
 
 // The address a single role binds: --host, else cluster.host, else every interface (a role
 // started by hand or by a scheduler is there to be reached from other hosts).
-std::string BindHost(const Args& a, const JobSpec& spec) {
-  if (a.Has("host")) return a.Get("host");
+std::string BindHost(const RoleOptions& o, const JobSpec& spec) {
+  if (o.host.has_value()) return *o.host;
   return spec.cluster.host.empty() ? "0.0.0.0" : spec.cluster.host;
 }
 
@@ -162,13 +170,13 @@ std::string BindHost(const Args& a, const JobSpec& spec) {
 // cluster.coordinator, then what --coordinator-file names now (it is read again whenever the
 // coordinator stops answering: *file). Prints the error and returns false when none is set
 // or it is bad.
-bool CoordinatorAddress(const Args& a, const JobSpec& spec, std::string* out, std::string* file) {
-  const std::string& role = a.command;
+bool CoordinatorAddress(const std::string& role, const DialingRoleOptions& o,
+                        const JobSpec& spec, std::string* out, std::string* file) {
   const char* env = std::getenv("ECPS_COORDINATOR");
-  *file = a.Get("coordinator-file");
+  *file = o.coordinator_file;
   std::string from;
-  if (a.Has("coordinator")) {
-    *out = a.Get("coordinator");
+  if (o.coordinator.has_value()) {
+    *out = *o.coordinator;
     from = "--coordinator";
   } else if (env != nullptr && *env != '\0') {
     *out = env;
@@ -197,21 +205,28 @@ bool CoordinatorAddress(const Args& a, const JobSpec& spec, std::string* out, st
   return true;
 }
 
-// Loads the spec and sets up logging for a single role.
-bool LoadRole(const Args& a, JobSpec* spec) {
-  const std::string& role = a.command;
-  if (!a.Has("spec")) {
+// A single role takes no operands. Prints the usage error and returns false.
+bool FlagsOnly(const std::string& role, const RoleOptions& o) {
+  if (o.operands.empty()) return true;
+  UsageError(role, role + " takes flags only, not '" + o.operands[0] + "'");
+  return false;
+}
+
+// Loads the spec and sets up logging for a single role. Prints the error and returns false.
+bool LoadRole(const std::string& role, const RoleOptions& o, JobSpec* spec) {
+  if (o.spec.empty()) {
     UsageError(role, role + " needs --spec");
     return false;
   }
-  auto loaded = LoadSpecFile(a.Get("spec"));
+  auto loaded = LoadSpecFile(o.spec);
   if (!loaded.ok()) {
     std::fprintf(stderr, "ecps %s: invalid spec:\n%s\n", role.c_str(),
                  std::string(loaded.status().message()).c_str());
     return false;
   }
   *spec = std::move(*loaded);
-  std::string level = a.Get("log-level", spec->monitoring.log_level);
+  const std::string level =
+      o.log_level.has_value() ? LogLevelName(*o.log_level) : spec->monitoring.log_level;
   if (absl::Status s = InitLogging(role, level); !s.ok()) {
     std::fprintf(stderr, "ecps: %s\n", s.ToString().c_str());
     return false;
@@ -223,9 +238,10 @@ bool LoadRole(const Args& a, JobSpec* spec) {
 // (--token or ECPS_TOKEN) is checked and turned into what the role presents. The coordinator
 // and the servers keep the job secret (they check every role's tokens); a worker presents
 // its role token. Prints the error and returns false.
-bool UseRoleCredentials(const Args& a, const JobSpec& spec, Role role, std::string* token) {
+bool UseRoleCredentials(const std::string& name, const JobSpec& spec, Role role,
+                        std::string* token) {
   if (absl::Status s = UseSpecTls(spec.security.tls, role); !s.ok()) {
-    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(), std::string(s.message()).c_str());
+    std::fprintf(stderr, "ecps %s: %s\n", name.c_str(), std::string(s.message()).c_str());
     return false;
   }
   absl::Status checked = absl::OkStatus();
@@ -237,172 +253,195 @@ bool UseRoleCredentials(const Args& a, const JobSpec& spec, Role role, std::stri
     checked = CheckJobSecret(*token, role);
   }
   if (!checked.ok()) {
-    std::fprintf(stderr, "ecps %s: %s\n", a.command.c_str(),
-                 std::string(checked.message()).c_str());
+    std::fprintf(stderr, "ecps %s: %s\n", name.c_str(), std::string(checked.message()).c_str());
     return false;
   }
   return true;
 }
 
-// Reads integer flag `flag` into *out (`fallback` when absent). Prints the usage error and
-// returns false when it is not an integer.
-bool IntFlag(const Args& a, const std::string& flag, int fallback, int* out) {
-  absl::StatusOr<int> value = a.GetInt(flag, fallback);
-  if (!value.ok()) {
-    UsageError(a.command, std::string(value.status().message()));
-    return false;
+int Run(const RunOptions& o) {
+  if (o.operands.size() != 1) return UsageError("run", "run takes exactly one SPEC.yaml");
+  RunFlags flags;
+  flags.backend = o.backend;
+  flags.spec_path = o.operands[0];
+  flags.output_dir = o.output;
+  flags.progress = !o.no_progress;
+  return RunJob(flags);
+}
+
+// `ecps bench throughput|recovery SPEC.yaml`: `command` names it in the usage error.
+int Bench(const std::string& command, const BenchOptions& o,
+          int (*bench)(const std::string&, const std::string&)) {
+  if (o.operands.size() != 1) {
+    return UsageError(command, "usage: ecps " + command + " SPEC.yaml [--output DIR]");
   }
-  *out = *value;
-  return true;
+  return bench(o.operands[0], o.output);
+}
+
+int Export(const ExportOptions& o) {
+  if (o.operands.size() != 1 || o.output.empty()) {
+    return UsageError("export", "usage: ecps export CHECKPOINT -o DIR [--with-optimizer-state]");
+  }
+  return RunExportCommand(o.operands[0], o.output, o.with_optimizer_state);
+}
+
+// checkpoint, scrub and kill: the coordinator's address and the admin's credentials, then
+// one RPC.
+int Checkpoint(const OperatorOptions& o) {
+  Target target;
+  if (!ResolveTarget("checkpoint", o, 0, &target)) return 2;
+  EndOperatorCommand(RunCheckpointCommand(target.address, target.token));
+}
+int Scrub(const OperatorOptions& o) {
+  Target target;
+  if (!ResolveTarget("scrub", o, 0, &target)) return 2;
+  EndOperatorCommand(RunScrubCommand(target.address, target.token));
+}
+int Kill(const OperatorOptions& o) {
+  Target target;
+  if (!ResolveTarget("kill", o, 2, &target)) return 2;
+  EndOperatorCommand(
+      RunKillCommand(target.address, target.token, target.operands[0], target.operands[1]));
+}
+int Status(const StatusOptions& o) {
+  Target target;
+  if (!ResolveTarget("status", o, 0, &target)) return 2;
+  EndOperatorCommand(
+      RunStatusCommand(target.address, target.token, o.json, o.watch, o.interval_ms));
+}
+
+int Health(const HealthOptions& o) {
+  if (o.operands.size() != 2) return UsageError("health", "usage: ecps health ADDR ROLE");
+  const std::optional<Role> role = RoleFromName(o.operands[1]);
+  if (!role.has_value() || *role == Role::kAdmin) {
+    return UsageError("health",
+                      "ROLE must be coordinator, server or worker, not '" + o.operands[1] + "'");
+  }
+  // ROLE's own certificate: the one a probe inside ROLE's pod has (no ECPS_TLS_*: those
+  // name the operators' admin certificate).
+  const TlsFiles files{o.tls_ca, o.tls_cert, o.tls_key};
+  std::optional<TlsIdentity> tls;
+  if (!files.ca.empty() || !files.cert.empty() || !files.key.empty()) {
+    if (files.ca.empty() || files.cert.empty() || files.key.empty()) {
+      return UsageError("health", "TLS needs all three of --tls-ca, --tls-cert and --tls-key");
+    }
+    absl::StatusOr<TlsIdentity> loaded = LoadTlsIdentity(files, *role);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ecps health: %s\n", std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    tls = *std::move(loaded);
+  }
+  EndOperatorCommand(RunHealthCommand(o.operands[0], *role, o.service, o.deadline_ms,
+                                      tls.has_value() ? &*tls : nullptr));
+}
+
+int Slurm(const SlurmOptions& o) {
+  if (o.operands.size() != 1) {
+    return UsageError("slurm", "usage: ecps slurm SPEC.yaml [-o FILE] [--output DIR]");
+  }
+  return RunSlurmCommand(o.operands[0], o.script, o.output);
+}
+
+int K8s(const K8sOptions& o) {
+  if (o.operands.size() != 1) return UsageError("k8s", "usage: ecps k8s SPEC.yaml [-o DIR]");
+  return RunK8sCommand(o.operands[0], o.dir);
+}
+
+int Coordinator(const CoordinatorRoleOptions& o) {
+  CoordinatorOptions options;
+  if (!FlagsOnly("coordinator", o)) return 2;
+  if (!LoadRole("coordinator", o, &options.spec)) return 2;
+  options.listen_host = BindHost(o, options.spec);
+  options.advertise = o.advertise.value_or(options.spec.cluster.advertise);
+  options.address_file = o.address_file;
+  options.final_status_file = o.final_status;
+  options.state_dir = o.state_dir;
+  options.port = o.port.value_or(options.spec.cluster.coordinator_port);
+  options.linger_ms = o.linger_ms.value_or(options.linger_ms);
+  if (options.linger_ms < -1) return UsageError("coordinator", "--linger-ms must be -1 or more");
+  options.port_file = o.port_file;
+  options.token = TokenFrom(o.token);
+  if (options.token.empty()) options.token = options.spec.job.token;
+  if (!UseRoleCredentials("coordinator", options.spec, Role::kCoordinator, &options.token)) {
+    return 2;
+  }
+  return RunCoordinator(options);
+}
+
+int Server(const ServerRoleOptions& o) {
+  ServerOptions options;
+  if (!FlagsOnly("server", o)) return 2;
+  if (!LoadRole("server", o, &options.spec)) return 2;
+  if (!CoordinatorAddress("server", o, options.spec, &options.coordinator,
+                          &options.coordinator_file)) {
+    return 2;
+  }
+  options.listen_host = BindHost(o, options.spec);
+  options.advertise = o.advertise.value_or(options.spec.cluster.advertise);
+  options.port = o.port;
+  options.requested_id = o.id.value_or(-1);
+  options.token = TokenFrom(o.token);
+  if (!UseRoleCredentials("server", options.spec, Role::kServer, &options.token)) return 2;
+  return RunServer(options);
+}
+
+int Worker(const WorkerRoleOptions& o) {
+  WorkerOptions options;
+  if (!FlagsOnly("worker", o)) return 2;
+  if (!o.id.has_value()) return UsageError("worker", "worker needs --id N");
+  if (!LoadRole("worker", o, &options.spec)) return 2;
+  if (!CoordinatorAddress("worker", o, options.spec, &options.coordinator,
+                          &options.coordinator_file)) {
+    return 2;
+  }
+  options.id = *o.id;
+  if (options.id < 0 || options.id >= options.spec.cluster.workers) {
+    return UsageError("worker", "--id must be in [0, cluster.workers)");
+  }
+  options.listen_host = BindHost(o, options.spec);
+  options.port = o.port;
+  options.token = TokenFrom(o.token);
+  if (!UseRoleCredentials("worker", options.spec, Role::kWorker, &options.token)) return 2;
+  return RunWorker(options);
+}
+
+// Every command's handler, each reached from the subcommand that parsed.
+CommandHandlers Handlers() {
+  CommandHandlers h;
+  h.run = Run;
+  h.bench_throughput = [](const BenchOptions& o) {
+    return Bench("bench throughput", o, RunThroughputBench);
+  };
+  h.bench_recovery = [](const BenchOptions& o) {
+    return Bench("bench recovery", o, RunRecoveryBench);
+  };
+  h.checkpoint = Checkpoint;
+  h.export_checkpoint = Export;
+  h.scrub = Scrub;
+  h.status = Status;
+  h.kill = Kill;
+  h.health = Health;
+  h.slurm = Slurm;
+  h.k8s = K8s;
+  h.coordinator = Coordinator;
+  h.server = Server;
+  h.worker = Worker;
+  return h;
 }
 
 int Main(int argc, char** argv) {
-  absl::StatusOr<Args> parsed = ParseCommandLine(std::vector<std::string>(argv, argv + argc));
+  absl::StatusOr<ParsedCommand> parsed =
+      ParseCommandLine(std::vector<std::string>(argv, argv + argc), BindCommands(Handlers()));
   if (!parsed.ok()) {
     // The help of the command the error is about: argv[1] when it names one.
     return UsageError(argc > 1 ? argv[1] : "", std::string(parsed.status().message()));
   }
-  const Args& a = *parsed;
-  if (!a.help.empty()) {
-    std::printf("%s", a.help.c_str());
+  if (!parsed->help.empty()) {
+    std::printf("%s", parsed->help.c_str());
     return 0;
   }
-  const std::string& command = a.command;
-  if (command == "run") {
-    if (a.operands.size() != 1) return UsageError(command, "run takes exactly one SPEC.yaml");
-    RunFlags flags;
-    const std::string backend = a.Get("backend", "local");
-    if (backend != "local" && backend != "slurm") {
-      return UsageError(command, "--backend must be local or slurm, got '" + backend + "'");
-    }
-    flags.backend = backend == "slurm" ? LaunchBackendKind::kSlurm : LaunchBackendKind::kLocal;
-    flags.spec_path = a.operands[0];
-    flags.output_dir = a.Get("output");
-    flags.progress = !a.Has("no-progress");
-    return RunJob(flags);
-  }
-  if (command == "slurm") {
-    if (a.operands.size() != 1) {
-      return UsageError(command, "usage: ecps slurm SPEC.yaml [-o FILE] [--output DIR]");
-    }
-    return RunSlurmCommand(a.operands[0], a.Get("script"), a.Get("output"));
-  }
-  if (command == "k8s") {
-    if (a.operands.size() != 1) return UsageError(command, "usage: ecps k8s SPEC.yaml [-o DIR]");
-    return RunK8sCommand(a.operands[0], a.Get("dir"));
-  }
-  if (command == "bench throughput" || command == "bench recovery") {
-    if (a.operands.size() != 1) {
-      return UsageError(command, "usage: ecps " + command + " SPEC.yaml [--output DIR]");
-    }
-    if (command == "bench throughput") return RunThroughputBench(a.operands[0], a.Get("output"));
-    return RunRecoveryBench(a.operands[0], a.Get("output"));
-  }
-  if (command == "export") {
-    if (a.operands.size() != 1 || !a.Has("output")) {
-      return UsageError(command, "usage: ecps export CHECKPOINT -o DIR [--with-optimizer-state]");
-    }
-    return RunExportCommand(a.operands[0], a.Get("output"), a.Has("with-optimizer-state"));
-  }
-  if (command == "checkpoint" || command == "scrub" || command == "kill") {
-    Target target;
-    if (!ResolveTarget(a, command == "kill" ? 2 : 0, &target)) return 2;
-    if (command == "checkpoint") {
-      EndOperatorCommand(RunCheckpointCommand(target.address, target.token));
-    }
-    if (command == "scrub") EndOperatorCommand(RunScrubCommand(target.address, target.token));
-    EndOperatorCommand(
-        RunKillCommand(target.address, target.token, target.operands[0], target.operands[1]));
-  }
-  if (command == "health") {
-    if (a.operands.size() != 2) return UsageError(command, "usage: ecps health ADDR ROLE");
-    const std::optional<Role> role = RoleFromName(a.operands[1]);
-    if (!role.has_value() || *role == Role::kAdmin) {
-      return UsageError(command,
-                        "ROLE must be coordinator, server or worker, not '" + a.operands[1] + "'");
-    }
-    int deadline_ms = 4000;
-    if (!IntFlag(a, "deadline-ms", 4000, &deadline_ms)) return 2;
-    // ROLE's own certificate: the one a probe inside ROLE's pod has (no ECPS_TLS_*: those
-    // name the operators' admin certificate).
-    const TlsFiles files{a.Get("tls-ca"), a.Get("tls-cert"), a.Get("tls-key")};
-    std::optional<TlsIdentity> tls;
-    if (!files.ca.empty() || !files.cert.empty() || !files.key.empty()) {
-      if (files.ca.empty() || files.cert.empty() || files.key.empty()) {
-        return UsageError(command, "TLS needs all three of --tls-ca, --tls-cert and --tls-key");
-      }
-      absl::StatusOr<TlsIdentity> loaded = LoadTlsIdentity(files, *role);
-      if (!loaded.ok()) {
-        std::fprintf(stderr, "ecps health: %s\n", std::string(loaded.status().message()).c_str());
-        return 2;
-      }
-      tls = *std::move(loaded);
-    }
-    EndOperatorCommand(RunHealthCommand(a.operands[0], *role, a.Get("service"), deadline_ms,
-                                        tls.has_value() ? &*tls : nullptr));
-  }
-  if (command == "status") {
-    Target target;
-    if (!ResolveTarget(a, 0, &target)) return 2;
-    int interval = 1000;
-    if (!IntFlag(a, "interval-ms", 1000, &interval)) return 2;
-    EndOperatorCommand(RunStatusCommand(target.address, target.token, a.Has("json"),
-                                        a.Has("watch"), interval));
-  }
-  if (!a.operands.empty()) {
-    return UsageError(command, command + " takes flags only, not '" + a.operands[0] + "'");
-  }
-  if (command == "coordinator") {
-    CoordinatorOptions options;
-    if (!LoadRole(a, &options.spec)) return 2;
-    options.listen_host = BindHost(a, options.spec);
-    options.advertise = a.Get("advertise", options.spec.cluster.advertise);
-    options.address_file = a.Get("address-file");
-    options.final_status_file = a.Get("final-status");
-    options.state_dir = a.Get("state-dir");
-    if (!IntFlag(a, "port", options.spec.cluster.coordinator_port, &options.port)) return 2;
-    if (!IntFlag(a, "linger-ms", options.linger_ms, &options.linger_ms)) return 2;
-    if (options.linger_ms < -1) return UsageError(command, "--linger-ms must be -1 or more");
-    options.port_file = a.Get("port-file");
-    options.token = TokenFrom(a);
-    if (options.token.empty()) options.token = options.spec.job.token;
-    if (!UseRoleCredentials(a, options.spec, Role::kCoordinator, &options.token)) return 2;
-    return RunCoordinator(options);
-  }
-  if (command == "server") {
-    ServerOptions options;
-    if (!LoadRole(a, &options.spec)) return 2;
-    if (!CoordinatorAddress(a, options.spec, &options.coordinator, &options.coordinator_file)) {
-      return 2;
-    }
-    options.listen_host = BindHost(a, options.spec);
-    options.advertise = a.Get("advertise", options.spec.cluster.advertise);
-    if (!IntFlag(a, "port", 0, &options.port) || !IntFlag(a, "id", -1, &options.requested_id)) {
-      return 2;
-    }
-    options.token = TokenFrom(a);
-    if (!UseRoleCredentials(a, options.spec, Role::kServer, &options.token)) return 2;
-    return RunServer(options);
-  }
-  if (command == "worker") {
-    WorkerOptions options;
-    if (!a.Has("id")) return UsageError(command, "worker needs --id N");
-    if (!LoadRole(a, &options.spec)) return 2;
-    if (!CoordinatorAddress(a, options.spec, &options.coordinator, &options.coordinator_file)) {
-      return 2;
-    }
-    if (!IntFlag(a, "id", 0, &options.id)) return 2;
-    if (options.id < 0 || options.id >= options.spec.cluster.workers) {
-      return UsageError(command, "--id must be in [0, cluster.workers)");
-    }
-    options.listen_host = BindHost(a, options.spec);
-    if (!IntFlag(a, "port", 0, &options.port)) return 2;
-    options.token = TokenFrom(a);
-    if (!UseRoleCredentials(a, options.spec, Role::kWorker, &options.token)) return 2;
-    return RunWorker(options);
-  }
-  // The command table names a command this function does not run.
-  return UsageError("", "command '" + command + "' is not implemented");
+  return parsed->run();
 }
 
 }  // namespace
