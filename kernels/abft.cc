@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "kernels/abft_bound.h"
 #include "kernels/cpu_dispatch.h"
 #include "kernels/dense_ops.h"
 
@@ -118,12 +119,9 @@ int PanelRows(int m, int n, int k) {
   return static_cast<int>(std::min<int64_t>(p, m));
 }
 
+// The formula is shared with the GPU's check bodies (kernels/abft_bound.h).
 double ColumnBound(int p, int k, double a_frobenius, double b_column_norm) {
-  constexpr double kU = 0x1p-24, kUd = 0x1p-53, kFlush = 0x1p-126;
-  const double float_part = kAbftLambda * kU * std::sqrt(2.0 * k) * (1.0 + 2.0 * k * kU);
-  const double double_part = (2.0 * p + k + 2.0) * kUd * std::sqrt(static_cast<double>(p));
-  return (float_part + double_part) * a_frobenius * b_column_norm +
-         4.0 * (k + 1.0) * p * kFlush;
+  return AbftColumnBound(kAbftLambda, p, k, a_frobenius, b_column_norm);
 }
 
 void FlipBit(float* value, int bit) {

@@ -24,10 +24,9 @@ class CpuDenseMath final : public DenseMath {
   std::string Predict(const StepInput& in, float* probs) override;
 
   // ABFT (Dlrm::SetAbft): a step whose GEMM checks miss is computed again, up to
-  // kAbftRetries more times, so that what Train returns passed every check; a step that
-  // never passes is an error (the worker fails rather than push it). Detections are the steps
-  // recomputed, over this object's life.
-  static constexpr int kAbftRetries = 2;
+  // kAbftRetries (kernels/dense_math.h) more times, so that what Train returns passed every
+  // check; a step that never passes is an error (the worker fails rather than push it).
+  // Detections are the steps recomputed, over this object's life.
   int64_t abft_detections() const override { return abft_detections_; }
 
  private:

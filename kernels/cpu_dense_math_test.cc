@@ -64,12 +64,12 @@ TEST(CpuDenseMathAbft, AStepThatNeverPassesIsAnError) {
   auto model = Dlrm::Create(m, 128);
   ASSERT_TRUE(model.ok()) << model.status();
   CpuDenseMath cpu(model->get());
-  FlipTimes flip(0, 1 + CpuDenseMath::kAbftRetries);
+  FlipTimes flip(0, 1 + kAbftRetries);
   (*model)->SetAbft(AbftMode::kDetect, MachineBalance{}, &flip);
   TestOutput out(s);
   const std::string e = cpu.TrainStep(s.Input(), &out.out);
   EXPECT_NE(e.find("ABFT"), std::string::npos) << e;
-  EXPECT_EQ(cpu.abft_detections(), 1 + CpuDenseMath::kAbftRetries);
+  EXPECT_EQ(cpu.abft_detections(), 1 + kAbftRetries);
 }
 
 }  // namespace

@@ -14,6 +14,12 @@
 
 namespace ecps {
 
+class GemmFaultInjector;  // kernels/abft.h
+
+// How many more times a DenseMath computes a step whose ABFT checks missed (worker.abft)
+// before it gives up with an error (docs/abft.md).
+inline constexpr int kAbftRetries = 2;
+
 // The model's shape. A job's comes from its spec's model section (domain/spec_config.h).
 struct DlrmConfig {
   int num_dense = 0;   // dense features per sample
@@ -80,6 +86,18 @@ class DenseMath {
   }
   // Forward only: probs (batch) = sigmoid(logit).
   virtual std::string Predict(const StepInput& in, float* probs) = 0;
+  // ABFT (worker.abft) for a DenseMath that checks its own GEMMs: the CUDA one and the CPU run
+  // of its bodies (the CPU DenseMath's checks are its Dlrm's: Dlrm::SetAbft). When `on`, every
+  // MLP GEMM of a training step (each layer's forward, weight and input gradient) is checked
+  // by its column checksums over all its rows (kernels/abft.h's kGlobal: worker.abft detect
+  // and auto alike), and a step whose checks miss is computed again, up to kAbftRetries more
+  // times; a step that never passes is an error. Predict is not checked. `injector` is the
+  // tests' fault seam (null in production; only GemmFault::kOutput faults; it must outlive
+  // this object's use of it). Empty string, or why ABFT cannot be set here.
+  virtual std::string SetAbft(bool on, GemmFaultInjector* injector) {
+    (void)injector;
+    return on ? std::string(device()) + " dense math has no ABFT of its own" : "";
+  }
   // Steps computed again because a checked GEMM failed its checksum (worker.abft), over this
   // object's life; 0 where nothing is checked.
   virtual int64_t abft_detections() const { return 0; }

@@ -326,6 +326,14 @@ absl::Status WorkerLifecycle::Train() {
     if (!math.ok()) return math.status();
     gpu_math = std::move(*math);
     spdlog::info("{}: dense math on {} CUDA GPU(s)", sender_, spec.cluster.gpus_per_worker);
+    if (spec.worker.abft != AbftSetting::kOff) {
+      // detect and auto alike: the GPU checks every GEMM over all its rows (docs/abft.md).
+      if (std::string e = gpu_math->SetAbft(true, nullptr); !e.empty()) {
+        return absl::FailedPreconditionError(absl::StrCat("worker.abft on CUDA: ", e));
+      }
+      spdlog::info("{}: abft {}: every MLP GEMM on the GPU checked by its global column checksums",
+                   sender_, ToString(spec.worker.abft));
+    }
   }
   std::vector<int64_t> sizes;
   for (const auto& t : (*model)->tensors()) sizes.push_back(t.size);

@@ -4,44 +4,40 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/abft.h"
 #include "kernels/cuda/step_plan.h"
 #include "kernels/cuda/train_kernels.h"
 
 namespace ecps::gpu {
 namespace {
 
-// y (n x out) = x (n x in) w^T, sums over i in order (cuBLAS's place on the GPU).
-void MatXWt(int n, int in, int out, const float* x, const float* w, float* y) {
-  for (int b = 0; b < n; ++b) {
-    for (int o = 0; o < out; ++o) {
+// C = op(A) op(B), each element's products summed over i in order (cuBLAS's place on the GPU).
+void Gemm(const GemmOperands& g) {
+  for (int r = 0; r < g.m; ++r) {
+    for (int j = 0; j < g.n; ++j) {
       float s = 0.0f;
-      for (int i = 0; i < in; ++i)
-        s += x[static_cast<int64_t>(b) * in + i] * w[static_cast<int64_t>(o) * in + i];
-      y[static_cast<int64_t>(b) * out + o] = s;
+      for (int i = 0; i < g.k; ++i) s += OpA(g, r, i) * OpB(g, i, j);
+      g.c[static_cast<int64_t>(r) * g.ldc + j] = s;
     }
   }
 }
 
-// dw (out x in) = dy^T x; dx (n x in) = dy w when dx is not null.
-void LinearGrads(int n, int in, int out, const float* x, const float* w, const float* dy, float* dw,
-                 float* dx) {
-  for (int o = 0; o < out; ++o) {
-    for (int i = 0; i < in; ++i) {
-      float s = 0.0f;
-      for (int b = 0; b < n; ++b)
-        s += dy[static_cast<int64_t>(b) * out + o] * x[static_cast<int64_t>(b) * in + i];
-      dw[static_cast<int64_t>(o) * in + i] = s;
-    }
-  }
-  if (dx == nullptr) return;
-  for (int b = 0; b < n; ++b) {
-    for (int i = 0; i < in; ++i) {
-      float s = 0.0f;
-      for (int o = 0; o < out; ++o)
-        s += dy[static_cast<int64_t>(b) * out + o] * w[static_cast<int64_t>(o) * in + i];
-      dx[static_cast<int64_t>(b) * in + i] = s;
-    }
-  }
+// The ABFT check of g (g.c computed), its misses added to *misses: the bodies in the order
+// the GPU launches them (cuda_abft.cu).
+void CheckGemm(const GemmOperands& g, int* misses) {
+  std::vector<double> a_sum(g.k), a_sq(g.k), c_sum(g.n), ref(g.n), b_norm2(g.n);
+  std::vector<int> missed(g.n);
+  double a_norm2 = 0.0;
+  ForEachIndex(g.k, [&](int64_t i) { AbftSumRowsOfAAt(i, g, a_sum.data(), a_sq.data()); });
+  ForEachIndex(1, [&](int64_t i) { AbftFrobeniusAt(i, g.k, a_sq.data(), &a_norm2); });
+  ForEachIndex(g.n, [&](int64_t j) {
+    AbftColumnSumsAt(j, g, a_sum.data(), c_sum.data(), ref.data(), b_norm2.data());
+  });
+  ForEachIndex(g.n, [&](int64_t j) {
+    AbftCompareColumnAt(j, kAbftLambda, g.m, g.k, c_sum.data(), ref.data(), &a_norm2,
+                        b_norm2.data(), missed.data());
+  });
+  ForEachIndex(1, [&](int64_t i) { AbftCountMissesAt(i, g.n, missed.data(), misses); });
 }
 
 class BodyDenseMath final : public DenseMath {
@@ -55,24 +51,41 @@ class BodyDenseMath final : public DenseMath {
     return CheckInput(plan_, in, max_batch_, true);
   }
 
+  std::string SetAbft(bool on, GemmFaultInjector* injector) override {
+    abft_ = on;
+    injector_ = on ? injector : nullptr;
+    return "";
+  }
+  int64_t abft_detections() const override { return abft_detections_; }
+
   std::string Train(const StepInput& in, StepOutput* out) override {
     if (std::string e = CheckInput(plan_, in, max_batch_, true); !e.empty()) return e;
     std::vector<float> params = FlatParams(in);
     int64_t rows = 0;
     for (int64_t c : in.row_count) rows += c;
     const int64_t grad_floats = plan_.params + rows * plan_.dim;
-    std::vector<float> total(grad_floats, 0.0f), slice(grad_floats);
+    std::vector<float> total(grad_floats), slice(grad_floats);
     std::vector<float> losses(in.batch);
-    for (int part = 0; part < slices_; ++part) {
-      const int b0 = SliceBegin(in.batch, slices_, part);
-      const int b1 = SliceBegin(in.batch, slices_, part + 1);
-      if (b1 == b0) continue;
-      if (std::string e = Slice(in, params, b0, b1, slice.data(), losses.data() + b0,
-                                out->probs == nullptr ? nullptr : out->probs + b0);
-          !e.empty()) {
-        return e;
+    // Every output of an attempt is overwritten by the next, so a recomputed step keeps
+    // nothing of the one that missed its checks.
+    for (int attempt = 0;; ++attempt) {
+      int misses = 0;
+      std::fill(total.begin(), total.end(), 0.0f);
+      for (int part = 0; part < slices_; ++part) {
+        const int b0 = SliceBegin(in.batch, slices_, part);
+        const int b1 = SliceBegin(in.batch, slices_, part + 1);
+        if (b1 == b0) continue;
+        if (std::string e =
+                Slice(in, params, b0, b1, slice.data(), losses.data() + b0,
+                      out->probs == nullptr ? nullptr : out->probs + b0, abft_ ? &misses : nullptr);
+            !e.empty()) {
+          return e;
+        }
+        for (int64_t i = 0; i < grad_floats; ++i) total[i] += slice[i];
       }
-      for (int64_t i = 0; i < grad_floats; ++i) total[i] += slice[i];
+      if (misses == 0) break;
+      ++abft_detections_;
+      if (attempt == kAbftRetries) return AbftGiveUp(misses);
     }
     double loss = 0.0;
     for (float l : losses) loss += l;
@@ -87,7 +100,7 @@ class BodyDenseMath final : public DenseMath {
     RowUse use;
     if (std::string e = MakeRowUse(in, plan_.num_sparse, 0, in.batch, &use); !e.empty()) return e;
     Activations a;
-    Forward(in, params, use, 0, in.batch, &a);
+    if (std::string e = Forward(in, params, use, 0, in.batch, nullptr, &a); !e.empty()) return e;
     ForEachIndex(in.batch, [&](int64_t b) { SigmoidAt(b, a.top.back().data(), probs); });
     return "";
   }
@@ -113,22 +126,58 @@ class BodyDenseMath final : public DenseMath {
     return rows;
   }
 
-  void Layer(const LayerShape& l, int n, const float* x, const std::vector<float>& params,
-             std::vector<float>* y) const {
+  // GEMM g of `site`; with `misses` (ABFT on, training) the injector's flip of its output,
+  // then its check, the misses added to *misses.
+  std::string RunGemm(const GemmOperands& g, const LayerShape& l, LayerProduct product,
+                      int* misses) const {
+    int64_t flip = -1;
+    int bit = 0;
+    if (misses != nullptr) {
+      if (std::string e = AskInjector(injector_, AbftSite(l, product), g, &flip, &bit);
+          !e.empty()) {
+        return e;
+      }
+    }
+    Gemm(g);
+    if (flip >= 0) ForEachIndex(1, [&](int64_t i) { FlipBitAt(i, g.c, flip, bit); });
+    if (misses != nullptr) CheckGemm(g, misses);
+    return "";
+  }
+
+  std::string Layer(const LayerShape& l, int n, const float* x, const std::vector<float>& params,
+                    int* misses, std::vector<float>* y) const {
     y->resize(static_cast<size_t>(n) * l.out);
-    MatXWt(n, l.in, l.out, x, params.data() + l.w, y->data());
+    const GemmOperands g = ForwardGemm(n, l.in, l.out, x, params.data() + l.w, y->data());
+    if (std::string e = RunGemm(g, l, LayerProduct::kForward, misses); !e.empty()) return e;
     ForEachIndex(static_cast<int64_t>(n) * l.out, [&](int64_t i) {
       BiasActivationAt(i, l.out, params.data() + l.b, l.relu, y->data());
     });
+    return "";
   }
 
-  void Forward(const StepInput& in, const std::vector<float>& params, const RowUse& use, int b0,
-               int b1, Activations* a) const {
+  // dw = dy^T x, db = the column sums of dy, dx = dy w when dx is not null.
+  std::string LinearBackward(const LayerShape& l, int n, const float* x, const float* params,
+                             const float* dy, float* grads, float* dx, int* misses) const {
+    if (std::string e = RunGemm(WeightGradGemm(n, l.in, l.out, dy, x, grads + l.w), l,
+                                LayerProduct::kWeightGrad, misses);
+        !e.empty()) {
+      return e;
+    }
+    ForEachIndex(l.out, [&](int64_t o) { BiasGradAt(o, n, l.out, dy, grads + l.b); });
+    if (dx == nullptr) return "";
+    return RunGemm(InputGradGemm(n, l.in, l.out, dy, params + l.w, dx), l, LayerProduct::kInputGrad,
+                   misses);
+  }
+
+  std::string Forward(const StepInput& in, const std::vector<float>& params, const RowUse& use,
+                      int b0, int b1, int* misses, Activations* a) const {
     const int n = b1 - b0;
     const float* x = in.dense_x + static_cast<int64_t>(b0) * plan_.num_dense;
     a->bottom.resize(plan_.bottom.size());
     for (size_t l = 0; l < plan_.bottom.size(); ++l) {
-      Layer(plan_.bottom[l], n, x, params, &a->bottom[l]);
+      if (std::string e = Layer(plan_.bottom[l], n, x, params, misses, &a->bottom[l]); !e.empty()) {
+        return e;
+      }
       x = a->bottom[l].data();
     }
     const std::vector<float> rows = FlatRows(in, plan_.dim);
@@ -147,20 +196,23 @@ class BodyDenseMath final : public DenseMath {
     x = a->top_in.data();
     a->top.resize(plan_.top.size());
     for (size_t l = 0; l < plan_.top.size(); ++l) {
-      Layer(plan_.top[l], n, x, params, &a->top[l]);
+      if (std::string e = Layer(plan_.top[l], n, x, params, misses, &a->top[l]); !e.empty()) {
+        return e;
+      }
       x = a->top[l].data();
     }
+    return "";
   }
 
   // The gradients of samples [b0, b1) (of the mean over the whole batch) into grads
-  // (parameters, then rows), and their losses.
+  // (parameters, then rows), and their losses; with `misses`, every GEMM checked.
   std::string Slice(const StepInput& in, const std::vector<float>& params, int b0, int b1,
-                    float* grads, float* losses, float* probs) const {
+                    float* grads, float* losses, float* probs, int* misses) const {
     RowUse use;
     if (std::string e = MakeRowUse(in, plan_.num_sparse, b0, b1, &use); !e.empty()) return e;
     const int n = b1 - b0;
     Activations a;
-    Forward(in, params, use, b0, b1, &a);
+    if (std::string e = Forward(in, params, use, b0, b1, misses, &a); !e.empty()) return e;
     std::vector<float> d_logits(n);
     const float inv = 1.0f / static_cast<float>(in.batch);
     ForEachIndex(n, [&](int64_t b) {
@@ -174,9 +226,11 @@ class BodyDenseMath final : public DenseMath {
       const bool output = l == static_cast<int>(plan_.top.size()) - 1;
       // The output layer's input gradient comes from the logits (the loss fused in), as on
       // the GPU.
-      LinearGrads(n, L.in, L.out, x, params.data() + L.w, dy.data(), grads + L.w,
-                  output ? nullptr : dx.data());
-      ForEachIndex(L.out, [&](int64_t o) { BiasGradAt(o, n, L.out, dy.data(), grads + L.b); });
+      if (std::string e = LinearBackward(L, n, x, params.data(), dy.data(), grads,
+                                         output ? nullptr : dx.data(), misses);
+          !e.empty()) {
+        return e;
+      }
       if (output) {
         ForEachIndex(static_cast<int64_t>(n) * L.in, [&](int64_t i) {
           OutputLayerInputGradAt(i, L.in, a.top.back().data(), in.labels + b0, inv,
@@ -210,9 +264,11 @@ class BodyDenseMath final : public DenseMath {
       const float* x =
           l > 0 ? a.bottom[l - 1].data() : in.dense_x + static_cast<int64_t>(b0) * plan_.num_dense;
       dx.resize(static_cast<size_t>(n) * L.in);
-      LinearGrads(n, L.in, L.out, x, params.data() + L.w, dy.data(), grads + L.w,
-                  l > 0 ? dx.data() : nullptr);
-      ForEachIndex(L.out, [&](int64_t o) { BiasGradAt(o, n, L.out, dy.data(), grads + L.b); });
+      if (std::string e = LinearBackward(L, n, x, params.data(), dy.data(), grads,
+                                         l > 0 ? dx.data() : nullptr, misses);
+          !e.empty()) {
+        return e;
+      }
       if (l > 0) {
         ForEachIndex(static_cast<int64_t>(n) * L.in,
                      [&](int64_t i) { ReluBackwardAt(i, x, dx.data()); });
@@ -225,6 +281,9 @@ class BodyDenseMath final : public DenseMath {
   const ModelPlan plan_;
   const int max_batch_;
   const int slices_;
+  bool abft_ = false;
+  GemmFaultInjector* injector_ = nullptr;
+  int64_t abft_detections_ = 0;
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // over every index, the same step plan, and plain loops where the GPU calls cuBLAS. It is
 // the reference the GPU tests compare the CUDA one against, and the proof, on a machine
 // without a GPU, that the bodies compute DLRM's step (its tests compare it with kernels/dlrm.h).
-// Slow: for tests only.
+// Its ABFT (SetAbft) runs the GPU's check bodies on the CPU, in the GPU's order, with the same
+// fault seam: the tests of the checks and of the recompute. Slow: for tests only.
 #ifndef ECPS_KERNELS_CUDA_BODY_DENSE_MATH_H_
 #define ECPS_KERNELS_CUDA_BODY_DENSE_MATH_H_
 

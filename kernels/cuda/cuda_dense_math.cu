@@ -15,31 +15,22 @@
 #include <string>
 #include <vector>
 
+#include "kernels/abft.h"
+#include "kernels/cuda/cuda_abft.cuh"
 #include "kernels/cuda/cuda_dense_math.h"
+#include "kernels/cuda/cuda_launch.cuh"
 #include "kernels/cuda/step_plan.h"
 #include "kernels/cuda/train_kernels.h"
 
 namespace ecps::gpu {
 namespace {
 
-#define ECPS_CUDA_TRY(expr)                                          \
-  do {                                                               \
-    const cudaError_t ecps_e = (expr);                               \
-    if (ecps_e != cudaSuccess) {                                     \
-      return std::string(#expr) + ": " + cudaGetErrorString(ecps_e); \
-    }                                                                \
-  } while (0)
 #define ECPS_CUBLAS_TRY(expr)                                                  \
   do {                                                                         \
     const cublasStatus_t ecps_s = (expr);                                      \
     if (ecps_s != CUBLAS_STATUS_SUCCESS) {                                     \
       return std::string(#expr) + ": cuBLAS status " + std::to_string(ecps_s); \
     }                                                                          \
-  } while (0)
-#define ECPS_TRY(expr)                      \
-  do {                                      \
-    std::string ecps_err = (expr);          \
-    if (!ecps_err.empty()) return ecps_err; \
   } while (0)
 #if ECPS_HAVE_NCCL
 #define ECPS_NCCL_TRY(expr)                                          \
@@ -51,75 +42,7 @@ namespace {
   } while (0)
 #endif
 
-constexpr int kThreads = 256;
 constexpr size_t kLtWorkspace = size_t{32} << 20;
-
-template <typename Body>
-__global__ void IndexKernel(int64_t n, Body body) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) body(i);
-}
-
-// One thread per index of [0, n): the GPU form of ForEachIndex.
-template <typename Body>
-std::string Launch(int64_t n, cudaStream_t stream, Body body) {
-  if (n <= 0) return "";
-  IndexKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(n,
-                                                                                             body);
-  ECPS_CUDA_TRY(cudaGetLastError());
-  return "";
-}
-
-// Memory that only grows (allocated once per size reached, never per step): device memory,
-// or pinned host memory (what the copies go through, so they are true DMA and asynchronous).
-enum class Where { kDevice, kPinned };
-
-template <typename T, Where kWhere>
-struct GrowingArray {
-  T* p = nullptr;
-  size_t n = 0;
-  GrowingArray() = default;
-  GrowingArray(const GrowingArray&) = delete;
-  GrowingArray& operator=(const GrowingArray&) = delete;
-  GrowingArray(GrowingArray&& o) noexcept : p(o.p), n(o.n) {
-    o.p = nullptr;
-    o.n = 0;
-  }
-  ~GrowingArray() { Free(); }
-  void Free() {
-    if (p == nullptr) return;
-    kWhere == Where::kDevice ? cudaFree(p) : cudaFreeHost(p);
-    p = nullptr;
-    n = 0;
-  }
-  std::string Reserve(size_t count) {
-    if (count <= n) return "";
-    Free();
-    void** at = reinterpret_cast<void**>(&p);
-    const size_t bytes = std::max<size_t>(count, 1) * sizeof(T);
-    if (kWhere == Where::kDevice) {
-      ECPS_CUDA_TRY(cudaMalloc(at, bytes));
-    } else {
-      ECPS_CUDA_TRY(cudaMallocHost(at, bytes));
-    }
-    n = count;
-    return "";
-  }
-};
-
-template <typename T>
-using DeviceArray = GrowingArray<T, Where::kDevice>;
-template <typename T>
-using PinnedArray = GrowingArray<T, Where::kPinned>;
-
-template <typename T>
-std::string CopyIn(DeviceArray<T>* dst, const T* src, size_t count, cudaStream_t stream) {
-  ECPS_TRY(dst->Reserve(count));
-  if (count > 0) {
-    ECPS_CUDA_TRY(cudaMemcpyAsync(dst->p, src, count * sizeof(T), cudaMemcpyHostToDevice, stream));
-  }
-  return "";
-}
 
 // A linear layer's forward through cuBLASLt with bias (+ ReLU) in the epilogue, its
 // descriptors and algorithm kept for the batch size last seen.
@@ -164,6 +87,7 @@ struct Replica {
   Slot slots[3];
   std::vector<DeviceArray<float>> bottom_act, top_act;
   DeviceArray<float> z, top_in, grad_a, grad_b, dz, d_logits, losses, probs, grads;
+  GpuGemmChecks checks;  // ABFT (SetAbft)
 #if ECPS_HAVE_NCCL
   ncclComm_t comm = nullptr;
 #endif
@@ -254,11 +178,50 @@ class CudaDenseMath final : public DenseMath {
     return "";
   }
 
+  std::string SetAbft(bool on, GemmFaultInjector* injector) override {
+    abft_ = on;
+    injector_ = on ? injector : nullptr;
+    if (!on) return "";
+    int k_max = 0, n_max = 0;
+    AbftScratchSizes(plan_, max_batch_, &k_max, &n_max);
+    for (Replica& r : replicas_) {
+      ECPS_CUDA_TRY(cudaSetDevice(r.device));
+      ECPS_TRY(r.checks.Reserve(k_max, n_max));
+    }
+    return out_misses_.Reserve(Gpus());
+  }
+  int64_t abft_detections() const override { return abft_detections_; }
+
   std::string Train(const StepInput& in, StepOutput* out) override {
     if (staged_.empty()) return "no step is staged";
     const int s = staged_.front();
     staged_.pop_front();
     if (in.batch != batch_[s]) return "Train's batch is not the one staged";
+    // The step's inputs stay in slot s until the next Stage into it, so a step that missed
+    // its checks is computed again from them; every output of an attempt is overwritten by
+    // the next.
+    for (int attempt = 0;; ++attempt) {
+      int misses = 0;
+      ECPS_TRY(RunStep(s, in, out, &misses));
+      if (misses == 0) break;
+      ++abft_detections_;
+      if (attempt == kAbftRetries) return AbftGiveUp(misses);
+    }
+    double loss = 0.0;
+    for (int b = 0; b < in.batch; ++b) loss += out_losses_.p[b];
+    out->loss = loss / in.batch;
+    if (out->probs != nullptr) std::memcpy(out->probs, out_probs_.p, sizeof(float) * in.batch);
+    ScatterGrads(plan_, in, out_grads_.p, out);
+    return "";
+  }
+
+  // This function and those below are public only because CUDA's extended lambdas must not
+  // sit in private member functions; the class is local to this file.
+  //
+  // One attempt at the step of slot s: every GPU's slice, the all-reduce, the results copied
+  // to the pinned out_* buffers, and with ABFT the columns that missed their checks, summed
+  // over the GPUs, in *misses (copied back with the results: one synchronisation a step).
+  std::string RunStep(int s, const StepInput& in, const StepOutput* out, int* misses) {
     int64_t rows = replicas_[0].slots[s].rows;
     const int64_t grad_floats = plan_.params + rows * plan_.dim;
     const float inv = 1.0f / static_cast<float>(in.batch);
@@ -266,6 +229,7 @@ class CudaDenseMath final : public DenseMath {
       ECPS_CUDA_TRY(cudaSetDevice(r.device));
       ECPS_TRY(r.grads.Reserve(grad_floats));
       ECPS_CUDA_TRY(cudaStreamWaitEvent(r.compute, r.slots[s].copied, 0));
+      if (abft_) ECPS_TRY(r.checks.StartStep(r.compute));
       ECPS_TRY(Backward(&r, r.slots[s], inv, out->probs != nullptr));
     }
 #if ECPS_HAVE_NCCL
@@ -305,15 +269,17 @@ class CudaDenseMath final : public DenseMath {
                                       cudaMemcpyDeviceToHost, r.compute));
       }
     }
+    for (int g = 0; g < Gpus() && abft_; ++g) {
+      Replica& r = replicas_[g];
+      ECPS_CUDA_TRY(cudaSetDevice(r.device));
+      ECPS_TRY(r.checks.CopyCountAsync(out_misses_.p + g, r.compute));
+    }
     for (Replica& r : replicas_) {
       ECPS_CUDA_TRY(cudaSetDevice(r.device));
       ECPS_CUDA_TRY(cudaStreamSynchronize(r.compute));
     }
-    double loss = 0.0;
-    for (int b = 0; b < in.batch; ++b) loss += out_losses_.p[b];
-    out->loss = loss / in.batch;
-    if (out->probs != nullptr) std::memcpy(out->probs, out_probs_.p, sizeof(float) * in.batch);
-    ScatterGrads(plan_, in, out_grads_.p, out);
+    *misses = 0;
+    for (int g = 0; g < Gpus() && abft_; ++g) *misses += out_misses_.p[g];
     return "";
   }
 
@@ -327,7 +293,7 @@ class CudaDenseMath final : public DenseMath {
     ECPS_CUDA_TRY(cudaStreamWaitEvent(r.compute, slot.copied, 0));
     ECPS_TRY(r.grad_a.Reserve(static_cast<size_t>(in.batch) * plan_.max_width));
     ECPS_TRY(EnsureActivations(&r, in.batch));
-    ECPS_TRY(Forward(&r, slot));
+    ECPS_TRY(Forward(&r, slot, /*check=*/false));
     const float* logits = r.top_act.back().p;
     float* d_probs = r.probs.p;
     ECPS_TRY(
@@ -340,8 +306,6 @@ class CudaDenseMath final : public DenseMath {
     return "";
   }
 
-  // Public only because CUDA's extended lambdas must not sit in private member functions;
-  // the class is local to this file.
   int Gpus() const { return static_cast<int>(replicas_.size()); }
 
   // Predict may take the whole batch on the first GPU: activations for it.
@@ -422,10 +386,26 @@ class CudaDenseMath final : public DenseMath {
     return "";
   }
 
+  // The row-major product g through cuBLAS (column-major: C^T = op(B)^T op(A)^T). With
+  // `check` (ABFT), the injector is asked before, and its flip and the check are launched
+  // after, on the compute stream.
+  std::string RunGemm(Replica* r, const GemmOperands& g, int site, bool check) {
+    int64_t flip = -1;
+    int bit = 0;
+    if (check) ECPS_TRY(AskInjector(injector_, site, g, &flip, &bit));
+    const float one = 1.0f, zero = 0.0f;
+    ECPS_CUBLAS_TRY(cublasSgemm(r->blas, g.tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, g.n, g.m, g.k, &one, g.b, g.ldb,
+                                g.a, g.lda, &zero, g.c, g.ldc));
+    if (check) ECPS_TRY(r->checks.Check(g, flip, bit, r->compute));
+    return "";
+  }
+
   // y (n x out) = x w^T + bias (ReLU): cuBLASLt with the epilogue fused where an algorithm
-  // offers it, else sgemm and the body.
+  // offers it, else sgemm and the body. With `check` never fused: the check reads the GEMM's
+  // own output, before the bias and ReLU.
   std::string LinearForward(Replica* r, LtLayer* lt, const LayerShape& L, int n, const float* x,
-                            const float* params, float* y) {
+                            const float* params, bool check, float* y) {
     const float* w = params + L.w;
     const float* bias = params + L.b;
     const float one = 1.0f, zero = 0.0f;
@@ -466,7 +446,7 @@ class CudaDenseMath final : public DenseMath {
         lt->fused = true;
       }
     }
-    if (lt->fused) {
+    if (lt->fused && !check) {
       ECPS_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                      &bias, sizeof(bias)));
       ECPS_CUBLAS_TRY(cublasLtMatmul(r->lt, lt->op, &one, w, lt->a, x, lt->b, &zero, y, lt->c, y,
@@ -474,38 +454,39 @@ class CudaDenseMath final : public DenseMath {
                                      r->compute));
       return "";
     }
-    ECPS_CUBLAS_TRY(cublasSgemm(r->blas, CUBLAS_OP_T, CUBLAS_OP_N, L.out, n, L.in, &one, w, L.in, x,
-                                L.in, &zero, y, L.out));
+    ECPS_TRY(RunGemm(r, ForwardGemm(n, L.in, L.out, x, w, y), AbftSite(L, LayerProduct::kForward),
+                     check));
     const int out = L.out;
     const bool relu = L.relu;
     return Launch(static_cast<int64_t>(n) * L.out, r->compute,
                   [=] __device__(int64_t i) { BiasActivationAt(i, out, bias, relu, y); });
   }
 
-  // dw = dy^T x, db = column sums of dy, dx = dy w (when dx is not null).
+  // dw = dy^T x, db = column sums of dy, dx = dy w (when dx is not null); the GEMMs checked
+  // when ABFT is on.
   std::string LinearBackward(Replica* r, const LayerShape& L, int n, const float* x,
                              const float* params, const float* dy, float* grads, float* dx) {
-    const float one = 1.0f, zero = 0.0f;
-    ECPS_CUBLAS_TRY(cublasSgemm(r->blas, CUBLAS_OP_N, CUBLAS_OP_T, L.in, L.out, n, &one, x, L.in,
-                                dy, L.out, &zero, grads + L.w, L.in));
+    ECPS_TRY(RunGemm(r, WeightGradGemm(n, L.in, L.out, dy, x, grads + L.w),
+                     AbftSite(L, LayerProduct::kWeightGrad), abft_));
     float* db = grads + L.b;
     const int out = L.out;
     ECPS_TRY(
         Launch(L.out, r->compute, [=] __device__(int64_t o) { BiasGradAt(o, n, out, dy, db); }));
     if (dx != nullptr) {
-      ECPS_CUBLAS_TRY(cublasSgemm(r->blas, CUBLAS_OP_N, CUBLAS_OP_N, L.in, n, L.out, &one,
-                                  params + L.w, L.in, dy, L.out, &zero, dx, L.in));
+      ECPS_TRY(RunGemm(r, InputGradGemm(n, L.in, L.out, dy, params + L.w, dx),
+                       AbftSite(L, LayerProduct::kInputGrad), abft_));
     }
     return "";
   }
 
-  std::string Forward(Replica* r, const Slot& slot) {
+  // The forward of the slot's samples; its GEMMs checked when `check` (training with ABFT).
+  std::string Forward(Replica* r, const Slot& slot, bool check) {
     const int n = slot.b1 - slot.b0;
     const float* params = slot.params.p;
     const float* x = slot.dense_x.p;
     for (size_t l = 0; l < plan_.bottom.size(); ++l) {
-      ECPS_TRY(
-          LinearForward(r, &r->lt_bottom[l], plan_.bottom[l], n, x, params, r->bottom_act[l].p));
+      ECPS_TRY(LinearForward(r, &r->lt_bottom[l], plan_.bottom[l], n, x, params, check,
+                             r->bottom_act[l].p));
       x = r->bottom_act[l].p;
     }
     const int T = plan_.num_sparse, dim = plan_.dim, vectors = plan_.vectors, top_in = plan_.top_in;
@@ -522,7 +503,7 @@ class CudaDenseMath final : public DenseMath {
     }));
     x = r->top_in.p;
     for (size_t l = 0; l < plan_.top.size(); ++l) {
-      ECPS_TRY(LinearForward(r, &r->lt_top[l], plan_.top[l], n, x, params, r->top_act[l].p));
+      ECPS_TRY(LinearForward(r, &r->lt_top[l], plan_.top[l], n, x, params, check, r->top_act[l].p));
       x = r->top_act[l].p;
     }
     return "";
@@ -536,7 +517,7 @@ class CudaDenseMath final : public DenseMath {
       ECPS_CUDA_TRY(cudaMemsetAsync(r->grads.p, 0, grad_floats * sizeof(float), r->compute));
       return "";
     }
-    ECPS_TRY(Forward(r, slot));
+    ECPS_TRY(Forward(r, slot, abft_));
     const float* logits = r->top_act.back().p;
     const float* labels = slot.labels.p;
     float* losses = r->losses.p;
@@ -624,6 +605,10 @@ class CudaDenseMath final : public DenseMath {
   int next_slot_ = 0;
   std::deque<int> staged_;
   PinnedArray<float> out_grads_, out_losses_, out_probs_;
+  bool abft_ = false;
+  GemmFaultInjector* injector_ = nullptr;
+  int64_t abft_detections_ = 0;
+  PinnedArray<int> out_misses_;  // per GPU, the columns that missed (ABFT)
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/abft.h"
 #include "kernels/cuda/test_batch.h"
 #include "kernels/cuda/train_kernels.h"
 
@@ -160,6 +161,81 @@ TEST_F(OnGpu, DenseUpdatesMatchTheBodiesOnTheCpu) {
     cudaFree(d_w);
     cudaFree(d_state);
   }
+}
+
+// --- ABFT (DenseMath::SetAbft) on the GPU. These never ran where they were written (no GPU
+// there): the checks' bodies and the recompute are tested on the CPU (body_abft_test.cc).
+
+// Flips `bit` of output element 3 of GEMM `site`, the first `times` times it runs (the
+// injector sees device pointers, so the element is chosen by index).
+class FlipTimes : public GemmFaultInjector {
+ public:
+  FlipTimes(int site, int bit, int times) : site_(site), bit_(bit), left_(times) {}
+  bool Inject(int site, const GemmCall&, GemmFault* fault) override {
+    if (site != site_ || left_ == 0) return false;
+    --left_;
+    *fault = {GemmFault::kOutput, 3, bit_};
+    return true;
+  }
+  bool used() const { return left_ == 0; }
+
+ private:
+  int site_, bit_, left_;
+};
+
+// Clean steps raise nothing, and agree with the bodies' (the forward's epilogue is not fused
+// under ABFT: within the stated tolerance, as unchecked).
+TEST_F(OnGpu, AbftCleanStepsRaiseNothing) {
+  for (const DlrmConfig& m : {SmallModel(), WideModel()}) {
+    const TestStep s = MakeTestStep(m, 300, 40, 7);
+    auto gpu = Cuda(m, 512);
+    ASSERT_NE(gpu, nullptr);
+    ASSERT_EQ(gpu->SetAbft(true, nullptr), "");
+    TestOutput g(s), c(s);
+    for (int step = 0; step < 3; ++step) ASSERT_EQ(gpu->TrainStep(s.Input(), &g.out), "");
+    ASSERT_EQ(Bodies(m, 512)->TrainStep(s.Input(), &c.out), "");
+    ExpectSameStep(g, c);
+    EXPECT_EQ(gpu->abft_detections(), 0);
+  }
+}
+
+// A flipped exponent bit in every product of every layer is detected, counted, and the step
+// computed again equals the clean checked one bit for bit (cuBLAS and the bodies give the
+// same bits again for the same shapes on the same stream).
+TEST_F(OnGpu, AbftAFlipInEveryProductIsDetectedAndRecomputed) {
+  const DlrmConfig m = WideModel();
+  const TestStep s = MakeTestStep(m, 256, 30, 12);
+  auto gpu = Cuda(m, 256);
+  ASSERT_NE(gpu, nullptr);
+  ASSERT_EQ(gpu->SetAbft(true, nullptr), "");
+  TestOutput clean(s);
+  ASSERT_EQ(gpu->TrainStep(s.Input(), &clean.out), "");
+  const int layers = static_cast<int>(m.bottom_mlp.size() + m.top_mlp.size()) + 1;
+  int64_t detections = 0;
+  for (int site = 0; site < 3 * layers; ++site) {
+    if (site == 2 || site == 3 * layers - 1) continue;  // no GEMM (body_abft_test.cc)
+    FlipTimes flip(site, 30, 1);
+    ASSERT_EQ(gpu->SetAbft(true, &flip), "");
+    TestOutput again(s);
+    ASSERT_EQ(gpu->TrainStep(s.Input(), &again.out), "") << site;
+    EXPECT_TRUE(flip.used()) << site;
+    EXPECT_EQ(gpu->abft_detections(), ++detections) << site;
+    EXPECT_EQ(again.dense, clean.dense) << site;
+    EXPECT_EQ(again.rows, clean.rows) << site;
+    EXPECT_EQ(again.probs, clean.probs) << site;
+  }
+}
+
+TEST_F(OnGpu, AbftAStepThatNeverPassesIsAnError) {
+  const TestStep s = MakeTestStep(WideModel(), 64, 20, 3);
+  auto gpu = Cuda(s.model, 64);
+  ASSERT_NE(gpu, nullptr);
+  FlipTimes flip(10, 30, 1 + kAbftRetries);
+  ASSERT_EQ(gpu->SetAbft(true, &flip), "");
+  TestOutput o(s);
+  const std::string e = gpu->TrainStep(s.Input(), &o.out);
+  EXPECT_NE(e.find("ABFT: the dense step failed its GEMM checksums"), std::string::npos) << e;
+  EXPECT_EQ(gpu->abft_detections(), 1 + kAbftRetries);
 }
 
 TEST_F(OnGpu, AllReduceIsTimed) {

@@ -14,7 +14,8 @@
 
 namespace ecps::gpu {
 
-inline constexpr int kPluginAbi = 1;
+// 2: DenseMath::SetAbft (a new virtual: the vtable of the plugin's DenseMath changed).
+inline constexpr int kPluginAbi = 2;
 
 struct PluginApi {
   int abi = kPluginAbi;

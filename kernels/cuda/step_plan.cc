@@ -144,4 +144,53 @@ std::string CheckInput(const ModelPlan& plan, const StepInput& in, int max_batch
   return "";
 }
 
+std::string AskInjector(GemmFaultInjector* injector, int site, const GemmOperands& g,
+                        int64_t* flip_element, int* flip_bit) {
+  *flip_element = -1;
+  *flip_bit = 0;
+  if (injector == nullptr) return "";
+  GemmCall call;
+  call.ta = g.ta;
+  call.tb = g.tb;
+  call.m = g.m;
+  call.n = g.n;
+  call.k = g.k;
+  call.a = g.a;
+  call.lda = g.lda;
+  call.b = g.b;
+  call.ldb = g.ldb;
+  call.c = g.c;
+  call.ldc = g.ldc;
+  GemmFault fault;
+  if (!injector->Inject(site, call, &fault)) return "";
+  if (fault.where != GemmFault::kOutput) {
+    return "ABFT fault injection: the GPU path flips GEMM outputs only (site " +
+           std::to_string(site) + ")";
+  }
+  if (fault.element < 0 || fault.element >= static_cast<int64_t>(g.m) * g.ldc) {
+    return "ABFT fault injection: element " + std::to_string(fault.element) +
+           " is outside the output of GEMM site " + std::to_string(site);
+  }
+  *flip_element = fault.element;
+  *flip_bit = fault.bit;
+  return "";
+}
+
+void AbftScratchSizes(const ModelPlan& plan, int batch, int* k_max, int* n_max) {
+  *k_max = std::max(batch, 1);
+  *n_max = 1;
+  for (const auto* layers : {&plan.bottom, &plan.top}) {
+    for (const LayerShape& l : *layers) {
+      *k_max = std::max({*k_max, l.in, l.out});
+      *n_max = std::max({*n_max, l.in, l.out});
+    }
+  }
+}
+
+std::string AbftGiveUp(int misses) {
+  return "ABFT: the dense step failed its GEMM checksums " + std::to_string(kAbftRetries + 1) +
+         " times in a row (" + std::to_string(misses) +
+         " columns the last time): this machine computes wrongly";
+}
+
 }  // namespace ecps::gpu

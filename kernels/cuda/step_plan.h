@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/abft.h"
+#include "kernels/cuda/train_kernels.h"
 #include "kernels/dense_math.h"
 
 namespace ecps::gpu {
@@ -60,6 +62,28 @@ void ScatterGrads(const ModelPlan& plan, const StepInput& in, const float* flat,
 
 // Checks a StepInput against the plan: sizes, pointers, batch within max_batch.
 std::string CheckInput(const ModelPlan& plan, const StepInput& in, int max_batch, bool need_labels);
+
+// --- ABFT (DenseMath::SetAbft) -----------------------------------------------------------
+
+// A linear layer's three GEMMs. Their fault-injection sites number as the CPU model's
+// (Dlrm::SetAbft): 3 per layer, bottom layers first, then top, the output layer last.
+enum class LayerProduct { kForward = 0, kWeightGrad = 1, kInputGrad = 2 };
+inline int AbftSite(const LayerShape& layer, LayerProduct product) {
+  return 3 * (layer.tensor / 2) + static_cast<int>(product);
+}
+
+// Asks `injector` (may be null) about GEMM `site` before it runs: empty string and
+// *flip_element the element of C to flip afterwards (-1: none) and *flip_bit, or an error for a
+// fault the bodies' trainers cannot inject (only GemmFault::kOutput).
+std::string AskInjector(GemmFaultInjector* injector, int site, const GemmOperands& g,
+                        int64_t* flip_element, int* flip_bit);
+
+// The largest inner dimension (k) and width (n) of any GEMM of a step of `batch` samples: what
+// the checks' scratch must hold.
+void AbftScratchSizes(const ModelPlan& plan, int batch, int* k_max, int* n_max);
+
+// Train's error for a step that missed its checks 1 + kAbftRetries times in a row.
+std::string AbftGiveUp(int misses);
 
 }  // namespace ecps::gpu
 

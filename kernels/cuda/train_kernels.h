@@ -18,6 +18,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+
+#include "kernels/abft_bound.h"
 
 #if defined(__CUDACC__)
 #define ECPS_HD __host__ __device__ inline
@@ -182,6 +185,112 @@ ECPS_HD void RowGradAt(int64_t i, int vectors, int dim, const int64_t* occ_offse
     s += dz[(static_cast<int64_t>(occ_samples[o]) * vectors + v) * dim + k];
   }
   row_grads[i] = s;
+}
+
+// --- ABFT: the checksums of the MLP's GEMMs (docs/abft.md) ---------------------------------
+
+// One GEMM to check: C (m x n) = op(A) (m x k) op(B) (k x n), row-major with leading
+// dimensions, op transposing when ta / tb (kernels/abft.h's GemmCall; device pointers on the
+// GPU). The linear layers' three products are the constructors below.
+struct GemmOperands {
+  bool ta = false, tb = false;
+  int m = 0, n = 0, k = 0;
+  const float* a = nullptr;
+  int lda = 0;
+  const float* b = nullptr;
+  int ldb = 0;
+  float* c = nullptr;
+  int ldc = 0;
+};
+
+// y (batch x out) = x (batch x in) w^T, w out x in: the forward, before the bias and ReLU.
+inline GemmOperands ForwardGemm(int batch, int in, int out, const float* x, const float* w,
+                                float* y) {
+  return {false, true, batch, out, in, x, in, w, in, y, out};
+}
+// dw (out x in) = dy^T (out x batch) x (batch x in): the weight gradient.
+inline GemmOperands WeightGradGemm(int batch, int in, int out, const float* dy, const float* x,
+                                   float* dw) {
+  return {true, false, out, in, batch, dy, out, x, in, dw, in};
+}
+// dx (batch x in) = dy (batch x out) w (out x in): the input gradient.
+inline GemmOperands InputGradGemm(int batch, int in, int out, const float* dy, const float* w,
+                                  float* dx) {
+  return {false, false, batch, in, out, dy, out, w, in, dx, in};
+}
+
+ECPS_HD float OpA(const GemmOperands& g, int r, int i) {
+  return g.ta ? g.a[static_cast<int64_t>(i) * g.lda + r] : g.a[static_cast<int64_t>(r) * g.lda + i];
+}
+ECPS_HD float OpB(const GemmOperands& g, int i, int j) {
+  return g.tb ? g.b[static_cast<int64_t>(j) * g.ldb + i] : g.b[static_cast<int64_t>(i) * g.ldb + j];
+}
+
+// The check runs these in order, each over its index range, all sums in double and in index
+// order (so the GPU's and the CPU's runs give the same bits):
+//   AbftSumRowsOfAAt   i < k   a_sum[i] = sum_r op(A)[r][i], a_sq[i] = sum_r op(A)[r][i]^2
+//   AbftFrobeniusAt    one     *a_norm2 = ||A||_F^2 = sum_i a_sq[i]
+//   AbftColumnSumsAt   j < n   c_sum[j] = sum_r C[r][j], ref[j] = sum_i a_sum[i] op(B)[i][j],
+//                              b_norm2[j] = ||op(B)[:, j]||^2
+//   AbftCompareColumnAt j < n  missed[j] = 1 when |c_sum[j] - ref[j]| exceeds the bound
+//   AbftCountMissesAt  one     *misses += sum_j missed[j] (a step's count, across its GEMMs)
+// One thread per column or per row of A: simple rather than fast (a GEMM's check reads A, B
+// and C once more each).
+ECPS_HD void AbftSumRowsOfAAt(int64_t i, const GemmOperands& g, double* a_sum, double* a_sq) {
+  double s = 0.0, q = 0.0;
+  for (int r = 0; r < g.m; ++r) {
+    const double v = OpA(g, r, static_cast<int>(i));
+    s += v;
+    q += v * v;
+  }
+  a_sum[i] = s;
+  a_sq[i] = q;
+}
+
+ECPS_HD void AbftFrobeniusAt(int64_t, int k, const double* a_sq, double* a_norm2) {
+  double s = 0.0;
+  for (int i = 0; i < k; ++i) s += a_sq[i];
+  *a_norm2 = s;
+}
+
+ECPS_HD void AbftColumnSumsAt(int64_t j, const GemmOperands& g, const double* a_sum, double* c_sum,
+                              double* ref, double* b_norm2) {
+  const int col = static_cast<int>(j);
+  double c = 0.0;
+  for (int r = 0; r < g.m; ++r) c += g.c[static_cast<int64_t>(r) * g.ldc + col];
+  double s = 0.0, q = 0.0;
+  for (int i = 0; i < g.k; ++i) {
+    const double v = OpB(g, i, col);
+    s += a_sum[i] * v;
+    q += v * v;
+  }
+  c_sum[j] = c;
+  ref[j] = s;
+  b_norm2[j] = q;
+}
+
+// The bound is ColumnBound's (kernels/abft_bound.h) for p = m rows: `lambda` is kAbftLambda.
+// A NaN or an infinity misses.
+ECPS_HD void AbftCompareColumnAt(int64_t j, double lambda, int m, int k, const double* c_sum,
+                                 const double* ref, const double* a_norm2, const double* b_norm2,
+                                 int* missed) {
+  const double diff = fabs(c_sum[j] - ref[j]);
+  const double bound = ecps::AbftColumnBound(lambda, m, k, sqrt(*a_norm2), sqrt(b_norm2[j]));
+  missed[j] = diff <= bound ? 0 : 1;
+}
+
+ECPS_HD void AbftCountMissesAt(int64_t, int n, const int* missed, int* misses) {
+  int s = 0;
+  for (int j = 0; j < n; ++j) s += missed[j];
+  *misses += s;
+}
+
+// Flips `bit` of c[element]: the tests' fault seam (kernels/abft.h's GemmFault::kOutput).
+ECPS_HD void FlipBitAt(int64_t, float* c, int64_t element, int bit) {
+  uint32_t u;
+  memcpy(&u, c + element, sizeof(u));
+  u ^= uint32_t{1} << (bit & 31);
+  memcpy(c + element, &u, sizeof(u));
 }
 
 // --- Dense optimizers (kernels/optimizers.h's rules, element by element) ------------------

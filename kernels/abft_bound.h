@@ -1,0 +1,32 @@
+// The ABFT check's tolerance for one column (docs/abft.md derives it), written once for every
+// path: the CPU's ColumnBound (kernels/abft.cc) and the GPU's check bodies
+// (kernels/cuda/train_kernels.h, which the CPU also runs) both call it. Plain C++17 with no
+// project include, so that device code can call it: __host__ __device__ under nvcc.
+#ifndef ECPS_KERNELS_ABFT_BOUND_H_
+#define ECPS_KERNELS_ABFT_BOUND_H_
+
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define ECPS_ABFT_BOUND_HD __host__ __device__ inline
+#else
+#define ECPS_ABFT_BOUND_HD inline
+#endif
+
+namespace ecps {
+
+// bound = (lambda u sqrt(2k) (1 + 2ku) + (2p + k + 2) u_d sqrt(p)) ||A_P||_F ||B_:j||_2 + eta
+// for a panel of p rows of C = op(A) op(B) with inner dimension k: u = 2^-24 (float),
+// u_d = 2^-53, eta = 4 (k + 1) p 2^-126 for denormals flushed to zero. `lambda` is
+// kAbftLambda (kernels/abft.h) on every path.
+ECPS_ABFT_BOUND_HD double AbftColumnBound(double lambda, int p, int k, double a_frobenius,
+                                          double b_column_norm) {
+  const double kU = 0x1p-24, kUd = 0x1p-53, kFlush = 0x1p-126;
+  const double float_part = lambda * kU * sqrt(2.0 * k) * (1.0 + 2.0 * k * kU);
+  const double double_part = (2.0 * p + k + 2.0) * kUd * sqrt(static_cast<double>(p));
+  return (float_part + double_part) * a_frobenius * b_column_norm + 4.0 * (k + 1.0) * p * kFlush;
+}
+
+}  // namespace ecps
+
+#endif  // ECPS_KERNELS_ABFT_BOUND_H_
