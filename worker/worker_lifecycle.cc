@@ -328,7 +328,7 @@ absl::Status WorkerLifecycle::Train() {
     spdlog::info("{}: dense math on {} CUDA GPU(s)", sender_, spec.cluster.gpus_per_worker);
     if (spec.worker.abft != AbftSetting::kOff) {
       // detect and auto alike: the GPU checks every GEMM over all its rows (docs/abft.md).
-      if (std::string e = gpu_math->SetAbft(true, nullptr); !e.empty()) {
+      if (std::string e = gpu_math->SetAbft(true, faults->get()); !e.empty()) {
         return absl::FailedPreconditionError(absl::StrCat("worker.abft on CUDA: ", e));
       }
       spdlog::info("{}: abft {}: every MLP GEMM on the GPU checked by its global column checksums",
