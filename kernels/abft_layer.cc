@@ -138,6 +138,23 @@ ECPS_CLONES void SumsOfW(int out, int in, const float* __restrict w,
   }
 }
 
+// Points block[0..n) at rows r, r + 1, ... of m (cols wide), n = min(kBlock, rows - r);
+// returns n.
+ECPS_ALWAYS_INLINE int RowBlock(const float* m, int cols, int r, int rows, const float** block) {
+  const int n = std::min(kBlock, rows - r);
+  for (int i = 0; i < n; ++i) block[i] = m + static_cast<int64_t>(r + i) * cols;
+  return n;
+}
+
+// col += the sum of the n rows of block: kBlock at once, a short block row by row.
+ECPS_ALWAYS_INLINE void AddBlock(const float* const* block, int n, int cols, double* col) {
+  if (n == kBlock) {
+    AddRows<kBlock>(block, cols, col);
+  } else {
+    for (int i = 0; i < n; ++i) AddRows<1>(block + i, cols, col);
+  }
+}
+
 // The bias and ReLU epilogue of dense_ops.cc (the same float operations on each element),
 // with the column sums of the GEMM's output taken from the rows it is about to read. With
 // next_col, the sums of what it wrote too (the next layer's input): next_col its column sums,
@@ -150,14 +167,9 @@ ECPS_CLONES double EpilogueWithSums(int batch, int out, const float* __restrict 
   V8d q[kBlock] = {};
   double q_tail = 0;
   for (int b = 0; b < batch; b += kBlock) {
-    const int n = std::min(kBlock, batch - b);
     const float* block[kBlock];
-    for (int i = 0; i < n; ++i) block[i] = y + static_cast<int64_t>(b + i) * out;
-    if (n == kBlock) {
-      AddRows<kBlock>(block, out, col);
-    } else {
-      for (int i = 0; i < n; ++i) AddRows<1>(block + i, out, col);
-    }
+    const int n = RowBlock(y, out, b, batch, block);
+    AddBlock(block, n, out, col);
     for (int i = 0; i < n; ++i) {
       float* row = y + static_cast<int64_t>(b + i) * out;
       if (relu) {
@@ -213,9 +225,8 @@ ECPS_CLONES void SumsOfDy(int batch, int out, const float* __restrict dy,
   std::fill(norm2, norm2 + out, 0.0);
   std::fill(ref, ref + out, 0.0);
   for (int b = 0; b < batch; b += kBlock) {
-    const int n = std::min(kBlock, batch - b);
     const float* block[kBlock];
-    for (int i = 0; i < n; ++i) block[i] = dy + static_cast<int64_t>(b + i) * out;
+    const int n = RowBlock(dy, out, b, batch, block);
     if (n == kBlock) {
       // The same adds in the same order as row by row; one pass over db.
       const float* __restrict r0 = block[0];
@@ -265,14 +276,9 @@ ECPS_CLONES void ColumnSums(int rows, int cols, float* __restrict c,
                             const float* __restrict mask, double* __restrict col) {
   std::fill(col, col + cols, 0.0);
   for (int r = 0; r < rows; r += kBlock) {
-    const int n = std::min(kBlock, rows - r);
     const float* block[kBlock];
-    for (int i = 0; i < n; ++i) block[i] = c + static_cast<int64_t>(r + i) * cols;
-    if (n == kBlock) {
-      AddRows<kBlock>(block, cols, col);
-    } else {
-      for (int i = 0; i < n; ++i) AddRows<1>(block + i, cols, col);
-    }
+    const int n = RowBlock(c, cols, r, rows, block);
+    AddBlock(block, n, cols, col);
     if (mask == nullptr) continue;
     const int64_t begin = static_cast<int64_t>(r) * cols, end = begin + int64_t{n} * cols;
     for (int64_t e = begin; e < end; ++e) c[e] = mask[e] > 0.0f ? c[e] : 0.0f;

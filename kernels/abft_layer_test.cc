@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/dense_ops.h"
+#include "kernels/abft_test_util.h"
 #include "kernels/hash_rng.h"
 
 namespace ecps {
@@ -114,23 +115,6 @@ TEST(AbftLayerTest, ABackwardWithoutItsForwardsSumsChecksEachGemm) {
   EXPECT_EQ(checked.dx, plain.dx);
   EXPECT_EQ(c.misses, 0);
 }
-
-class OneFlip : public GemmFaultInjector {
- public:
-  OneFlip(int site, GemmFault fault) : site_(site), fault_(fault) {}
-  bool Inject(int site, const GemmCall&, GemmFault* fault) override {
-    if (site != site_ || used_) return false;
-    used_ = true;
-    *fault = fault_;
-    return true;
-  }
-  bool used() const { return used_; }
-
- private:
-  int site_;
-  GemmFault fault_;
-  bool used_ = false;
-};
 
 // Two layers as the model chains them: the first's epilogue sums the second's input, and the
 // second's backward masks its dx by the first's ReLU on the way through its check. The same bits

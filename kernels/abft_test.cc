@@ -10,28 +10,11 @@
 
 #include "kernels/dense_ops.h"
 #include "kernels/dlrm.h"
+#include "kernels/abft_test_util.h"
 #include "kernels/hash_rng.h"
 
 namespace ecps {
 namespace {
-
-// Flips one chosen bit of one chosen element of one GEMM site, once.
-class OneFlip : public GemmFaultInjector {
- public:
-  OneFlip(int site, GemmFault fault) : site_(site), fault_(fault) {}
-  bool Inject(int site, const GemmCall&, GemmFault* fault) override {
-    if (site != site_ || used_) return false;
-    used_ = true;
-    *fault = fault_;
-    return true;
-  }
-  bool used() const { return used_; }
-
- private:
-  int site_;
-  GemmFault fault_;
-  bool used_ = false;
-};
 
 // Operands shaped as a DLRM layer's: activations after a ReLU (half zero), Xavier weights.
 struct Operands {

@@ -1,0 +1,29 @@
+// For the ABFT tests: an injector that flips one chosen bit of one chosen element of one GEMM
+// site, once.
+#ifndef ECPS_KERNELS_ABFT_TEST_UTIL_H_
+#define ECPS_KERNELS_ABFT_TEST_UTIL_H_
+
+#include "kernels/abft.h"
+
+namespace ecps {
+
+class OneFlip : public GemmFaultInjector {
+ public:
+  OneFlip(int site, GemmFault fault) : site_(site), fault_(fault) {}
+  bool Inject(int site, const GemmCall&, GemmFault* fault) override {
+    if (site != site_ || used_) return false;
+    used_ = true;
+    *fault = fault_;
+    return true;
+  }
+  bool used() const { return used_; }
+
+ private:
+  int site_;
+  GemmFault fault_;
+  bool used_ = false;
+};
+
+}  // namespace ecps
+
+#endif  // ECPS_KERNELS_ABFT_TEST_UTIL_H_
