@@ -155,8 +155,8 @@ ECPS_ALWAYS_INLINE void AddBlock(const float* const* block, int n, int cols, dou
   }
 }
 
-// The bias and ReLU epilogue of dense_ops.cc (the same float operations on each element),
-// with the column sums of the GEMM's output taken from the rows it is about to read. With
+// The bias and ReLU epilogue (dense_ops.h BiasActivation, a block of rows at a time), with
+// the column sums of the GEMM's output taken from the rows it is about to read. With
 // next_col, the sums of what it wrote too (the next layer's input): next_col its column sums,
 // next_rows its row sums; returns the sum of its squares (0 without).
 ECPS_CLONES double EpilogueWithSums(int batch, int out, const float* __restrict bias, bool relu,
@@ -170,17 +170,7 @@ ECPS_CLONES double EpilogueWithSums(int batch, int out, const float* __restrict 
     const float* block[kBlock];
     const int n = RowBlock(y, out, b, batch, block);
     AddBlock(block, n, out, col);
-    for (int i = 0; i < n; ++i) {
-      float* row = y + static_cast<int64_t>(b + i) * out;
-      if (relu) {
-        for (int o = 0; o < out; ++o) {
-          const float v = row[o] + bias[o];
-          row[o] = v > 0.0f ? v : 0.0f;
-        }
-      } else {
-        for (int o = 0; o < out; ++o) row[o] += bias[o];
-      }
-    }
+    BiasActivation(n, out, bias, relu, y + static_cast<int64_t>(b) * out);
     if (next_col == nullptr) continue;
     if (n == kBlock) {
       SumsOfXRows<kBlock>(block, out, next_col, next_rows + b, q, &q_tail);
@@ -270,8 +260,8 @@ ECPS_CLONES void SumsOfDwAndW(int out, int in, const float* __restrict dw,
   }
 }
 
-// col[j] = sum over the rows of c (rows x cols); then, with a mask, c[i] = 0 where mask[i] <= 0
-// (dense_ops.cc's ReLU backward, the same selection), each block of rows right after it is summed.
+// col[j] = sum over the rows of c (rows x cols); then, with a mask, ReluBackwardInPlace on each
+// block of rows right after it is summed.
 ECPS_CLONES void ColumnSums(int rows, int cols, float* __restrict c,
                             const float* __restrict mask, double* __restrict col) {
   std::fill(col, col + cols, 0.0);
@@ -280,8 +270,8 @@ ECPS_CLONES void ColumnSums(int rows, int cols, float* __restrict c,
     const int n = RowBlock(c, cols, r, rows, block);
     AddBlock(block, n, cols, col);
     if (mask == nullptr) continue;
-    const int64_t begin = static_cast<int64_t>(r) * cols, end = begin + int64_t{n} * cols;
-    for (int64_t e = begin; e < end; ++e) c[e] = mask[e] > 0.0f ? c[e] : 0.0f;
+    const int64_t begin = static_cast<int64_t>(r) * cols;
+    ReluBackwardInPlace(int64_t{n} * cols, mask + begin, c + begin);
   }
 }
 

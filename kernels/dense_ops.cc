@@ -224,6 +224,10 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
 
 void ReluBackwardInPlace(int64_t n, const float* y, float* dy) { ReluBackwardImpl(n, y, dy); }
 
+void BiasActivation(int batch, int out, const float* bias, bool relu, float* y) {
+  BiasActivationImpl(batch, out, bias, relu, y);
+}
+
 void ScatterAddRows(int64_t n, const int32_t* index, int64_t index_stride, const float* src,
                     int64_t src_stride, int dim, float* out) {
   ScatterAddRowsImpl(n, index, index_stride, src, src_stride, dim, out);

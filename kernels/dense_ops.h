@@ -85,6 +85,10 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
 // dy[i] = 0 where y[i] <= 0 (y is the ReLU's output).
 void ReluBackwardInPlace(int64_t n, const float* y, float* dy);
 
+// y[b][o] += bias[o], then max(., 0) when relu, for b < batch: the epilogue of a GEMM with
+// beta 0 (LinearForward's, and the checked layers' row blocks).
+void BiasActivation(int batch, int out, const float* bias, bool relu, float* y);
+
 // out[index[i * index_stride] * dim + k] += src[i * src_stride + k] for i = 0..n-1 in order,
 // k < dim: the scatter-add of embedding-bag gradients into their unique rows.
 void ScatterAddRows(int64_t n, const int32_t* index, int64_t index_stride, const float* src,
