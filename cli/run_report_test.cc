@@ -7,6 +7,7 @@
 namespace ecps {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Json = nlohmann::json;
@@ -249,6 +250,17 @@ TEST(RunReportTest, OnlineScrubCountsAreSummedOverTheServers) {
               HasSubstr("ecps: online scrub found 1 corrupt stripes or dense replicas: 1 "
                         "repaired, 0 not locatable"));
   EXPECT_THAT(FinishedSummary(Facts(), Finished(), "runs/q"), Not(HasSubstr("online scrub")));
+}
+
+// The report lists every counter of the table (runtime/scrub_counters.h), in its order: the
+// keys scripts grep for stay as they were.
+TEST(RunReportTest, OnlineScrubListsEveryCounter) {
+  const auto r = nlohmann::ordered_json::parse(ReportJson(Facts(), DrilledRun(), Finished()));
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : r["online_scrub"].items()) keys.push_back(key);
+  EXPECT_THAT(keys, ElementsAre("passes", "stripes_checked", "bytes_checked", "dense_checked",
+                                "mismatches_found", "mismatches_confirmed", "repaired",
+                                "unlocated"));
 }
 
 TEST(RunReportTest, FactsComeFromTheSpec) {
