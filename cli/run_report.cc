@@ -178,12 +178,15 @@ JobFacts FactsOf(const JobSpec& spec) {
   return f;
 }
 
-// The online scrub's counts over every server (ServerStats from their heartbeats).
+// The online scrub's counts over the job: every server in the status (a dead one waiting for
+// its replacement too) and the instances that were replaced (the coordinator keeps their last
+// counts, which the slots' new holders no longer show).
 v1::ServerStats OnlineScrubTotals(const v1::StatusResponse& st) {
   v1::ServerStats sum;
   for (const auto& n : st.nodes()) {
     if (n.role() == v1::ROLE_SERVER) AddScrubCounts(n.server(), &sum);
   }
+  AddScrubCounts(st.replaced_servers_scrub(), &sum);
   return sum;
 }
 
