@@ -8,6 +8,7 @@
 #include "cli/progress_line.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
+#include "runtime/scrub_counters.h"
 
 namespace ecps {
 namespace {
@@ -177,23 +178,22 @@ JobFacts FactsOf(const JobSpec& spec) {
   return f;
 }
 
-// The online scrub's counts over every server (ServerStats from their heartbeats).
+// The online scrub's counts over the job: every server in the status (a dead one waiting for
+// its replacement too) and the instances that were replaced (the coordinator keeps their last
+// counts, which the slots' new holders no longer show).
 v1::ServerStats OnlineScrubTotals(const v1::StatusResponse& st) {
   v1::ServerStats sum;
   for (const auto& n : st.nodes()) {
-    if (n.role() != v1::ROLE_SERVER) continue;
-    const v1::ServerStats& s = n.server();
-    sum.set_scrub_stripes_checked(sum.scrub_stripes_checked() + s.scrub_stripes_checked());
-    sum.set_scrub_bytes_checked(sum.scrub_bytes_checked() + s.scrub_bytes_checked());
-    sum.set_scrub_dense_checked(sum.scrub_dense_checked() + s.scrub_dense_checked());
-    sum.set_scrub_mismatches_found(sum.scrub_mismatches_found() + s.scrub_mismatches_found());
-    sum.set_scrub_mismatches_confirmed(sum.scrub_mismatches_confirmed() +
-                                       s.scrub_mismatches_confirmed());
-    sum.set_scrub_repaired(sum.scrub_repaired() + s.scrub_repaired());
-    sum.set_scrub_unlocated(sum.scrub_unlocated() + s.scrub_unlocated());
-    sum.set_scrub_passes(sum.scrub_passes() + s.scrub_passes());
+    if (n.role() == v1::ROLE_SERVER) AddScrubCounts(n.server(), &sum);
   }
+  AddScrubCounts(st.replaced_servers_scrub(), &sum);
   return sum;
+}
+
+Json OnlineScrubJson(const v1::ServerStats& totals) {
+  Json out = Json::object();
+  for (const ScrubCounter& c : kScrubCounters) out[c.name] = (totals.*c.get)();
+  return out;
 }
 
 DataNotes CollectDataNotes(const v1::StatusResponse& st) {
@@ -244,15 +244,7 @@ std::string ReportJson(const JobFacts& job, const RunRecord& run, const v1::Stat
         {"parity_mismatches", scrub.parity_mismatches()},
         {"dense_checked", scrub.dense_checked()},
         {"dense_mismatches", scrub.dense_mismatches()}}},
-      {"online_scrub",
-       {{"passes", online.scrub_passes()},
-        {"stripes_checked", online.scrub_stripes_checked()},
-        {"bytes_checked", online.scrub_bytes_checked()},
-        {"dense_checked", online.scrub_dense_checked()},
-        {"mismatches_found", online.scrub_mismatches_found()},
-        {"mismatches_confirmed", online.scrub_mismatches_confirmed()},
-        {"repaired", online.scrub_repaired()},
-        {"unlocated", online.scrub_unlocated()}}},
+      {"online_scrub", OnlineScrubJson(online)},
       {"drills", DrillsJson(run)},
       {"failures", FailuresJson(run, last)},
       {"coordinator_failures", CoordinatorFailuresJson(run)},

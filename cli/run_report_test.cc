@@ -7,6 +7,7 @@
 namespace ecps {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using Json = nlohmann::json;
@@ -249,6 +250,44 @@ TEST(RunReportTest, OnlineScrubCountsAreSummedOverTheServers) {
               HasSubstr("ecps: online scrub found 1 corrupt stripes or dense replicas: 1 "
                         "repaired, 0 not locatable"));
   EXPECT_THAT(FinishedSummary(Facts(), Finished(), "runs/q"), Not(HasSubstr("online scrub")));
+}
+
+// A server replaced during the job took its scrub counts with it from the status's nodes; the
+// coordinator keeps them (replaced_servers_scrub), and the report counts them with the rest.
+TEST(RunReportTest, OnlineScrubCountsKeepTheReplacedServers) {
+  v1::StatusResponse st = Finished();
+  v1::NodeInfo* n = st.add_nodes();
+  n->set_role(v1::ROLE_SERVER);
+  n->set_id(0);
+  n->mutable_server()->set_scrub_passes(2);
+  n->mutable_server()->set_scrub_mismatches_confirmed(1);
+  n->mutable_server()->set_scrub_repaired(1);
+  v1::ServerStats* replaced = st.mutable_replaced_servers_scrub();
+  replaced->set_scrub_passes(4);
+  replaced->set_scrub_bytes_checked(1000);
+  replaced->set_scrub_mismatches_confirmed(3);
+  replaced->set_scrub_repaired(2);
+  replaced->set_scrub_unlocated(1);
+  const Json r = Json::parse(ReportJson(Facts(), DrilledRun(), st));
+  EXPECT_EQ(r["online_scrub"]["passes"], 6);
+  EXPECT_EQ(r["online_scrub"]["bytes_checked"], 1000);
+  EXPECT_EQ(r["online_scrub"]["mismatches_confirmed"], 4);
+  EXPECT_EQ(r["online_scrub"]["repaired"], 3);
+  EXPECT_EQ(r["online_scrub"]["unlocated"], 1);
+  EXPECT_THAT(FinishedSummary(Facts(), st, "runs/q"),
+              HasSubstr("ecps: online scrub found 4 corrupt stripes or dense replicas: 3 "
+                        "repaired, 1 not locatable"));
+}
+
+// The report lists every counter of the table (runtime/scrub_counters.h), in its order: the
+// keys scripts grep for stay as they were.
+TEST(RunReportTest, OnlineScrubListsEveryCounter) {
+  const auto r = nlohmann::ordered_json::parse(ReportJson(Facts(), DrilledRun(), Finished()));
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : r["online_scrub"].items()) keys.push_back(key);
+  EXPECT_THAT(keys, ElementsAre("passes", "stripes_checked", "bytes_checked", "dense_checked",
+                                "mismatches_found", "mismatches_confirmed", "repaired",
+                                "unlocated"));
 }
 
 TEST(RunReportTest, FactsComeFromTheSpec) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
+#include "runtime/scrub_counters.h"
 
 namespace ecps {
 
@@ -154,6 +155,7 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
   if (slot->registered) {  // replacing a dead holder
     result.replaced = slot->instance;
     if (role == v1::ROLE_SERVER) {
+      AddScrubCounts(slot->server, &replaced_servers_scrub_);
       server_instances_.erase(slot->instance);
     } else {
       worker_instances_.erase(slot->instance);
@@ -309,6 +311,7 @@ absl::StatusOr<Membership::Registration> Membership::PromoteSpare(int server_id)
   promoted.state = v1::NODE_RECOVERING;
   promoted.before_suspect = v1::NODE_STATE_UNSPECIFIED;
   promoted.server = v1::ServerStats();
+  AddScrubCounts(slot.server, &replaced_servers_scrub_);
   slot = std::move(promoted);
   Reindex();  // the spares after the promoted one moved down
   ++epoch_;
@@ -448,6 +451,7 @@ void Membership::Save(v1::CoordinatorState* state) const {
   save(servers_, state->mutable_servers());
   save(spares_, state->mutable_spares());
   save(workers_, state->mutable_workers());
+  *state->mutable_replaced_servers_scrub() = replaced_servers_scrub_;
 }
 
 absl::Status Membership::Restore(const v1::CoordinatorState& state) {
@@ -480,6 +484,7 @@ absl::Status Membership::Restore(const v1::CoordinatorState& state) {
   restore(state.servers(), &servers_);
   restore(state.spares(), &spares_);
   restore(state.workers(), &workers_);
+  replaced_servers_scrub_ = state.replaced_servers_scrub();
   Reindex();
   epoch_ = state.epoch();
   version_ = state.version();

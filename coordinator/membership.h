@@ -128,6 +128,10 @@ class Membership {
 
   // The latest stats that the holder of server slot `id` reported (empty when none).
   const v1::ServerStats* ServerStatsOf(int id) const;
+  // The online scrub's counts (scrub_* only, runtime/scrub_counters.h) of every server
+  // instance whose slot went to a replacement (a restarted process or a promoted spare), as
+  // its last heartbeat had them: the slot shows the replacement's own from then on.
+  const v1::ServerStats& replaced_servers_scrub() const { return replaced_servers_scrub_; }
   // The latest progress that the holder of worker slot `id` reported (also when dead).
   const v1::WorkerProgress* WorkerProgressOf(int id) const;
 
@@ -158,7 +162,8 @@ class Membership {
   void FillClusterMap(v1::ClusterMap* map) const;
   // Appends one NodeInfo per registered node (servers by id, spares, workers by id) with
   // stats, pid and heartbeat age (from `since_heartbeat`; -1 when it returns nullopt).
-  // The table, epoch and version into `state` (servers, spares, workers, epoch, version).
+  // The table, epoch and version into `state` (servers, spares, workers, epoch, version, the
+  // replaced servers' scrub counts).
   void Save(v1::CoordinatorState* state) const;
   // Replaces the table, epoch and version with those Save wrote, and bumps the version (a
   // takeover's map is news to every watcher). INVALID_ARGUMENT when the slot counts differ
@@ -210,6 +215,7 @@ class Membership {
   };
   absl::flat_hash_map<std::string, ServerSlot> server_instances_;
   absl::flat_hash_map<std::string, int> worker_instances_;
+  v1::ServerStats replaced_servers_scrub_;  // see replaced_servers_scrub()
   uint64_t epoch_ = 1;
   uint64_t version_ = 1;
   mutable std::optional<PhaseFacts> facts_;  // none: out of date

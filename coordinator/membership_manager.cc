@@ -133,6 +133,7 @@ void MembershipManager::FillStatus(v1::StatusResponse* response) const {
   membership_.FillStatusNodes(
       [this](const std::string& instance) { return failures_->SinceHeartbeat(instance); },
       response);
+  *response->mutable_replaced_servers_scrub() = membership_.replaced_servers_scrub();
 }
 
 void MembershipManager::set_metrics_address(std::string address) {

@@ -2,6 +2,7 @@
 
 #include "coordinator/coordinator_test_util.h"
 #include "gtest/gtest.h"
+#include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
 
 namespace ecps {
@@ -163,6 +164,49 @@ TEST(MembershipTest, HeartbeatStatesAndSuspicion) {
   done = m.ApplyHeartbeat(WorkerHeartbeat(0, "w0", 100, /*done=*/false));
   EXPECT_FALSE(done->became_done);
   EXPECT_TRUE(m.AllWorkersDone()) << "done is sticky";
+}
+
+// A server heartbeat with online scrub counts: `confirmed` corruptions found and repaired.
+v1::HeartbeatRequest ScrubbingHeartbeat(int id, const std::string& instance, int64_t confirmed) {
+  v1::HeartbeatRequest request = ServerHeartbeat(id, instance);
+  request.mutable_server()->set_scrub_passes(5);
+  request.mutable_server()->set_scrub_mismatches_confirmed(confirmed);
+  request.mutable_server()->set_scrub_repaired(confirmed);
+  return request;
+}
+
+// The finding: the run report summed the status's servers, so the scrub counts of a server
+// that was replaced went with it. The table keeps them over a restarted process and a
+// promoted spare, and across a takeover (Save, Restore); a dead server still in its slot
+// shows its own and is not counted twice.
+TEST(MembershipTest, ReplacedServersKeepTheirScrubCounts) {
+  Membership m(Config(2, 1));
+  ASSERT_TRUE(m.Register(ServerRegistration(0, "s0")).ok());
+  ASSERT_TRUE(m.Register(ServerRegistration(1, "s1")).ok());
+  ASSERT_TRUE(m.Register(ServerRegistration(-1, "spare")).ok());
+  ASSERT_TRUE(m.ApplyHeartbeat(ScrubbingHeartbeat(0, "s0", 2)).ok());
+  ASSERT_TRUE(m.ApplyHeartbeat(ScrubbingHeartbeat(1, "s1", 3)).ok());
+  EXPECT_EQ(m.replaced_servers_scrub().ByteSizeLong(), 0u) << "nobody was replaced yet";
+
+  ASSERT_TRUE(m.MarkDead("s0").has_value());
+  EXPECT_EQ(m.replaced_servers_scrub().scrub_repaired(), 0) << "still in its slot";
+  ASSERT_TRUE(m.Register(ServerRegistration(0, "s0-restarted")).ok());
+  EXPECT_EQ(m.replaced_servers_scrub().scrub_repaired(), 2);
+  EXPECT_EQ(m.ServerStatsOf(0)->scrub_repaired(), 0) << "the slot shows the replacement's";
+
+  ASSERT_TRUE(m.MarkDead("s1").has_value());
+  ASSERT_TRUE(m.PromoteSpare(1).ok());
+  const v1::ServerStats& replaced = m.replaced_servers_scrub();
+  EXPECT_EQ(replaced.scrub_repaired(), 5);
+  EXPECT_EQ(replaced.scrub_mismatches_confirmed(), 5);
+  EXPECT_EQ(replaced.scrub_passes(), 10);
+  EXPECT_EQ(replaced.data_rows(), 0) << "only the scrub counts add up";
+
+  v1::CoordinatorState state;
+  m.Save(&state);
+  Membership restored(Config(2, 1));
+  ASSERT_TRUE(restored.Restore(state).ok());
+  EXPECT_EQ(restored.replaced_servers_scrub().SerializeAsString(), replaced.SerializeAsString());
 }
 
 TEST(MembershipTest, StatusNodesListEveryRegisteredNode) {

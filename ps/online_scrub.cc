@@ -542,20 +542,25 @@ absl::Status OnlineScrub::ScrubDense(bool paced) {
         if (std::find(found.begin(), found.end(), std::make_pair(tensor, version)) == found.end()) {
           continue;  // not the same version twice: maybe an update in between
         }
-        Count([](ScrubCounts* c) { ++c->confirmed; });
         v1::ReadDenseRequest req;
         options_.header(req.mutable_header());
         req.set_tensor(tensor);
         v1::ReadDenseResponse copy;
         if (absl::Status s = peers_->ReadDense(primary, req, &copy); !s.ok()) return s;
-        if (copy.version() != version) continue;  // moved on: the next pass looks again
+        // Either copy moved on (training updates the dense tensors every step): the next pass
+        // looks again. Counted as confirmed only once it is acted on, so that one corruption
+        // is one confirmed mismatch however many passes it takes to catch both copies still.
+        if (copy.version() != version) continue;
         absl::Status s = dense_->RepairReplica(tensor, version, copy.weights(), copy.state());
         if (s.ok()) {
           spdlog::warn(
               "server {}: online scrub: dense replica of tensor {} differed from its "
               "primary on server {} at version {}; replaced by the primary's copy",
               options_.server, tensor, primary, version);
-          Count([](ScrubCounts* c) { ++c->repaired; });
+          Count([](ScrubCounts* c) {
+            ++c->confirmed;
+            ++c->repaired;
+          });
         } else if (!absl::IsFailedPrecondition(s)) {
           return s;
         }

@@ -101,7 +101,9 @@ struct ScrubCounts {
   int64_t stripes_checked = 0;
   int64_t bytes_checked = 0;
   int64_t found = 0;      // differed on the optimistic read (stripes and dense replicas)
-  int64_t confirmed = 0;  // still differed when read again (under a freeze, for stripes)
+  // Still differed when read again (under a freeze, for stripes); a dense replica counts once
+  // it is replaced (both copies still at the version it differed at twice).
+  int64_t confirmed = 0;
   int64_t repaired = 0;
   int64_t unlocated = 0;  // confirmed with r = 1: parity re-derived from the data rows
   int64_t dense_checked = 0;
