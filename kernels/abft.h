@@ -11,6 +11,7 @@
 #define ECPS_KERNELS_ABFT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -121,12 +122,29 @@ class InjectedGemm {
 // The GEMM (oneDNN or OpenBLAS, kernels/dense_ops.h) checked with `scheme` (kNone: unchecked).
 // `site` names the GEMM for the injector (which may be null).
 struct AbftResult {
-  int misses = 0;       // columns (over all panels) whose checksum missed the bound; 0: a pass
+  int misses = 0;       // columns (over all panels) whose checksum missed the bound, the miss
+                        // confirmed (ConfirmMiss); 0: a pass
+  int cleared = 0;      // columns that missed the bound and were cleared by ConfirmMiss
   double margin = 0.0;  // the largest |checksum difference| / bound seen: how near a clean GEMM
                         // comes to a false alarm (0 when unchecked)
 };
 AbftResult CheckedGemm(const GemmCall& call, AbftScheme scheme, int site = 0,
                        GemmFaultInjector* injector = nullptr);
+
+// Stage two of a check (docs/abft.md, "Confirming a miss"). The bound is probabilistic: a sum
+// that misses it is a fault, or rounding errors that did not behave as independent ones (rows
+// that repeat round alike). Rows [r0, r1) of the GEMM are computed again, through the injector
+// as any run, into scratch, and `finish` (what the caller has since done to C in place: its
+// bias and ReLU, a mask; may be empty) is applied to those rows. The miss stands when
+//  - they differ from C's bit for bit: the run that wrote C was struck; or
+//  - they are the same, and an element of the missed lines lies outside the deterministic
+//    rounding bound, |c - sum_i a b| <= (gamma_k + gamma_k^d) sum_i |a b| + flushed denormals
+//    (a fault that every run repeats).
+// Otherwise the result is one a float GEMM may give, and the alarm is withdrawn (false).
+// `missed` lists the columns of C that missed, or its rows when `by_rows` (dw's check).
+using GemmFinish = std::function<void(float* rows, int r0, int r1)>;
+bool ConfirmMiss(const GemmCall& call, int r0, int r1, int site, GemmFaultInjector* injector,
+                 const std::vector<int>& missed, bool by_rows, const GemmFinish& finish);
 
 struct LayerChecksums;  // kernels/abft_layer.h
 
@@ -138,6 +156,7 @@ struct LinearAbft {
   int site = 0;  // sites site, site + 1, site + 2 for the three products
   GemmFaultInjector* injector = nullptr;
   int* misses = nullptr;  // incremented by the misses; must be set when a scheme is
+  int* cleared = nullptr;  // incremented by the misses ConfirmMiss cleared; may be null
   // Where the layer keeps the checksums its forward computes for its backward
   // (kernels/abft_layer.h); null: every GEMM is checked on its own (CheckedGemm).
   LayerChecksums* sums = nullptr;

@@ -275,19 +275,31 @@ ECPS_CLONES void ColumnSums(int rows, int cols, float* __restrict c,
   }
 }
 
-// The columns (of n) whose sum misses its reference by more than ColumnBound(p, k, ||A||_F,
+// *missed = the sums (of n) that miss their reference by more than ColumnBound(p, k, ||A||_F,
 // ||B_:j||); NaN and infinity miss. Raises *margin to the largest |difference| / bound.
-int Misses(int n, const double* got, const double* ref, int p, int k, double a_frobenius2,
-           const double* b_norm2, double* margin) {
+void Misses(int n, const double* got, const double* ref, int p, int k, double a_frobenius2,
+            const double* b_norm2, double* margin, std::vector<int>* missed) {
   const double a_frobenius = std::sqrt(a_frobenius2);
-  int misses = 0;
+  missed->clear();
   for (int j = 0; j < n; ++j) {
     const double diff = std::fabs(got[j] - ref[j]);
     const double bound = ColumnBound(p, k, a_frobenius, std::sqrt(b_norm2[j]));
-    if (!(diff <= bound)) ++misses;
+    if (!(diff <= bound)) missed->push_back(j);
     if (std::isfinite(diff)) *margin = std::max(*margin, diff / bound);
   }
-  return misses;
+}
+
+// The missed columns (rows, when by_rows) of product g (site `site`) counted in *abft.misses
+// when ConfirmMiss stands by them, in *abft.cleared when it clears them.
+void Settle(const GemmCall& g, int site, const LinearAbft& abft, const std::vector<int>& missed,
+            bool by_rows, const GemmFinish& finish) {
+  if (missed.empty()) return;
+  const int n = static_cast<int>(missed.size());
+  if (ConfirmMiss(g, 0, g.m, site, abft.injector, missed, by_rows, finish)) {
+    *abft.misses += n;
+  } else if (abft.cleared != nullptr) {
+    *abft.cleared += n;
+  }
 }
 
 }  // namespace
@@ -329,8 +341,11 @@ void CheckedLinearForward(int batch, int in, int out, const float* x, const floa
     next->x_frobenius2 = next_frobenius2;
     next->x_summed = y, next->x_summed_batch = batch, next->x_summed_cols = out;
   }
-  *abft.misses += Misses(out, s.got.data(), s.ref.data(), batch, in, s.x_frobenius2,
-                         s.norm2.data(), &s.margin);
+  Misses(out, s.got.data(), s.ref.data(), batch, in, s.x_frobenius2, s.norm2.data(), &s.margin,
+         &s.missed);
+  Settle(g, abft.site, abft, s.missed, false, [&](float* rows, int r0, int r1) {
+    BiasActivation(r1 - r0, out, bias, relu, rows);
+  });
 }
 
 bool CheckedLinearBackward(int batch, int in, int out, const float* x, const float* w,
@@ -351,8 +366,9 @@ bool CheckedLinearBackward(int batch, int in, int out, const float* x, const flo
   SumsOfDwAndW(out, in, dw, w, s.k_sums.data(), s.got.data(),
                check_dx ? s.ref_dx.data() : nullptr);
   // dw's row o (dwᵀ's column: p = in rows of x ᵀ, k = batch) against dyᵀ (x 1).
-  *abft.misses += Misses(out, s.got.data(), s.ref.data(), in, batch, s.x_frobenius2,
-                         s.norm2.data(), &s.margin);
+  Misses(out, s.got.data(), s.ref.data(), in, batch, s.x_frobenius2, s.norm2.data(), &s.margin,
+         &s.missed);
+  Settle(dw_gemm, abft.site + 1, abft, s.missed, true, nullptr);
   if (dx == nullptr) return true;
   const GemmCall dx_gemm{false, false, batch, in, out, dy, out, w, in, dx, in};
   InjectedGemm(dx_gemm, abft.site + 2, check_dx ? abft.injector : nullptr).Run(0, batch);
@@ -363,8 +379,16 @@ bool CheckedLinearBackward(int batch, int in, int out, const float* x, const flo
   double dy_frobenius2 = 0;
   for (int o = 0; o < out; ++o) dy_frobenius2 += s.norm2[o];
   ColumnSums(batch, in, dx, relu_mask, s.got.data());
-  *abft.misses += Misses(in, s.got.data(), s.ref_dx.data(), batch, out, dy_frobenius2,
-                         s.w_col_norm2.data(), &s.margin);
+  Misses(in, s.got.data(), s.ref_dx.data(), batch, out, dy_frobenius2, s.w_col_norm2.data(),
+         &s.margin, &s.missed);
+  GemmFinish mask;
+  if (relu_mask != nullptr) {
+    mask = [&](float* rows, int r0, int r1) {
+      ReluBackwardInPlace(static_cast<int64_t>(r1 - r0) * in,
+                          relu_mask + static_cast<int64_t>(r0) * in, rows);
+    };
+  }
+  Settle(dx_gemm, abft.site + 2, abft, s.missed, false, mask);
   return true;
 }
 

@@ -37,13 +37,15 @@ struct LayerChecksums {
   double margin = 0;  // the largest |difference| / bound of the last pass (tests read it)
   // Scratch, kept so that a warm layer allocates nothing.
   std::vector<double> k_sums, ref, got, norm2, ref_dx;
+  std::vector<int> missed;
 };
 
 // Whether `abft` has the layer checked with the shared checksums.
 bool UsesLayerChecksums(const LinearAbft& abft);
 
 // y = x wᵀ + bias (then ReLU when `relu`), bit for bit as unchecked, its GEMM checked; leaves
-// in *abft.sums what the backward needs. Misses are added to *abft.misses.
+// in *abft.sums what the backward needs. Misses, once confirmed (ConfirmMiss), are added to
+// *abft.misses; those it clears to *abft.cleared.
 void CheckedLinearForward(int batch, int in, int out, const float* x, const float* w,
                           const float* bias, bool relu, float* y, const LinearAbft& abft);
 

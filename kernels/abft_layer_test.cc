@@ -7,8 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "kernels/dense_ops.h"
@@ -149,8 +151,12 @@ TEST(AbftLayerTest, ChainedLayersShareTheInputsSumsAndTheReluMask) {
   std::vector<float> plain_dx1, plain_dx2;
   run(nullptr, nullptr, &plain_dx1, &plain_dx2);
   const std::vector<float> y1 = first.y, y2 = second.y, dw1 = first.dw, dw2 = second.dw;
+  // An element the first layer's ReLU passes: where the mask zeroes dx, a flip there changes
+  // nothing, and the confirmation clears it.
+  int64_t live = 0;
+  while (y1[live] <= 0.0f) ++live;
   for (int site : {-1, 3, 4, 5}) {  // -1: no fault; 3, 4, 5: the second layer's products
-    OneFlip flip(site, {GemmFault::kOutput, 3, 30});
+    OneFlip flip(site, {GemmFault::kOutput, live, 30});
     Checks a(&flip), b(&flip);
     b.abft.site = 3;
     a.abft.output_sums = &b.sums;
@@ -171,6 +177,31 @@ TEST(AbftLayerTest, ChainedLayersShareTheInputsSumsAndTheReluMask) {
     EXPECT_EQ(a.misses + b.misses, 0);
     EXPECT_LT(b.sums.margin, 0.75);
   }
+}
+
+// A batch whose samples all repeat one constant input, into a layer whose weights are still
+// at a constant initialisation, with a constant gradient: the products round alike over the
+// batch and miss the probabilistic bound (dw's rows, k = the batch). The confirmation clears
+// them: no miss, the outputs the unchecked ones.
+TEST(AbftLayerTest, ARepeatedBatchMissesTheBoundAndIsCleared) {
+  Layer plain(256, 64, 13, true), checked(256, 64, 13, true);
+  for (Layer* l : {&plain, &checked}) {
+    std::fill(l->x.begin(), l->x.end(), 0.5f);
+    std::fill(l->w.begin(), l->w.end(), 0.03f);
+    std::fill(l->dy.begin(), l->dy.end(), 7e-4f);
+  }
+  plain.Run(true, nullptr);
+  Checks c;
+  int cleared = 0;
+  c.abft.cleared = &cleared;
+  checked.Run(true, &c.abft);
+  std::printf("margin %.2f, %d columns cleared\n", c.sums.margin, cleared);
+  EXPECT_GT(c.sums.margin, 1.0);
+  EXPECT_GT(cleared, 0);
+  EXPECT_EQ(c.misses, 0);
+  EXPECT_EQ(checked.y, plain.y);
+  EXPECT_EQ(checked.dw, plain.dw);
+  EXPECT_EQ(checked.dx, plain.dx);
 }
 
 double Norm2(const float* p, int64_t n, int64_t stride) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -263,18 +264,27 @@ TEST(AbftTest, DlrmCountsAFlipAndARecomputeIsClean) {
   EXPECT_EQ(m.abft_misses(), 0);
   EXPECT_NE(m.AbftPlan().find("top.1 forward="), std::string::npos);
   // Sites: layer l's forward 3l, weight grad 3l+1, input grad 3l+2; bottom.1 is layer 1.
+  int caught = 0;
   for (int site : {0, 1, 3, 4, 5, 6, 7, 8}) {
     // Bit 30 makes any element of these layers (all below 2 in size) at least 2.
     OneFlip flip(site, {GemmFault::kOutput, 5, 30});
     m.SetAbft(AbftMode::kAuto, MeasureMachineBalance(), &flip);
     run(&bad);
     EXPECT_TRUE(flip.used()) << site;
-    EXPECT_GT(m.abft_misses(), 0) << site;
+    if (m.abft_misses() > 0) {
+      ++caught;
+    } else {
+      // Erased by what follows the GEMM (the ReLU of a negative output, the mask on a gradient):
+      // raised, cleared by the confirmation, and the pass's gradients are the clean ones.
+      EXPECT_GT(m.abft_cleared(), 0) << site;
+      EXPECT_EQ(bad, clean) << site;
+    }
     m.SetAbft(AbftMode::kAuto, MeasureMachineBalance());
     EXPECT_EQ(run(&again), loss);
     EXPECT_EQ(m.abft_misses(), 0);
     EXPECT_EQ(again, clean) << site;
   }
+  EXPECT_GE(caught, 3);  // the three weight gradients at least: nothing follows those GEMMs
   // Off: the same flip goes unseen.
   OneFlip flip(0, {GemmFault::kOutput, 5, 26});
   m.SetAbft(AbftMode::kOff, MachineBalance{}, &flip);
@@ -287,6 +297,97 @@ TEST(AbftTest, DlrmCountsAFlipAndARecomputeIsClean) {
 
 namespace ecps {
 namespace {
+
+// Values that repeat round alike: a dot product of equal terms is summed with rounding errors
+// of one sign, and rows that repeat (a batch whose samples repeat) give every row of a column
+// the same error, so the errors add up over the column as p, not as sqrt(p). A clean GEMM then
+// misses the probabilistic bound. The confirmation computes it again, finds the same bits
+// within the deterministic rounding bound, and clears the alarm. A flip on the same data still
+// counts, whether it strikes one run or every run.
+TEST(AbftTest, RepeatedValuesMissTheBoundAndTheConfirmationClearsThem) {
+  GemmCall g{false, true, 2048, 64, 2048, nullptr, 2048, nullptr, 2048, nullptr, 64};
+  Operands o;
+  o.a.assign(static_cast<size_t>(g.m) * g.lda, 1.0f);
+  o.b.resize(static_cast<size_t>(g.n) * g.ldb);
+  for (int j = 0; j < g.n; ++j) {
+    std::fill(o.b.begin() + int64_t{j} * g.ldb, o.b.begin() + int64_t{j + 1} * g.ldb,
+              0.1f * static_cast<float>(1 + j % 7));
+  }
+  g.a = o.a.data(), g.b = o.b.data();
+  std::vector<float> plain(static_cast<size_t>(g.m) * g.n), c(plain.size());
+  Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, 0.0f, plain.data(), g.ldc);
+  for (AbftScheme scheme : {AbftScheme::kGlobal, AbftScheme::kPanel}) {
+    g.c = c.data();
+    const AbftResult clean = CheckedGemm(g, scheme);
+    std::printf("%s: margin %.2f, %d columns cleared\n", AbftSchemeName(scheme), clean.margin,
+                clean.cleared);
+    if (scheme == AbftScheme::kGlobal) {  // p = 2048; a panel's few hundred rows stay under it
+      EXPECT_GT(clean.margin, 1.0);  // stage one missed
+      EXPECT_GT(clean.cleared, 0);
+    }
+    EXPECT_EQ(clean.misses, 0) << AbftSchemeName(scheme);
+    EXPECT_EQ(c, plain) << AbftSchemeName(scheme);
+  }
+  OneFlip once(0, {GemmFault::kOutput, 5, 27});
+  EXPECT_GT(CheckedGemm(g, AbftScheme::kGlobal, 0, &once).misses, 0);
+  class EveryRun : public GemmFaultInjector {
+   public:
+    bool Inject(int, const GemmCall&, GemmFault* fault) override {
+      *fault = {GemmFault::kOutput, 5, 27};
+      return true;
+    }
+  } every_run;
+  EXPECT_GT(CheckedGemm(g, AbftScheme::kGlobal, 0, &every_run).misses, 0);
+}
+
+// The confirmation alone: a clean GEMM's columns, said to have missed, are cleared; a result
+// that differs from a second run's, or an element outside the deterministic bound, is not.
+TEST(AbftTest, ConfirmMissStandsByDifferingRunsAndElementsOutsideTheRounding) {
+  GemmCall g{true, false, 256, 512, 2048, nullptr, 256, nullptr, 512, nullptr, 512};
+  Operands o = MakeOperands(g, 11);
+  std::vector<float> c(static_cast<size_t>(g.m) * g.ldc);
+  g.a = o.a.data(), g.b = o.b.data(), g.c = c.data();
+  Sgemm(g.ta, g.tb, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, 0.0f, c.data(), g.ldc);
+  const std::vector<int> columns = {0, 7, 511}, rows = {3, 255};
+  EXPECT_FALSE(ConfirmMiss(g, 0, g.m, 0, nullptr, columns, false, nullptr));
+  EXPECT_FALSE(ConfirmMiss(g, 0, g.m, 0, nullptr, rows, true, nullptr));
+  EXPECT_FALSE(ConfirmMiss(g, 16, 32, 0, nullptr, columns, false, nullptr));  // one panel
+  // What the caller did to C since, done to the second run too.
+  std::vector<float> halved = c;
+  for (float& v : halved) v *= 0.5f;
+  g.c = halved.data();
+  EXPECT_TRUE(ConfirmMiss(g, 0, g.m, 0, nullptr, columns, false, nullptr));
+  EXPECT_FALSE(ConfirmMiss(g, 0, g.m, 0, nullptr, columns, false,
+                           [&](float* r, int r0, int r1) {
+                             for (int64_t i = 0; i < int64_t{r1 - r0} * g.ldc; ++i) r[i] *= 0.5f;
+                           }));
+  g.c = c.data();
+  // One run struck (element 7 * 512 + 7 is in column 7 and row 7).
+  std::vector<float> struck = c;
+  FlipBit(&struck[7 * 512 + 7], 0);
+  g.c = struck.data();
+  EXPECT_TRUE(ConfirmMiss(g, 0, g.m, 0, nullptr, columns, false, nullptr));
+  // Struck on every run: the same bits, but outside the rounding (bit 26), or inside it (bit 0:
+  // a result a float GEMM may give).
+  for (int bit : {26, 0}) {
+    class EveryRun : public GemmFaultInjector {
+     public:
+      explicit EveryRun(int bit) : bit_(bit) {}
+      bool Inject(int, const GemmCall&, GemmFault* fault) override {
+        *fault = {GemmFault::kOutput, 7 * 512 + 7, bit_};
+        return true;
+      }
+
+     private:
+      int bit_;
+    } every_run(bit);
+    struck = c;
+    FlipBit(&struck[7 * 512 + 7], bit);
+    EXPECT_EQ(ConfirmMiss(g, 0, g.m, 0, &every_run, columns, false, nullptr), bit == 26) << bit;
+    EXPECT_EQ(ConfirmMiss(g, 0, g.m, 0, &every_run, {7}, true, nullptr), bit == 26) << bit;
+    EXPECT_FALSE(ConfirmMiss(g, 0, g.m, 0, &every_run, {8}, true, nullptr)) << bit;
+  }
+}
 
 // Clean steps of both benchmark models (batch 2048, every GEMM checked, panels forced on for
 // half of the steps so that both schemes run), on fresh inputs each step and weights moved by
@@ -321,7 +422,7 @@ TEST(AbftTest, CleanStepsRaiseNoAlarm) {
     const MachineBalance measured = MeasureMachineBalance();
     MachineBalance all_panel;
     all_panel.gflops = 1e12, all_panel.gbytes_per_s = 1;
-    int64_t misses = 0;
+    int64_t misses = 0, cleared = 0;
     for (int step = 0; step < steps; ++step) {
       m.SetAbft(AbftMode::kAuto, step % 2 ? all_panel : measured);
       const uint64_t seed = HashOf(heavy, step, 0x5eed);
@@ -335,14 +436,20 @@ TEST(AbftTest, CleanStepsRaiseNoAlarm) {
       if (m.abft_misses() > 0 && misses == 0) {
         std::printf("first miss: step %d, %d columns, loss %g\n", step, m.abft_misses(), loss);
       }
+      if (m.abft_cleared() > 0) {
+        std::printf("step %d (%s): %d columns missed the bound and were cleared\n", step,
+                    step % 2 ? "panels" : "layer checks", m.abft_cleared());
+      }
       misses += m.abft_misses();
+      cleared += m.abft_cleared();
       for (size_t t = 0; t < params.size(); ++t) {
         for (size_t i = 0; i < params[t].size(); ++i) params[t][i] -= 0.05f * grads[t][i];
       }
     }
     EXPECT_EQ(misses, 0) << (heavy ? "heavy" : "quickstart") << " over " << steps << " steps";
-    std::printf("%s: %d clean steps, %lld misses\n", heavy ? "heavy" : "quickstart", steps,
-                static_cast<long long>(misses));
+    std::printf("%s: %d clean steps, %lld misses, %lld columns cleared\n",
+                heavy ? "heavy" : "quickstart", steps, static_cast<long long>(misses),
+                static_cast<long long>(cleared));
   }
 }
 

@@ -166,6 +166,12 @@ ECPS_CLONES void ColumnSumsImpl(int batch, int out, const float* __restrict dy,
   }
 }
 
+// A checked GEMM's confirmed misses and cleared alarms, where the layer counts them.
+void CountChecks(const AbftResult& result, const LinearAbft& abft) {
+  *abft.misses += result.misses;
+  if (abft.cleared != nullptr) *abft.cleared += result.cleared;
+}
+
 }  // namespace
 
 void LinearForward(int batch, int in, int out, const float* x, const float* w, const float* bias,
@@ -178,7 +184,7 @@ void LinearForward(int batch, int in, int out, const float* x, const float* w, c
   if (abft != nullptr && abft->forward != AbftScheme::kNone) {
     // The checksums hold for the GEMM alone: it writes y (beta 0), the bias and ReLU follow.
     const GemmCall g{false, true, batch, out, in, x, in, w, in, y, out};
-    *abft->misses += CheckedGemm(g, abft->forward, abft->site, abft->injector).misses;
+    CountChecks(CheckedGemm(g, abft->forward, abft->site, abft->injector), *abft);
     BiasActivationImpl(batch, out, bias, relu, y);
     return;
   }
@@ -207,7 +213,7 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
   }
   const GemmCall dw_gemm{true, false, out, in, batch, dy, out, x, in, dw, in};
   if (checks.weight_grad != AbftScheme::kNone) {
-    *checks.misses += CheckedGemm(dw_gemm, checks.weight_grad, checks.site + 1, checks.injector).misses;
+    CountChecks(CheckedGemm(dw_gemm, checks.weight_grad, checks.site + 1, checks.injector), checks);
   } else {
     Sgemm(true, false, out, in, batch, dy, out, x, in, 0.0f, dw, in);
   }
@@ -215,7 +221,7 @@ void LinearBackward(int batch, int in, int out, const float* x, const float* w, 
   if (dx == nullptr) return;
   const GemmCall dx_gemm{false, false, batch, in, out, dy, out, w, in, dx, in};
   if (checks.input_grad != AbftScheme::kNone) {
-    *checks.misses += CheckedGemm(dx_gemm, checks.input_grad, checks.site + 2, checks.injector).misses;
+    CountChecks(CheckedGemm(dx_gemm, checks.input_grad, checks.site + 2, checks.injector), checks);
   } else {
     Sgemm(false, false, batch, in, out, dy, out, w, in, 0.0f, dx, in);
   }

@@ -104,6 +104,12 @@ int Dlrm::abft_misses() const {
   return misses;
 }
 
+int Dlrm::abft_cleared() const {
+  int cleared = 0;
+  for (const Workspace& ws : workspaces_) cleared += ws.abft_cleared;
+  return cleared;
+}
+
 std::string Dlrm::AbftPlan() const {
   std::string out;
   auto describe = [&](const char* prefix, const std::vector<Layer>& layers) {
@@ -123,6 +129,7 @@ std::string Dlrm::AbftPlan() const {
 LinearAbft Dlrm::ChecksOf(const std::vector<Layer>& mlp, size_t l, Workspace* ws) {
   LinearAbft checks = mlp[l].abft;
   checks.misses = &ws->abft_misses;
+  checks.cleared = &ws->abft_cleared;
   checks.sums = &ws->abft_sums[static_cast<size_t>(checks.site / 3)];
   if (l + 1 < mlp.size()) {
     // The next layer reads this one's output: its sums can come from this epilogue.
@@ -210,7 +217,7 @@ const float* Dlrm::RunForward(Workspace* ws, int batch, const float* dense_x,
 
 void Dlrm::Forward(int batch, const float* dense_x, const float* pooled,
                    const std::vector<const float*>& params, float* probs) {
-  for (Workspace& ws : workspaces_) ws.abft_misses = 0;
+  for (Workspace& ws : workspaces_) ws.abft_misses = ws.abft_cleared = 0;
   if (batch <= 0) return;
   const int slices = Slices(batch);
   runner_.Run(slices, [&](int i) {
@@ -230,7 +237,7 @@ void Dlrm::Forward(int batch, const float* dense_x, const float* pooled,
 float Dlrm::ForwardBackward(int batch, const float* dense_x, const float* pooled,
                             const float* labels, const std::vector<const float*>& params,
                             float* d_pooled, const std::vector<float*>& grads, float* probs) {
-  for (Workspace& ws : workspaces_) ws.abft_misses = 0;
+  for (Workspace& ws : workspaces_) ws.abft_misses = ws.abft_cleared = 0;
   if (batch <= 0) return 0.0f;
   ScopedFlushDenormals flush;  // on this thread; each slice below sets its own
   const int slices = Slices(batch);

@@ -75,6 +75,9 @@ class Dlrm {
                GemmFaultInjector* injector = nullptr);
   // Checksum misses in the last ForwardBackward or Forward: 0 when every checked GEMM passed.
   int abft_misses() const;
+  // Checksum misses in the last pass that ConfirmMiss cleared: rounding, not a fault
+  // (kernels/abft.h). They do not count as misses.
+  int abft_cleared() const;
   // Each layer's schemes, "bottom.0 forward=panel weight_grad=global input_grad=-; ...".
   std::string AbftPlan() const;
 
@@ -101,7 +104,8 @@ class Dlrm {
     std::vector<std::vector<float>> bottom_act, top_act;
     std::vector<float> top_in, grad_a, grad_b, d_logits, interaction;
     std::vector<std::vector<float>> grads;
-    int abft_misses = 0;  // of the last pass over this slice
+    int abft_misses = 0;   // of the last pass over this slice
+    int abft_cleared = 0;  // likewise
     std::vector<LayerChecksums> abft_sums;  // per layer: its forward's sums for its backward
   };
 
