@@ -40,6 +40,7 @@ std::string CpuDenseMath::Train(const StepInput& in, StepOutput* out) {
                                         in.params, d_pooled_.data(), out->dense_grads,
                                         out->probs);
     const int misses = model_->abft_misses();
+    abft_cleared_ += model_->abft_cleared();
     if (misses == 0) break;
     ++abft_detections_;
     if (attempt == kAbftRetries) {

@@ -28,10 +28,12 @@ class CpuDenseMath final : public DenseMath {
   // check; a step that never passes is an error (the worker fails rather than push it).
   // Detections are the steps recomputed, over this object's life.
   int64_t abft_detections() const override { return abft_detections_; }
+  int64_t abft_cleared() const override { return abft_cleared_; }
 
  private:
   Dlrm* model_;
   int64_t abft_detections_ = 0;
+  int64_t abft_cleared_ = 0;
   int staged_ = 0;
   std::vector<float> pooled_, d_pooled_;
 };

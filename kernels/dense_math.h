@@ -101,6 +101,10 @@ class DenseMath {
   // Steps computed again because a checked GEMM failed its checksum (worker.abft), over this
   // object's life; 0 where nothing is checked.
   virtual int64_t abft_detections() const { return 0; }
+  // Checksum misses that the confirmation cleared (kernels/abft.h ConfirmMiss: the same bits
+  // again, within the deterministic rounding bound), over this object's life: columns, not
+  // steps; they were not detections. 0 where nothing confirms.
+  virtual int64_t abft_cleared() const { return 0; }
 };
 
 }  // namespace ecps

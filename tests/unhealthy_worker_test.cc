@@ -20,13 +20,15 @@ namespace {
 
 constexpr char kToken[] = "unhealthy-worker";
 
-// Flips a high bit of the first forward GEMM's output on the calls `pattern` picks (counting
-// every computation of a step, recomputations included).
+// Flips a high bit of the first weight gradient's output on the calls `pattern` picks
+// (counting every computation of it, 1-based: a step's, a recomputed step's, and the run that
+// confirms a miss, kernels/abft.h ConfirmMiss). Nothing follows that GEMM, so no ReLU can
+// erase the flip (a forward output's flip can be: then it is cleared, not detected).
 class FlipCalls : public GemmFaultInjector {
  public:
   explicit FlipCalls(std::function<bool(int call)> pattern) : pattern_(std::move(pattern)) {}
   bool Inject(int site, const GemmCall&, GemmFault* fault) override {
-    if (site != 0) return false;
+    if (site != 1) return false;
     if (!pattern_(++calls_)) return false;
     *fault = {GemmFault::kOutput, 0, 30};
     return true;
@@ -81,9 +83,10 @@ class UnhealthyWorker : public ::testing::TestWithParam<bool> {
 };
 
 // Steps 1, 2, 3 compute once each (calls 1-3); steps 4, 6 and 8 are computed again: their
-// first computation (calls 4, 7, 10) is flipped. The third of them ends the worker.
+// first computation (calls 4, 8, 12) is flipped, the run confirming the miss (5, 9) and the
+// recomputed step (6, 10) are not. The third of them ends the worker.
 TEST_P(UnhealthyWorker, StopsAtTheThirdDetectionWithNothingBadPushed) {
-  FlipCalls flip([](int call) { return call == 4 || call == 7 || call == 10; });
+  FlipCalls flip([](int call) { return call == 4 || call == 8 || call == 12; });
   const Outcome out = Train(Spec(), &flip);
   ASSERT_TRUE(HasErrorKind(out.trained, ErrorKind::kUnhealthyWorker)) << out.trained;
   EXPECT_NE(out.trained.message().find("3 steps computed again"), std::string::npos)
@@ -108,7 +111,9 @@ TEST_P(UnhealthyWorker, AStepThatAlwaysFailsEndsTheWorker) {
 TEST_P(UnhealthyWorker, ZeroMaxDetectionsNeverStopsTheWorker) {
   JobSpec spec = Spec();
   spec.worker.abft_max_detections = 0;
-  FlipCalls flip([](int call) { return call % 2 == 0; });  // every step computed twice
+  // Every step after the first computed twice: its first run flipped (calls 2, 5, 8, ...), the
+  // run confirming the miss clean, the recomputed step clean.
+  FlipCalls flip([](int call) { return call % 3 == 2; });
   const Outcome out = Train(spec, &flip);
   EXPECT_TRUE(out.trained.ok()) << out.trained;
   EXPECT_EQ(out.progress.step(), 12);

@@ -174,6 +174,13 @@ absl::StatusOr<float> TrainingLoop::Compute(int64_t step, const PreparedBatch& p
 }
 
 absl::Status TrainingLoop::CountDetections(int64_t step, bool failed) {
+  if (const int64_t cleared = math_->abft_cleared(); cleared != abft_cleared_seen_) {
+    spdlog::info("worker {}: step {}: {} GEMM checksum columns missed the probabilistic bound and "
+                 "were cleared (computed again to the same bits, within the rounding bound; {} "
+                 "so far): not a detection",
+                 worker_, step, cleared - abft_cleared_seen_, cleared);
+    abft_cleared_seen_ = cleared;
+  }
   const int64_t total = math_->abft_detections();
   if (total == abft_seen_) return absl::OkStatus();
   board_->AbftDetections(total - abft_seen_);

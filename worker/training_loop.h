@@ -254,6 +254,7 @@ class TrainingLoop {
   int64_t trained_step_ = 0;     // the last step reported
   int64_t trained_samples_ = 0;  // samples trained by then (start_position_ included)
   int64_t abft_seen_ = 0;                // math_->abft_detections() last counted
+  int64_t abft_cleared_seen_ = 0;        // math_->abft_cleared() last logged
   std::deque<int64_t> abft_steps_;        // steps computed again, within the window
   int64_t read_epoch_ = -1;      // the data.epochs pass the reader was last seen in (logged)
 };

@@ -15,7 +15,8 @@
 namespace ecps::gpu {
 
 // 2: DenseMath::SetAbft (a new virtual: the vtable of the plugin's DenseMath changed).
-inline constexpr int kPluginAbi = 2;
+// 3: DenseMath::abft_cleared (another).
+inline constexpr int kPluginAbi = 3;
 
 struct PluginApi {
   int abi = kPluginAbi;
