@@ -1,10 +1,13 @@
 #include "cli/bench_command.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -75,6 +78,127 @@ int RunThroughputBench(const std::string& spec_path, const std::string& output_d
   return 0;
 }
 
+namespace {
+
+// One run of the recovery benchmark: its fault-tolerance mode, its checkpoint interval (0:
+// none), and whether it gets the failure.
+struct RecoveryVariant {
+  std::string name;
+  FaultToleranceMode mode;
+  int64_t interval;
+  bool fault;
+};
+
+// The failure every faulty run gets: the spec's first kill_server drill, else server 1 at
+// 40% of the steps.
+FaultSpec RecoveryBenchFailure(const JobSpec& base) {
+  for (const FaultSpec& f : base.faults) {
+    if (f.action == FaultAction::kKillServer) return f;
+  }
+  FaultSpec fault;
+  fault.action = FaultAction::kKillServer;
+  fault.target = std::min(1, base.cluster.servers - 1);
+  fault.at_step = std::max<int64_t>(1, base.job.steps * 2 / 5);
+  return fault;
+}
+
+// none without the failure (the steady-state reference), then erasure_code, replication, and
+// checkpoint at two intervals: the spec's, else a tenth of the job, and twice that.
+std::vector<RecoveryVariant> RecoveryVariants(const JobSpec& base) {
+  const int64_t interval = base.fault_tolerance.checkpoint.interval_steps > 0
+                               ? base.fault_tolerance.checkpoint.interval_steps
+                               : std::max<int64_t>(1, base.job.steps / 10);
+  return {
+      {"none", FaultToleranceMode::kNone, 0, false},
+      {"erasure_code", FaultToleranceMode::kErasureCode, 0, true},
+      {"replication", FaultToleranceMode::kReplication, 0, true},
+      {"checkpoint-" + std::to_string(interval), FaultToleranceMode::kCheckpoint, interval, true},
+      {"checkpoint-" + std::to_string(2 * interval), FaultToleranceMode::kCheckpoint, 2 * interval,
+       true},
+  };
+}
+
+// The job of one variant, in its own folder under `out`: the base job under the variant's
+// mode, every variant with the same r and enough servers for the spec's k + r (k 4 unless the
+// spec is erasure_code), a spare for the faulty ones, and no drill but `fault`.
+JobSpec RecoveryVariantSpec(const JobSpec& base, const RecoveryVariant& v, const FaultSpec& fault,
+                            const std::filesystem::path& out) {
+  const int k =
+      base.fault_tolerance.mode == FaultToleranceMode::kErasureCode ? base.fault_tolerance.k : 4;
+  const int r = std::max(1, base.fault_tolerance.r);
+  JobSpec spec = base;
+  spec.job.name = base.job.name + "-" + v.name;
+  spec.job.output_dir = (out / v.name).string();
+  spec.fault_tolerance.mode = v.mode;
+  spec.fault_tolerance.k = v.mode == FaultToleranceMode::kErasureCode ? k : 1;
+  spec.fault_tolerance.r = r;
+  spec.fault_tolerance.dense_replicas = KeepsRedundancy(v.mode) ? r : 0;
+  spec.fault_tolerance.checkpoint.interval_steps = v.interval;
+  spec.fault_tolerance.checkpoint.interval_seconds = 0;
+  spec.fault_tolerance.checkpoint.dir = (out / v.name / "checkpoints").string();
+  spec.cluster.servers = std::max(base.cluster.servers, k + r);
+  spec.cluster.spares = v.fault ? std::max(1, base.cluster.spares) : 0;
+  spec.monitoring.progress = false;
+  spec.faults.clear();
+  if (v.fault) spec.faults.push_back(fault);
+  return spec;
+}
+
+// Writes the variant's spec to out/NAME.yaml, checks that it loads back, and runs it under
+// `ecps run`. Returns 0 when the run finished, 1 when it failed, 2 when the variant is not a
+// valid job.
+int RunRecoveryVariant(const JobSpec& base, const RecoveryVariant& v, const FaultSpec& fault,
+                       const std::filesystem::path& out) {
+  const JobSpec spec = RecoveryVariantSpec(base, v, fault, out);
+  const std::filesystem::path file = out / (v.name + ".yaml");
+  {
+    std::ofstream f(file);
+    f << SpecToYaml(spec);
+  }
+  if (auto check = LoadSpecFile(file.string()); !check.ok()) {
+    std::fprintf(stderr, "ecps bench: the %s variant is not a valid job:\n%s\n", v.name.c_str(),
+                 std::string(check.status().message()).c_str());
+    return 2;
+  }
+  const std::string failure = v.fault
+                                  ? absl::StrCat(" with ", ToString(fault.action), " of server ",
+                                                 fault.target, " at step ", fault.at_step)
+                                  : " (no failure: the steady-state reference)";
+  std::printf("ecps bench: %s%s\n", v.name.c_str(), failure.c_str());
+  std::fflush(stdout);
+  RunFlags flags;
+  flags.spec_path = file.string();
+  flags.output_dir = spec.job.output_dir;
+  flags.progress = false;
+  if (RunJob(flags) != 0) {
+    std::fprintf(stderr, "ecps bench: the %s run failed (logs in %s/logs)\n", v.name.c_str(),
+                 spec.job.output_dir.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+// deploy/recovery_report.py over every variant's folder (a failed run's too): report.md and
+// timelines.png in `out`. False, having said why, when there is no report.
+bool WriteRecoveryReport(const JobSpec& base, const std::filesystem::path& out,
+                         const std::vector<RecoveryVariant>& variants) {
+  std::vector<std::string> args = {
+      out.string(),
+      absl::StrCat("--node-mtbf-hours=", base.fault_tolerance.checkpoint.node_mtbf_hours)};
+  for (const RecoveryVariant& v : variants) args.push_back(v.name);
+  absl::Status reported =
+      RunPythonScript("recovery_report.py", args, (out / "report.log").string());
+  if (!reported.ok()) {
+    std::fprintf(stderr, "ecps bench: no report: %s\n", std::string(reported.message()).c_str());
+    return false;
+  }
+  std::printf("ecps bench: report %s/report.md, plot %s/timelines.png\n", out.c_str(),
+              out.c_str());
+  return true;
+}
+
+}  // namespace
+
 int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir) {
   auto loaded = LoadSpecFile(spec_path);
   if (!loaded.ok()) {
@@ -92,95 +216,15 @@ int RunRecoveryBench(const std::string& spec_path, const std::string& output_dir
     std::fprintf(stderr, "ecps: cannot create %s: %s\n", out.c_str(), ec.message().c_str());
     return 2;
   }
-  // The failure every faulty run gets.
-  FaultSpec fault;
-  fault.action = FaultAction::kKillServer;
-  fault.target = std::min(1, base.cluster.servers - 1);
-  fault.at_step = std::max<int64_t>(1, base.job.steps * 2 / 5);
-  for (const FaultSpec& f : base.faults) {
-    if (f.action == FaultAction::kKillServer) {
-      fault = f;
-      break;
-    }
-  }
-  const int k =
-      base.fault_tolerance.mode == FaultToleranceMode::kErasureCode ? base.fault_tolerance.k : 4;
-  const int r = std::max(1, base.fault_tolerance.r);
-  // Checkpoint intervals: the spec's, else a tenth of the job, and twice that.
-  int64_t interval = base.fault_tolerance.checkpoint.interval_steps > 0
-                         ? base.fault_tolerance.checkpoint.interval_steps
-                         : std::max<int64_t>(1, base.job.steps / 10);
-  struct Variant {
-    std::string name;
-    FaultToleranceMode mode;
-    int64_t interval;
-    bool fault;
-  };
-  const std::vector<Variant> variants = {
-      {"none", FaultToleranceMode::kNone, 0, false},
-      {"erasure_code", FaultToleranceMode::kErasureCode, 0, true},
-      {"replication", FaultToleranceMode::kReplication, 0, true},
-      {"checkpoint-" + std::to_string(interval), FaultToleranceMode::kCheckpoint, interval, true},
-      {"checkpoint-" + std::to_string(2 * interval), FaultToleranceMode::kCheckpoint, 2 * interval,
-       true},
-  };
-  std::vector<std::string> dirs;
+  const FaultSpec fault = RecoveryBenchFailure(base);
+  const std::vector<RecoveryVariant> variants = RecoveryVariants(base);
   int failed = 0;
-  for (const Variant& v : variants) {
-    JobSpec spec = base;
-    spec.job.name = base.job.name + "-" + v.name;
-    spec.job.output_dir = (out / v.name).string();
-    spec.fault_tolerance.mode = v.mode;
-    spec.fault_tolerance.k = v.mode == FaultToleranceMode::kErasureCode ? k : 1;
-    spec.fault_tolerance.r = r;
-    spec.fault_tolerance.dense_replicas = KeepsRedundancy(v.mode) ? r : 0;
-    spec.fault_tolerance.checkpoint.interval_steps = v.interval;
-    spec.fault_tolerance.checkpoint.interval_seconds = 0;
-    spec.fault_tolerance.checkpoint.dir = (out / v.name / "checkpoints").string();
-    spec.cluster.servers = std::max(base.cluster.servers, k + r);
-    spec.cluster.spares = v.fault ? std::max(1, base.cluster.spares) : 0;
-    spec.monitoring.progress = false;
-    spec.faults.clear();
-    if (v.fault) spec.faults.push_back(fault);
-    const std::filesystem::path file = out / (v.name + ".yaml");
-    {
-      std::ofstream f(file);
-      f << SpecToYaml(spec);
-    }
-    if (auto check = LoadSpecFile(file.string()); !check.ok()) {
-      std::fprintf(stderr, "ecps bench: the %s variant is not a valid job:\n%s\n",
-                   v.name.c_str(), std::string(check.status().message()).c_str());
-      return 2;
-    }
-    std::printf("ecps bench: %s%s\n", v.name.c_str(),
-                v.fault ? (std::string(" with ") + ToString(fault.action) + " of server " + std::to_string(fault.target) +
-                           " at step " + std::to_string(fault.at_step))
-                              .c_str()
-                        : " (no failure: the steady-state reference)");
-    std::fflush(stdout);
-    RunFlags flags;
-    flags.spec_path = file.string();
-    flags.output_dir = spec.job.output_dir;
-    flags.progress = false;
-    if (RunJob(flags) != 0) {
-      std::fprintf(stderr, "ecps bench: the %s run failed (logs in %s/logs)\n", v.name.c_str(),
-                   spec.job.output_dir.c_str());
-      ++failed;
-    }
-    dirs.push_back(v.name);
+  for (const RecoveryVariant& v : variants) {
+    const int rc = RunRecoveryVariant(base, v, fault, out);
+    if (rc == 2) return 2;
+    if (rc != 0) ++failed;
   }
-  std::vector<std::string> args = {
-      out.string(),
-      absl::StrCat("--node-mtbf-hours=", base.fault_tolerance.checkpoint.node_mtbf_hours)};
-  args.insert(args.end(), dirs.begin(), dirs.end());
-  absl::Status reported =
-      RunPythonScript("recovery_report.py", args, (out / "report.log").string());
-  if (!reported.ok()) {
-    std::fprintf(stderr, "ecps bench: no report: %s\n", std::string(reported.message()).c_str());
-    return 1;
-  }
-  std::printf("ecps bench: report %s/report.md, plot %s/timelines.png\n", out.c_str(),
-              out.c_str());
+  if (!WriteRecoveryReport(base, out, variants)) return 1;
   return failed == 0 ? 0 : 1;
 }
 

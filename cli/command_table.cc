@@ -32,10 +32,9 @@ const FlagSpec kCoordinatorFile = {
     "relaunched elsewhere is found; the address when none of the above is set"};
 const FlagSpec kOutput = {"output", "DIR", "the job's folder (default: job.output_dir)"};
 
-}  // namespace
-
-const std::vector<CommandSpec>& CommandTable() {
-  static const std::vector<CommandSpec>* const table = new std::vector<CommandSpec>{
+// Jobs run from this machine: a whole job, and benchmarks that compare runs of one.
+std::vector<CommandSpec> LocalJobCommands() {
+  return {
       {"run",
        "SPEC.yaml [--output DIR] [--no-progress] [--backend local|slurm]",
        "start a whole job on this machine (coordinator, servers, workers), train, report;\n"
@@ -53,6 +52,13 @@ const std::vector<CommandSpec>& CommandTable() {
        "the same failure under erasure_code, replication and checkpoint; a report",
        {{"output", "DIR", "where the runs and the report go (default: job.output_dir/"
                           "bench-recovery)"}}},
+  };
+}
+
+// What an operator runs beside a job: on a running one (through its coordinator), on a
+// checkpoint it wrote, or a probe of one of its roles.
+std::vector<CommandSpec> OperatorCommands() {
+  return {
       {"checkpoint", "ADDR | --job DIR",
        "save a checkpoint of a running job now (to fault_tolerance.checkpoint.dir)",
        {kToken, kJob, kTlsCa, kTlsCert, kTlsKey}},
@@ -89,6 +95,12 @@ const std::vector<CommandSpec>& CommandTable() {
         {"tls-ca", "F", "the job's CA certificate (a job with security.tls answers only TLS)"},
         {"tls-cert", "F", "a certificate of ROLE (CN=ROLE; in ROLE's pod, the pod's own)"},
         {"tls-key", "F", "its private key"}}},
+  };
+}
+
+// Writers of the files another system deploys a job with.
+std::vector<CommandSpec> DeploymentCommands() {
+  return {
       {"slurm", "SPEC.yaml [-o FILE] [--output DIR]",
        "write an sbatch script that runs the job under Slurm (docs/deploy.md); default\n"
        "      FILE: DIR/<job name>.sbatch, DIR the job's folder (job.output_dir); -o - prints it",
@@ -97,6 +109,12 @@ const std::vector<CommandSpec>& CommandTable() {
        "write the Kubernetes manifests of the job (the spec's k8s: section; docs/deploy.md),\n"
        "      one file per object, for `kubectl apply -f DIR`; default DIR: job.output_dir/k8s",
        {{"dir", "DIR", "where the files go (default: job.output_dir/k8s)", 'o'}}},
+  };
+}
+
+// The single roles of a cluster deployment.
+std::vector<CommandSpec> RoleCommands() {
+  return {
       {"coordinator",
        "--spec SPEC [--host H] [--advertise A] [--port P] [--port-file F]\n"
        "              [--address-file F] [--final-status F] [--state-dir DIR] [--linger-ms N]",
@@ -130,6 +148,19 @@ const std::vector<CommandSpec>& CommandTable() {
         {"port", "P", "the port of its gRPC health service (default 0: any)"}, kToken,
         kLogLevel}},
   };
+}
+
+}  // namespace
+
+const std::vector<CommandSpec>& CommandTable() {
+  static const std::vector<CommandSpec>* const table = [] {
+    auto* all = new std::vector<CommandSpec>;
+    for (const std::vector<CommandSpec>& family :
+         {LocalJobCommands(), OperatorCommands(), DeploymentCommands(), RoleCommands()}) {
+      all->insert(all->end(), family.begin(), family.end());
+    }
+    return all;
+  }();
   return *table;
 }
 

@@ -44,6 +44,7 @@
 #include "ps/rebuilder.h"
 #include "ps/redundancy.h"
 #include "ps/update_gate.h"
+#include "runtime/clock.h"
 #include "runtime/coordinator_term.h"
 #include "runtime/security.h"
 
@@ -263,8 +264,9 @@ class ParameterServerCore {
   ServerParts parts_;
 
   // Freezes (leases; several rebuilders and the coordinator may freeze at once) and the
-  // updates in flight.
-  UpdateGate gate_;
+  // updates in flight. Leases run on the steady clock, whatever the wall clock does.
+  const MonotonicClock lease_clock_;
+  UpdateGate gate_{&lease_clock_};
 
   // The map FollowMap was last given: each server id's holder and state.
   struct Member {

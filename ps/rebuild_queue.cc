@@ -1,20 +1,19 @@
 #include "ps/rebuild_queue.h"
 
 #include <algorithm>
-#include <utility>
 
 #include "absl/time/time.h"
 
 namespace ecps {
 
-RebuildQueue::RebuildQueue(int max_hint_linger_ms, std::function<Clock::time_point()> now)
-    : max_hint_linger_ms_(max_hint_linger_ms), now_(std::move(now)) {}
+RebuildQueue::RebuildQueue(int max_hint_linger_ms, const Clock* clock)
+    : max_hint_linger_ms_(max_hint_linger_ms), clock_(clock) {}
 
 void RebuildQueue::NoteHint() {
-  const Clock::time_point now = now_();
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  const double ms = std::chrono::duration<double, std::milli>(now - last_hint_).count();
-  if (last_hint_ != Clock::time_point{} && ms < 1000) {
+  const double ms = absl::ToDoubleMilliseconds(now - last_hint_);
+  if (last_hint_ != absl::InfinitePast() && ms < 1000) {
     hint_interval_ms_ = hint_interval_ms_ == 0 ? ms : 0.8 * hint_interval_ms_ + 0.2 * ms;
   }
   last_hint_ = now;
@@ -22,7 +21,7 @@ void RebuildQueue::NoteHint() {
 
 void RebuildQueue::Add(absl::Span<const StripeId> stripes, bool urgent) {
   if (stripes.empty()) return;
-  const Clock::time_point now = now_();
+  const absl::Time now = clock_->Now();
   {
     absl::MutexLock lock(&mu_);
     if (on_demand_.empty()) first_hint_ = now;
@@ -38,17 +37,17 @@ void RebuildQueue::PutBack(absl::Span<const StripeId> stripes) {
   urgent_ = true;
 }
 
-RebuildQueue::Clock::time_point RebuildQueue::HintDeadlineLocked() const {
+absl::Time RebuildQueue::HintDeadlineLocked() const {
   const double linger_ms = std::min<double>(max_hint_linger_ms_, 1.25 * hint_interval_ms_);
-  return first_hint_ + std::chrono::microseconds(static_cast<int64_t>(linger_ms * 1000));
+  return first_hint_ + absl::Microseconds(static_cast<int64_t>(linger_ms * 1000));
 }
 
-RebuildQueue::Clock::time_point RebuildQueue::HintDeadline() const {
+absl::Time RebuildQueue::HintDeadline() const {
   absl::MutexLock lock(&mu_);
   return HintDeadlineLocked();
 }
 
-bool RebuildQueue::DueLocked(Clock::time_point now) const {
+bool RebuildQueue::DueLocked(absl::Time now) const {
   return !on_demand_.empty() && (urgent_ || now >= HintDeadlineLocked());
 }
 
@@ -62,7 +61,7 @@ void RebuildQueue::TakeLocked(int max, std::vector<StripeId>* batch) {
 }
 
 bool RebuildQueue::TakeDue(int max, std::vector<StripeId>* batch) {
-  const Clock::time_point now = now_();
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
   if (!DueLocked(now)) return false;
   TakeLocked(max, batch);
@@ -78,9 +77,9 @@ bool RebuildQueue::WaitAndTake(int max, std::vector<StripeId>* batch) {
       continue;
     }
     // Rows a request waits for go at once; hinted rows only at their deadline.
-    const Clock::time_point now = now_();
+    const absl::Time now = clock_->Now();
     if (DueLocked(now)) break;
-    queued_.WaitWithTimeout(&mu_, absl::FromChrono(HintDeadlineLocked() - now));
+    queued_.WaitWithTimeout(&mu_, HintDeadlineLocked() - now);
   }
   TakeLocked(max, batch);
   return true;

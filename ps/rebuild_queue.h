@@ -12,7 +12,6 @@
 #ifndef ECPS_PS_REBUILD_QUEUE_H_
 #define ECPS_PS_REBUILD_QUEUE_H_
 
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -20,7 +19,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "runtime/clock.h"
 
 namespace ecps {
 
@@ -32,10 +33,9 @@ struct StripeId {
 
 class RebuildQueue {
  public:
-  using Clock = std::chrono::steady_clock;
-
-  explicit RebuildQueue(int max_hint_linger_ms,
-                        std::function<Clock::time_point()> now = Clock::now);
+  // `clock` (not owned; it must outlive the queue) times hints and lingering: a
+  // MonotonicClock in production, a FakeClock in tests.
+  RebuildQueue(int max_hint_linger_ms, const Clock* clock);
 
   // A worker's hint arrived (whether or not it names rows still missing): the cadence of
   // hints sets how long hinted rows linger.
@@ -56,7 +56,7 @@ class RebuildQueue {
   void Close() ABSL_LOCKS_EXCLUDED(mu_);
 
   // When a queue of hinted stripes only is due.
-  Clock::time_point HintDeadline() const ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Time HintDeadline() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t on_demand() const ABSL_LOCKS_EXCLUDED(mu_);  // stripes queued on demand
 
   // The hot stripes, hottest first (replaces any set before).
@@ -68,12 +68,12 @@ class RebuildQueue {
   size_t hot() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  bool DueLocked(Clock::time_point now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Clock::time_point HintDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool DueLocked(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time HintDeadlineLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeLocked(int max, std::vector<StripeId>* batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int max_hint_linger_ms_;
-  const std::function<Clock::time_point()> now_;
+  const Clock* const clock_;
   mutable absl::Mutex mu_;
   absl::CondVar queued_;  // stripes queued, or closed
   std::deque<StripeId> on_demand_ ABSL_GUARDED_BY(mu_);
@@ -81,10 +81,10 @@ class RebuildQueue {
   // A request waits for stripes in on_demand_.
   bool urgent_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  // When the oldest stripe still queued arrived; when the last hint arrived, and the mean
-  // interval between hints (0: unknown).
-  Clock::time_point first_hint_ ABSL_GUARDED_BY(mu_){};
-  Clock::time_point last_hint_ ABSL_GUARDED_BY(mu_){};
+  // When the oldest stripe still queued arrived; when the last hint arrived (InfinitePast:
+  // none yet), and the mean interval between hints (0: unknown).
+  absl::Time first_hint_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_hint_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   double hint_interval_ms_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

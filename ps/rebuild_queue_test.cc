@@ -3,17 +3,16 @@
 #include <future>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "ps/fake_clock.h"
+#include "runtime/clock.h"
 
 namespace ecps {
 namespace {
 
-using std::chrono::milliseconds;
-
 class RebuildQueueTest : public ::testing::Test {
  protected:
-  RebuildQueueTest() : queue_(/*max_hint_linger_ms=*/50, [this] { return clock_.Now(); }) {}
+  RebuildQueueTest() : queue_(/*max_hint_linger_ms=*/50, &clock_) {}
   void Hint(std::vector<StripeId> stripes) {
     queue_.NoteHint();
     queue_.Add(stripes, /*urgent=*/false);
@@ -23,7 +22,7 @@ class RebuildQueueTest : public ::testing::Test {
     return queue_.TakeDue(max, &batch_) ? batch_.size() : 0;
   }
 
-  FakeSteadyClock clock_;
+  FakeClock clock_;
   RebuildQueue queue_;
   std::vector<StripeId> batch_;
 };
@@ -47,16 +46,16 @@ TEST_F(RebuildQueueTest, HintedRowsLingerAboutOneHintInterval) {
   // Hints every 20 ms: hinted rows wait 1.25 * 20 = 25 ms for the next hint to join them.
   for (int i = 0; i < 4; ++i) {
     queue_.NoteHint();
-    clock_.Advance(milliseconds(20));
+    clock_.Advance(absl::Milliseconds(20));
   }
   Hint({{0, 1}});
-  EXPECT_EQ(queue_.HintDeadline(), clock_.Now() + milliseconds(25));
-  clock_.Advance(milliseconds(20));
+  EXPECT_EQ(queue_.HintDeadline(), clock_.Now() + absl::Milliseconds(25));
+  clock_.Advance(absl::Milliseconds(20));
   EXPECT_EQ(Take(), 0u) << "lingering for the next hint";
   Hint({{0, 2}});  // joins the first hint's batch; the deadline stays the first hint's
-  clock_.Advance(milliseconds(4));
+  clock_.Advance(absl::Milliseconds(4));
   EXPECT_EQ(Take(), 0u);
-  clock_.Advance(milliseconds(1));
+  clock_.Advance(absl::Milliseconds(1));
   EXPECT_EQ(Take(), 2u) << "both hints in one batch at the first one's deadline";
 }
 
@@ -64,19 +63,19 @@ TEST_F(RebuildQueueTest, LingeringIsCappedByMaxHintLinger) {
   // Hints every 200 ms would linger 250 ms; the cap is 50 ms.
   for (int i = 0; i < 3; ++i) {
     queue_.NoteHint();
-    clock_.Advance(milliseconds(200));
+    clock_.Advance(absl::Milliseconds(200));
   }
   Hint({{0, 1}});
-  clock_.Advance(milliseconds(49));
+  clock_.Advance(absl::Milliseconds(49));
   EXPECT_EQ(Take(), 0u);
-  clock_.Advance(milliseconds(1));
+  clock_.Advance(absl::Milliseconds(1));
   EXPECT_EQ(Take(), 1u);
 }
 
 TEST_F(RebuildQueueTest, AnUrgentRowTakesLingeringHintsAlong) {
   for (int i = 0; i < 3; ++i) {
     queue_.NoteHint();
-    clock_.Advance(milliseconds(20));
+    clock_.Advance(absl::Milliseconds(20));
   }
   Hint({{0, 1}});
   EXPECT_EQ(Take(), 0u);
@@ -97,7 +96,7 @@ TEST_F(RebuildQueueTest, WhatAFullBatchLeavesGoesNext) {
 TEST_F(RebuildQueueTest, AFailedBatchGoesBackFirstAndAtOnce) {
   for (int i = 0; i < 3; ++i) {
     queue_.NoteHint();
-    clock_.Advance(milliseconds(20));
+    clock_.Advance(absl::Milliseconds(20));
   }
   Hint({{0, 5}});
   queue_.PutBack({{1, 1}});

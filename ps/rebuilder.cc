@@ -28,7 +28,7 @@ Rebuilder::Rebuilder(RebuildOptions options, const RowCode* code, EmbeddingStore
       // A freeze sends one request to each server, and the background and on-demand batches
       // may freeze side by side.
       fanout_(std::min(2 * placement_.servers(), 64)),
-      queue_(options_.max_hint_linger_ms) {
+      queue_(options_.max_hint_linger_ms, &hint_clock_) {
   rows_total_ = embeddings_->invalid_rows() + (parity_ != nullptr ? parity_->invalid_rows() : 0);
 }
 

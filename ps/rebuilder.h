@@ -44,6 +44,7 @@
 #include "ps/row_code.h"
 #include "ps/stripe_snapshot.h"
 #include "ps/stripe_source.h"
+#include "runtime/clock.h"
 #include "runtime/retry_policy.h"
 #include "runtime/task_pool.h"
 
@@ -203,7 +204,9 @@ class Rebuilder {
   // The requests of a freeze go to every server at once, from these threads (a read's go
   // out together from the reading thread: StripeSource::ReadRowsFromEach).
   mutable TaskPool fanout_;
-  // Rows workers ask for, and the hot rows the sweep takes first.
+  // Rows workers ask for, and the hot rows the sweep takes first; hints linger on the steady
+  // clock.
+  const MonotonicClock hint_clock_;
   RebuildQueue queue_;
 
   mutable absl::Mutex mu_;

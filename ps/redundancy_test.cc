@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "proto/ecps.pb.h"
 #include "ps/coded_redundancy.h"
+#include "runtime/clock.h"
 
 namespace ecps {
 namespace {
@@ -176,7 +177,8 @@ TEST_P(CodedRedundancyTest, AParityWriteWithoutTheCallersFreezeIsRefused) {
   write.add_versions(0);
   write.set_owner("nobody");
   write.set_freeze_id(1);
-  UpdateGate gate;
+  FakeClock clock;
+  UpdateGate gate(&clock);
   std::vector<uint8_t> before, after;
   ASSERT_TRUE(redundancies_[holder]->ReadParityRow(0, 0, &before).ok());
   EXPECT_TRUE(absl::IsFailedPrecondition(redundancies_[holder]->WriteParity(write, gate)));

@@ -13,8 +13,8 @@ constexpr size_t kEndedKept = 256;
 
 }  // namespace
 
-UpdateGate::UpdateGate(std::function<Clock::time_point()> now, std::chrono::milliseconds poll)
-    : now_(std::move(now)), poll_(poll) {}
+UpdateGate::UpdateGate(const Clock* clock, std::chrono::milliseconds poll)
+    : clock_(clock), poll_(poll) {}
 
 bool UpdateGate::CoveredLocked(const Touches* touches) const {
   if (whole_ > 0) return true;
@@ -28,11 +28,11 @@ bool UpdateGate::CoveredLocked(const Touches* touches) const {
 absl::StatusOr<uint64_t> UpdateGate::Begin(const Touches* touches,
                                            std::chrono::milliseconds timeout) {
   absl::MutexLock lock(&mu_);
-  const Clock::time_point deadline = now_() + timeout;
+  const absl::Time deadline = clock_->Now() + absl::FromChrono(timeout);
   while (true) {
-    ReapLocked(now_());
+    ReapLocked(clock_->Now());
     if (!CoveredLocked(touches)) break;
-    if (now_() >= deadline) {
+    if (clock_->Now() >= deadline) {
       return absl::UnavailableError(absl::StrCat("server frozen for over ",
                                                  timeout.count() / 1000, " s"));
     }
@@ -53,7 +53,7 @@ void UpdateGate::End(uint64_t generation) {
 
 absl::Status UpdateGate::Freeze(Lease lease, std::chrono::milliseconds timeout) {
   absl::ReleasableMutexLock lock(&mu_);
-  const Clock::time_point now = now_();
+  const absl::Time now = clock_->Now();
   ReapLocked(now);
   const uint64_t id = lease.id;
   auto it = leases_.find(id);
@@ -63,7 +63,7 @@ absl::Status UpdateGate::Freeze(Lease lease, std::chrono::milliseconds timeout) 
                                                    it->second.lease.owner, ", not ",
                                                    lease.owner));
     }
-    it->second.expiry = now + lease.duration;  // a retried request: renew
+    it->second.expiry = now + absl::FromChrono(lease.duration);  // a retried request: renew
   } else {
     std::sort(lease.stripes.begin(), lease.stripes.end());
     if (lease.stripes.empty()) {
@@ -71,19 +71,19 @@ absl::Status UpdateGate::Freeze(Lease lease, std::chrono::milliseconds timeout) 
     } else {
       for (uint64_t key : lease.stripes) ++stripe_frozen_[key];
     }
-    const Clock::time_point expiry = now + lease.duration;
+    const absl::Time expiry = now + absl::FromChrono(lease.duration);
     leases_.emplace(id, Held{std::move(lease), expiry});
   }
   // Wait for the updates that started before this freeze; later ones either wait for it or
   // touch none of its stripes.
   const uint64_t generation = ++generation_;
-  const Clock::time_point deadline = now + timeout;
+  const absl::Time deadline = now + absl::FromChrono(timeout);
   while (!(in_flight_.empty() || in_flight_.begin()->first >= generation)) {
     if (leases_.count(id) == 0) {
       return absl::FailedPreconditionError(
           absl::StrCat("freeze ", id, " lapsed before the updates in flight finished"));
     }
-    if (now_() >= deadline) {
+    if (clock_->Now() >= deadline) {
       auto held = leases_.find(id);
       if (held != leases_.end()) DropLocked(held, /*lapsed=*/false);
       lock.Release();
@@ -92,14 +92,14 @@ absl::Status UpdateGate::Freeze(Lease lease, std::chrono::milliseconds timeout) 
           "updates in flight did not finish within ", timeout.count() / 1000, " s"));
     }
     cv_.WaitWithTimeout(&mu_, absl::FromChrono(poll_));
-    ReapLocked(now_());
+    ReapLocked(clock_->Now());
   }
   return absl::OkStatus();
 }
 
 absl::Status UpdateGate::Release(uint64_t id, const std::string& owner) {
   absl::ReleasableMutexLock lock(&mu_);
-  ReapLocked(now_());
+  ReapLocked(clock_->Now());
   auto it = leases_.find(id);
   if (it != leases_.end()) {
     if (it->second.lease.owner != owner) {
@@ -130,7 +130,7 @@ absl::Status UpdateGate::Release(uint64_t id, const std::string& owner) {
 bool UpdateGate::Holds(uint64_t id, const std::string& owner,
                        absl::Span<const uint64_t> stripes) {
   absl::MutexLock lock(&mu_);
-  ReapLocked(now_());
+  ReapLocked(clock_->Now());
   auto it = leases_.find(id);
   if (it == leases_.end() || it->second.lease.owner != owner) return false;
   const std::vector<uint64_t>& held = it->second.lease.stripes;
@@ -170,7 +170,7 @@ int UpdateGate::active() const {
   return static_cast<int>(leases_.size());
 }
 
-void UpdateGate::ReapLocked(Clock::time_point now) {
+void UpdateGate::ReapLocked(absl::Time now) {
   bool any = false;
   for (auto it = leases_.begin(); it != leases_.end();) {
     auto next = std::next(it);

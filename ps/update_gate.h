@@ -25,14 +25,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "runtime/clock.h"
 
 namespace ecps {
 
 class UpdateGate {
  public:
-  using Clock = std::chrono::steady_clock;
-
   struct Lease {
     uint64_t id = 0;
     std::string owner;
@@ -47,9 +47,11 @@ class UpdateGate {
     return (static_cast<uint64_t>(table) << 40) + static_cast<uint64_t>(stripe);
   }
 
-  // `now` defaults to the steady clock. Waits (Begin, Freeze) wake at least every
-  // `poll` to notice leases that ran out on a clock that tests move by hand.
-  explicit UpdateGate(std::function<Clock::time_point()> now = Clock::now,
+  // `clock` (not owned; it must outlive the gate) times leases and waits: a MonotonicClock in
+  // production, so that a step of the wall clock neither lapses nor stretches a lease; a
+  // FakeClock in tests. Waits (Begin, Freeze) wake at least every `poll` to notice leases
+  // that ran out on a clock that tests move by hand.
+  explicit UpdateGate(const Clock* clock,
                       std::chrono::milliseconds poll = std::chrono::milliseconds(50));
 
   // Whether an update touches a frozen stripe: calls `frozen` with the key of each stripe
@@ -91,10 +93,10 @@ class UpdateGate {
  private:
   struct Held {
     Lease lease;
-    Clock::time_point expiry;
+    absl::Time expiry;
   };
   // Drops expired leases and wakes the waiters.
-  void ReapLocked(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReapLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DropLocked(std::unordered_map<uint64_t, Held>::iterator it, bool lapsed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool CoveredLocked(const Touches* touches) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -102,7 +104,7 @@ class UpdateGate {
   void RememberLocked(uint64_t id, const std::string& owner, bool lapsed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const std::function<Clock::time_point()> now_;
+  const Clock* const clock_;
   const std::chrono::milliseconds poll_;
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

@@ -3,8 +3,9 @@
 #include <future>
 #include <thread>
 
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
-#include "ps/fake_clock.h"
+#include "runtime/clock.h"
 
 namespace ecps {
 namespace {
@@ -13,7 +14,7 @@ using std::chrono::milliseconds;
 
 class UpdateGateTest : public ::testing::Test {
  protected:
-  UpdateGateTest() : gate_([this] { return clock_.Now(); }, milliseconds(1)) {}
+  UpdateGateTest() : gate_(&clock_, milliseconds(1)) {}
 
   UpdateGate::Lease Whole(uint64_t id, const std::string& owner, int server = 1,
                           milliseconds lease = milliseconds(30000)) {
@@ -42,7 +43,7 @@ class UpdateGateTest : public ::testing::Test {
     return true;
   }
 
-  FakeSteadyClock clock_;
+  FakeClock clock_;
   UpdateGate gate_;
 };
 
@@ -83,9 +84,9 @@ TEST_F(UpdateGateTest, AnotherOwnerCannotTakeAnIdInUse) {
 TEST_F(UpdateGateTest, ALeaseThatRunsOutHoldsNothingBack) {
   ASSERT_TRUE(gate_.Freeze(Whole(5, "B", 1, milliseconds(2000)), milliseconds(100)).ok());
   EXPECT_FALSE(MayUpdate(0));
-  clock_.Advance(milliseconds(1999));
+  clock_.Advance(absl::Milliseconds(1999));
   EXPECT_FALSE(MayUpdate(0));
-  clock_.Advance(milliseconds(1));
+  clock_.Advance(absl::Milliseconds(1));
   EXPECT_TRUE(MayUpdate(0));
   EXPECT_EQ(gate_.expired(), 1);
   // The owner learns that its consistent point was lost.
@@ -101,7 +102,7 @@ TEST_F(UpdateGateTest, AWaitingUpdateGoesOnWhenTheLeaseRunsOut) {
     return gate_.Begin(&touches, milliseconds(60000)).ok();
   });
   EXPECT_EQ(waiting.wait_for(milliseconds(20)), std::future_status::timeout);
-  clock_.Advance(milliseconds(2000));
+  clock_.Advance(absl::Milliseconds(2000));
   EXPECT_TRUE(waiting.get());
 }
 
@@ -129,7 +130,7 @@ TEST_F(UpdateGateTest, HoldsChecksOwnerAndCoverage) {
   EXPECT_FALSE(gate_.Holds(5, "B", std::vector<uint64_t>{a}));
   ASSERT_TRUE(gate_.Freeze(Whole(6, "B"), milliseconds(100)).ok());
   EXPECT_TRUE(gate_.Holds(6, "B", std::vector<uint64_t>{c}));
-  clock_.Advance(milliseconds(30000));
+  clock_.Advance(absl::Milliseconds(30000));
   EXPECT_FALSE(gate_.Holds(4, "B", std::vector<uint64_t>{a}));
 }
 
@@ -153,7 +154,7 @@ TEST_F(UpdateGateTest, AFreezeThatCannotDrainIsDropped) {
   auto frozen = std::async(std::launch::async,
                            [&] { return gate_.Freeze(Whole(8, "B"), milliseconds(500)); });
   while (gate_.active() == 0) std::this_thread::yield();
-  clock_.Advance(milliseconds(500));
+  clock_.Advance(absl::Milliseconds(500));
   EXPECT_TRUE(absl::IsDeadlineExceeded(frozen.get()));
   EXPECT_EQ(gate_.active(), 0);
   gate_.End(*stuck);

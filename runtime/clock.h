@@ -2,13 +2,18 @@
 // timeouts deterministically with FakeClock.
 //
 // Every timing decision in coordinator/ (heartbeat age, suspicion, startup timeout, elapsed
-// time, ETA, the checkpoint schedule) reads a Clock passed in by the owner; only RealClock
-// reads the system clock. It lives in runtime/ so that ps/ and worker/ can take the same one
-// (ps/'s UpdateGate and RebuildQueue still take a steady-clock function, with
-// ps/fake_clock.h's FakeSteadyClock in their tests). What must wait in real time (a loop's
-// period, a lease's deadline) reads the system's clocks directly.
+// time, ETA, the checkpoint schedule) reads a Clock passed in by the owner, a RealClock in
+// production. So do ps/'s UpdateGate (freeze leases) and RebuildQueue (hint lingering); their
+// owners pass a MonotonicClock, so that a step of the wall clock (NTP, an operator) neither
+// lapses nor stretches a lease. The rest reads std::chrono::steady_clock directly: what waits
+// in real time (a loop's period, an RPC's or a poll's deadline), and the pure decisions that
+// take `now` as an argument, which tests call with any time they like (CoordinatorGrace, the
+// lifecycles' Heartbeat, ScrubPacer). Two older seams keep steady time of their own: RetryEnv
+// (time with sleep and random draws, runtime/retry_policy.h) and worker/'s ProgressBoard.
 #ifndef ECPS_RUNTIME_CLOCK_H_
 #define ECPS_RUNTIME_CLOCK_H_
+
+#include <chrono>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -28,6 +33,18 @@ class Clock {
 class RealClock final : public Clock {
  public:
   absl::Time Now() const override { return absl::Now(); }
+};
+
+// The system's steady clock (std::chrono::steady_clock): it never steps back or jumps with
+// the wall clock. Only differences between its readings are meaningful; a reading is not a
+// date (its epoch is the steady clock's, often the boot, shifted to the Unix epoch).
+class MonotonicClock final : public Clock {
+ public:
+  absl::Time Now() const override {
+    return absl::UnixEpoch() +
+           absl::FromChrono(std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch()));
+  }
 };
 
 // A clock that moves only when told to (tests). Thread-safe.

@@ -1,7 +1,7 @@
-// The CUDA DenseMath (cuda_dense_math.h): cuBLASLt/cuBLAS for the MLPs, train_kernels.h's bodies
-// for everything else, one kernel launch per body over its index range, NCCL across GPUs.
-#include <cublasLt.h>
-#include <cublas_v2.h>
+// The CUDA DenseMath (cuda_dense_math.h): a step's inputs staged on every GPU, the model's
+// passes run on each (cuda_model_pass.cuh: cuBLASLt/cuBLAS for the MLPs, train_kernels.h's
+// bodies for everything else), NCCL across GPUs, the results copied back, a step that missed
+// its ABFT checks computed again; and what the worker asks of CUDA itself.
 #include <cuda_runtime.h>
 #if ECPS_HAVE_NCCL
 #include <nccl.h>
@@ -19,19 +19,13 @@
 #include "kernels/cuda/cuda_abft.cuh"
 #include "kernels/cuda/cuda_dense_math.h"
 #include "kernels/cuda/cuda_launch.cuh"
+#include "kernels/cuda/cuda_model_pass.cuh"
 #include "kernels/cuda/step_plan.h"
 #include "kernels/cuda/train_kernels.h"
 
 namespace ecps::gpu {
 namespace {
 
-#define ECPS_CUBLAS_TRY(expr)                                                  \
-  do {                                                                         \
-    const cublasStatus_t ecps_s = (expr);                                      \
-    if (ecps_s != CUBLAS_STATUS_SUCCESS) {                                     \
-      return std::string(#expr) + ": cuBLAS status " + std::to_string(ecps_s); \
-    }                                                                          \
-  } while (0)
 #if ECPS_HAVE_NCCL
 #define ECPS_NCCL_TRY(expr)                                          \
   do {                                                               \
@@ -41,57 +35,6 @@ namespace {
     }                                                                \
   } while (0)
 #endif
-
-constexpr size_t kLtWorkspace = size_t{32} << 20;
-
-// A linear layer's forward through cuBLASLt with bias (+ ReLU) in the epilogue, its
-// descriptors and algorithm kept for the batch size last seen.
-struct LtLayer {
-  int batch = -1;
-  bool fused = false;  // false: no algorithm fused the epilogue; sgemm + BiasActivationAt
-  cublasLtMatmulDesc_t op = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  void Release() {
-    if (op != nullptr) cublasLtMatmulDescDestroy(op);
-    if (a != nullptr) cublasLtMatrixLayoutDestroy(a);
-    if (b != nullptr) cublasLtMatrixLayoutDestroy(b);
-    if (c != nullptr) cublasLtMatrixLayoutDestroy(c);
-    op = nullptr;
-    a = b = c = nullptr;
-    batch = -1;
-  }
-};
-
-// A step's inputs on one GPU (one of three slots: two for training steps in flight, one for
-// Predict) and the pinned memory they came through.
-struct Slot {
-  int b0 = 0, b1 = 0;  // the GPU's samples of the batch
-  int64_t rows = 0;    // unique rows, all tables
-  DeviceArray<float> dense_x, labels, rows_data, params;
-  DeviceArray<int32_t> index, occ_samples, row_table;
-  DeviceArray<int64_t> row_offset, occ_offset;
-  RowUse use;                           // host side, kept for its capacity
-  PinnedArray<int32_t> pinned_index;    // the slice's index, then occ_samples, row_table
-  PinnedArray<int64_t> pinned_offsets;  // row_offset then occ_offset
-  cudaEvent_t copied = nullptr;         // the copy stream finished this slot's copies
-};
-
-struct Replica {
-  int device = 0;
-  cudaStream_t compute = nullptr, copy = nullptr;
-  cublasHandle_t blas = nullptr;
-  cublasLtHandle_t lt = nullptr;
-  DeviceArray<char> lt_workspace;
-  std::vector<LtLayer> lt_bottom, lt_top;
-  Slot slots[3];
-  std::vector<DeviceArray<float>> bottom_act, top_act;
-  DeviceArray<float> z, top_in, grad_a, grad_b, dz, d_logits, losses, probs, grads;
-  GpuGemmChecks checks;  // ABFT (SetAbft)
-#if ECPS_HAVE_NCCL
-  ncclComm_t comm = nullptr;
-#endif
-};
 
 class CudaDenseMath final : public DenseMath {
  public:
@@ -215,9 +158,30 @@ class CudaDenseMath final : public DenseMath {
     return "";
   }
 
-  // This function and those below are public only because CUDA's extended lambdas must not
-  // sit in private member functions; the class is local to this file.
-  //
+  std::string Predict(const StepInput& in, float* probs) override {
+    ECPS_TRY(CheckInput(plan_, in, max_batch_, false));
+    constexpr int kPredictSlot = 2;
+    ECPS_TRY(StageInto(kPredictSlot, in, 1));
+    Replica& r = replicas_[0];
+    Slot& slot = r.slots[kPredictSlot];
+    ECPS_CUDA_TRY(cudaSetDevice(r.device));
+    ECPS_CUDA_TRY(cudaStreamWaitEvent(r.compute, slot.copied, 0));
+    ECPS_TRY(r.grad_a.Reserve(static_cast<size_t>(in.batch) * plan_.max_width));
+    ECPS_TRY(EnsureActivations(&r, in.batch));
+    ECPS_TRY(Pass().Forward(&r, slot, /*check=*/false));
+    const float* logits = r.top_act.back().p;
+    float* d_probs = r.probs.p;
+    ECPS_TRY(
+        Launch(in.batch, r.compute, [=] __device__(int64_t b) { SigmoidAt(b, logits, d_probs); }));
+    ECPS_TRY(out_probs_.Reserve(in.batch));
+    ECPS_CUDA_TRY(cudaMemcpyAsync(out_probs_.p, r.probs.p, in.batch * sizeof(float),
+                                  cudaMemcpyDeviceToHost, r.compute));
+    ECPS_CUDA_TRY(cudaStreamSynchronize(r.compute));
+    std::memcpy(probs, out_probs_.p, sizeof(float) * in.batch);
+    return "";
+  }
+
+ private:
   // One attempt at the step of slot s: every GPU's slice, the all-reduce, the results copied
   // to the pinned out_* buffers, and with ABFT the columns that missed their checks, summed
   // over the GPUs, in *misses (copied back with the results: one synchronisation a step).
@@ -230,7 +194,7 @@ class CudaDenseMath final : public DenseMath {
       ECPS_TRY(r.grads.Reserve(grad_floats));
       ECPS_CUDA_TRY(cudaStreamWaitEvent(r.compute, r.slots[s].copied, 0));
       if (abft_) ECPS_TRY(r.checks.StartStep(r.compute));
-      ECPS_TRY(Backward(&r, r.slots[s], inv, out->probs != nullptr));
+      ECPS_TRY(Pass().Backward(&r, r.slots[s], inv, out->probs != nullptr));
     }
 #if ECPS_HAVE_NCCL
     if (Gpus() > 1) {
@@ -283,30 +247,9 @@ class CudaDenseMath final : public DenseMath {
     return "";
   }
 
-  std::string Predict(const StepInput& in, float* probs) override {
-    ECPS_TRY(CheckInput(plan_, in, max_batch_, false));
-    constexpr int kPredictSlot = 2;
-    ECPS_TRY(StageInto(kPredictSlot, in, 1));
-    Replica& r = replicas_[0];
-    Slot& slot = r.slots[kPredictSlot];
-    ECPS_CUDA_TRY(cudaSetDevice(r.device));
-    ECPS_CUDA_TRY(cudaStreamWaitEvent(r.compute, slot.copied, 0));
-    ECPS_TRY(r.grad_a.Reserve(static_cast<size_t>(in.batch) * plan_.max_width));
-    ECPS_TRY(EnsureActivations(&r, in.batch));
-    ECPS_TRY(Forward(&r, slot, /*check=*/false));
-    const float* logits = r.top_act.back().p;
-    float* d_probs = r.probs.p;
-    ECPS_TRY(
-        Launch(in.batch, r.compute, [=] __device__(int64_t b) { SigmoidAt(b, logits, d_probs); }));
-    ECPS_TRY(out_probs_.Reserve(in.batch));
-    ECPS_CUDA_TRY(cudaMemcpyAsync(out_probs_.p, r.probs.p, in.batch * sizeof(float),
-                                  cudaMemcpyDeviceToHost, r.compute));
-    ECPS_CUDA_TRY(cudaStreamSynchronize(r.compute));
-    std::memcpy(probs, out_probs_.p, sizeof(float) * in.batch);
-    return "";
-  }
-
   int Gpus() const { return static_cast<int>(replicas_.size()); }
+  // The model's passes, training's GEMMs checked as SetAbft said.
+  ModelPass Pass() const { return ModelPass{plan_, abft_, injector_}; }
 
   // Predict may take the whole batch on the first GPU: activations for it.
   std::string EnsureActivations(Replica* r, int batch) {
@@ -386,211 +329,6 @@ class CudaDenseMath final : public DenseMath {
     return "";
   }
 
-  // The row-major product g through cuBLAS (column-major: C^T = op(B)^T op(A)^T). With
-  // `check` (ABFT), the injector is asked before, and its flip and the check are launched
-  // after, on the compute stream.
-  std::string RunGemm(Replica* r, const GemmOperands& g, int site, bool check) {
-    int64_t flip = -1;
-    int bit = 0;
-    if (check) ECPS_TRY(AskInjector(injector_, site, g, &flip, &bit));
-    const float one = 1.0f, zero = 0.0f;
-    ECPS_CUBLAS_TRY(cublasSgemm(r->blas, g.tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, g.n, g.m, g.k, &one, g.b, g.ldb,
-                                g.a, g.lda, &zero, g.c, g.ldc));
-    if (check) ECPS_TRY(r->checks.Check(g, flip, bit, r->compute));
-    return "";
-  }
-
-  // y (n x out) = x w^T + bias (ReLU): cuBLASLt with the epilogue fused where an algorithm
-  // offers it, else sgemm and the body. With `check` never fused: the check reads the GEMM's
-  // own output, before the bias and ReLU.
-  std::string LinearForward(Replica* r, LtLayer* lt, const LayerShape& L, int n, const float* x,
-                            const float* params, bool check, float* y) {
-    const float* w = params + L.w;
-    const float* bias = params + L.b;
-    const float one = 1.0f, zero = 0.0f;
-    if (lt->batch != n) {
-      lt->Release();
-      lt->batch = n;
-      lt->fused = false;
-      ECPS_CUBLAS_TRY(cublasLtMatmulDescCreate(&lt->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-      ECPS_CUBLAS_TRY(
-          cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-      ECPS_CUBLAS_TRY(
-          cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-      const cublasLtEpilogue_t epilogue =
-          L.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-      ECPS_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &epilogue, sizeof(epilogue)));
-      // Column-major views of the row-major tensors: W (out x in) is in x out, x (n x in) is
-      // in x n, y (n x out) is out x n; y^T = W x^T with W transposed.
-      ECPS_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lt->a, CUDA_R_32F, L.in, L.out, L.in));
-      ECPS_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lt->b, CUDA_R_32F, L.in, n, L.in));
-      ECPS_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lt->c, CUDA_R_32F, L.out, n, L.out));
-      cublasLtMatmulPreference_t pref = nullptr;
-      ECPS_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-      const size_t workspace = kLtWorkspace;
-      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                           &workspace, sizeof(workspace));
-      cublasLtMatmulHeuristicResult_t result{};
-      int found = 0;
-      // The bias pointer is set per call; the heuristic only needs its presence.
-      ECPS_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &bias, sizeof(bias)));
-      const cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(r->lt, lt->op, lt->a, lt->b, lt->c,
-                                                              lt->c, pref, 1, &result, &found);
-      cublasLtMatmulPreferenceDestroy(pref);
-      if (h == CUBLAS_STATUS_SUCCESS && found > 0) {
-        lt->algo = result.algo;
-        lt->fused = true;
-      }
-    }
-    if (lt->fused && !check) {
-      ECPS_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &bias, sizeof(bias)));
-      ECPS_CUBLAS_TRY(cublasLtMatmul(r->lt, lt->op, &one, w, lt->a, x, lt->b, &zero, y, lt->c, y,
-                                     lt->c, &lt->algo, r->lt_workspace.p, kLtWorkspace,
-                                     r->compute));
-      return "";
-    }
-    ECPS_TRY(RunGemm(r, ForwardGemm(n, L.in, L.out, x, w, y), AbftSite(L, LayerProduct::kForward),
-                     check));
-    const int out = L.out;
-    const bool relu = L.relu;
-    return Launch(static_cast<int64_t>(n) * L.out, r->compute,
-                  [=] __device__(int64_t i) { BiasActivationAt(i, out, bias, relu, y); });
-  }
-
-  // dw = dy^T x, db = column sums of dy, dx = dy w (when dx is not null); the GEMMs checked
-  // when ABFT is on.
-  std::string LinearBackward(Replica* r, const LayerShape& L, int n, const float* x,
-                             const float* params, const float* dy, float* grads, float* dx) {
-    ECPS_TRY(RunGemm(r, WeightGradGemm(n, L.in, L.out, dy, x, grads + L.w),
-                     AbftSite(L, LayerProduct::kWeightGrad), abft_));
-    float* db = grads + L.b;
-    const int out = L.out;
-    ECPS_TRY(
-        Launch(L.out, r->compute, [=] __device__(int64_t o) { BiasGradAt(o, n, out, dy, db); }));
-    if (dx != nullptr) {
-      ECPS_TRY(RunGemm(r, InputGradGemm(n, L.in, L.out, dy, params + L.w, dx),
-                       AbftSite(L, LayerProduct::kInputGrad), abft_));
-    }
-    return "";
-  }
-
-  // The forward of the slot's samples; its GEMMs checked when `check` (training with ABFT).
-  std::string Forward(Replica* r, const Slot& slot, bool check) {
-    const int n = slot.b1 - slot.b0;
-    const float* params = slot.params.p;
-    const float* x = slot.dense_x.p;
-    for (size_t l = 0; l < plan_.bottom.size(); ++l) {
-      ECPS_TRY(LinearForward(r, &r->lt_bottom[l], plan_.bottom[l], n, x, params, check,
-                             r->bottom_act[l].p));
-      x = r->bottom_act[l].p;
-    }
-    const int T = plan_.num_sparse, dim = plan_.dim, vectors = plan_.vectors, top_in = plan_.top_in;
-    const float* rows = slot.rows_data.p;
-    const int64_t* row_offset = slot.row_offset.p;
-    const int32_t* index = slot.index.p;
-    float* z = r->z.p;
-    float* tin = r->top_in.p;
-    ECPS_TRY(Launch(static_cast<int64_t>(n) * vectors * dim, r->compute, [=] __device__(int64_t i) {
-      GatherInteractionInputAt(i, T, dim, x, rows, row_offset, index, z, tin, top_in);
-    }));
-    ECPS_TRY(Launch(static_cast<int64_t>(n) * plan_.pairs, r->compute, [=] __device__(int64_t i) {
-      InteractionForwardAt(i, vectors, dim, z, tin + dim, top_in);
-    }));
-    x = r->top_in.p;
-    for (size_t l = 0; l < plan_.top.size(); ++l) {
-      ECPS_TRY(LinearForward(r, &r->lt_top[l], plan_.top[l], n, x, params, check, r->top_act[l].p));
-      x = r->top_act[l].p;
-    }
-    return "";
-  }
-
-  // Forward, loss and backward of the replica's slice into r->grads (parameters, then rows).
-  std::string Backward(Replica* r, const Slot& slot, float inv_batch, bool want_probs) {
-    const int n = slot.b1 - slot.b0;
-    const int64_t grad_floats = plan_.params + slot.rows * plan_.dim;
-    if (n == 0) {  // a GPU with no samples (a batch smaller than the GPUs) adds nothing
-      ECPS_CUDA_TRY(cudaMemsetAsync(r->grads.p, 0, grad_floats * sizeof(float), r->compute));
-      return "";
-    }
-    ECPS_TRY(Forward(r, slot, abft_));
-    const float* logits = r->top_act.back().p;
-    const float* labels = slot.labels.p;
-    float* losses = r->losses.p;
-    float* d_logits = r->d_logits.p;
-    float* probs = want_probs ? r->probs.p : nullptr;
-    ECPS_TRY(Launch(n, r->compute, [=] __device__(int64_t b) {
-      BceAt(b, logits, labels, inv_batch, losses, d_logits, probs);
-    }));
-    const float* params = slot.params.p;
-    float* grads = r->grads.p;
-    const float* dy = d_logits;
-    float* bufs[2] = {r->grad_a.p, r->grad_b.p};
-    int next = 0;
-    for (int l = static_cast<int>(plan_.top.size()) - 1; l >= 0; --l) {
-      const LayerShape& L = plan_.top[l];
-      const float* x = l > 0 ? r->top_act[l - 1].p : r->top_in.p;
-      float* dx = bufs[next];
-      if (l == static_cast<int>(plan_.top.size()) - 1) {
-        // The output layer: its input's gradient straight from the logits (the loss fused
-        // in), masked by that input's ReLU; only dW and db go through LinearBackward.
-        ECPS_TRY(LinearBackward(r, L, n, x, params, dy, grads, nullptr));
-        const int in = L.in;
-        const float* w = params + L.w;
-        const bool relu_input = l > 0;
-        ECPS_TRY(Launch(static_cast<int64_t>(n) * in, r->compute, [=] __device__(int64_t i) {
-          OutputLayerInputGradAt(i, in, logits, labels, inv_batch, w, x, relu_input, dx);
-        }));
-      } else {
-        ECPS_TRY(LinearBackward(r, L, n, x, params, dy, grads, dx));
-      }
-      if (l > 0 && l != static_cast<int>(plan_.top.size()) - 1) {
-        ECPS_TRY(Launch(static_cast<int64_t>(n) * L.in, r->compute,
-                        [=] __device__(int64_t i) { ReluBackwardAt(i, x, dx); }));
-      }
-      dy = dx;
-      next ^= 1;
-    }
-    const int vectors = plan_.vectors, dim = plan_.dim, top_in = plan_.top_in;
-    const float* z = r->z.p;
-    float* dz = r->dz.p;
-    ECPS_TRY(Launch(static_cast<int64_t>(n) * vectors * dim, r->compute, [=] __device__(int64_t i) {
-      InteractionBackwardAt(i, vectors, dim, z, dy + dim, top_in, dz);
-    }));
-    float* d_bottom = bufs[next];
-    next ^= 1;
-    const float* bottom_out = r->bottom_act.back().p;
-    ECPS_TRY(Launch(static_cast<int64_t>(n) * dim, r->compute, [=] __device__(int64_t i) {
-      BottomOutputGradAt(i, vectors, dim, dz, dy, top_in, bottom_out, d_bottom);
-    }));
-    const int64_t* occ_offset = slot.occ_offset.p;
-    const int32_t* occ_samples = slot.occ_samples.p;
-    const int32_t* row_table = slot.row_table.p;
-    float* row_grads = grads + plan_.params;
-    ECPS_TRY(Launch(slot.rows * dim, r->compute, [=] __device__(int64_t i) {
-      RowGradAt(i, vectors, dim, occ_offset, occ_samples, row_table, dz, row_grads);
-    }));
-    dy = d_bottom;
-    for (int l = static_cast<int>(plan_.bottom.size()) - 1; l >= 0; --l) {
-      const LayerShape& L = plan_.bottom[l];
-      const float* x = l > 0 ? r->bottom_act[l - 1].p : slot.dense_x.p;
-      float* dx = l > 0 ? bufs[next] : nullptr;
-      ECPS_TRY(LinearBackward(r, L, n, x, params, dy, grads, dx));
-      if (l > 0) {
-        ECPS_TRY(Launch(static_cast<int64_t>(n) * L.in, r->compute,
-                        [=] __device__(int64_t i) { ReluBackwardAt(i, x, dx); }));
-        dy = dx;
-        next ^= 1;
-      }
-    }
-    return "";
-  }
-
- private:
   // The pinned host side of a slot's inputs shared by every GPU (rows and parameters go to
   // each; the per-GPU index arrays live in the replicas' slots).
   struct Shared {

@@ -2,7 +2,7 @@
 // into the plugin libecps_gpu.so (kernels/cuda/gpu_plugin.h), which only a worker with
 // cluster.worker_device: cuda loads, so that ecps itself never needs cuBLAS or NCCL.
 //
-// What one step does on each GPU (cuda_dense_math.cu):
+// What one step does on each GPU (cuda_dense_math.cu; the passes in cuda_model_pass.cu):
 //   host -> device, once: the GPU's slice of the batch (dense features, labels, row indices,
 //     which samples use which row) and every pulled row and dense parameter, staged through
 //     pinned buffers on a copy stream of its own, so that the next batch's copy can overlap
