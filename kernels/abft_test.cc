@@ -330,13 +330,7 @@ TEST(AbftTest, RepeatedValuesMissTheBoundAndTheConfirmationClearsThem) {
   }
   OneFlip once(0, {GemmFault::kOutput, 5, 27});
   EXPECT_GT(CheckedGemm(g, AbftScheme::kGlobal, 0, &once).misses, 0);
-  class EveryRun : public GemmFaultInjector {
-   public:
-    bool Inject(int, const GemmCall&, GemmFault* fault) override {
-      *fault = {GemmFault::kOutput, 5, 27};
-      return true;
-    }
-  } every_run;
+  EveryRunFlip every_run({GemmFault::kOutput, 5, 27});
   EXPECT_GT(CheckedGemm(g, AbftScheme::kGlobal, 0, &every_run).misses, 0);
 }
 
@@ -370,17 +364,7 @@ TEST(AbftTest, ConfirmMissStandsByDifferingRunsAndElementsOutsideTheRounding) {
   // Struck on every run: the same bits, but outside the rounding (bit 26), or inside it (bit 0:
   // a result a float GEMM may give).
   for (int bit : {26, 0}) {
-    class EveryRun : public GemmFaultInjector {
-     public:
-      explicit EveryRun(int bit) : bit_(bit) {}
-      bool Inject(int, const GemmCall&, GemmFault* fault) override {
-        *fault = {GemmFault::kOutput, 7 * 512 + 7, bit_};
-        return true;
-      }
-
-     private:
-      int bit_;
-    } every_run(bit);
+    EveryRunFlip every_run({GemmFault::kOutput, 7 * 512 + 7, bit});
     struck = c;
     FlipBit(&struck[7 * 512 + 7], bit);
     EXPECT_EQ(ConfirmMiss(g, 0, g.m, 0, &every_run, columns, false, nullptr), bit == 26) << bit;

@@ -1,5 +1,5 @@
-// For the ABFT tests: an injector that flips one chosen bit of one chosen element of one GEMM
-// site, once.
+// For the ABFT tests: injectors that flip one chosen bit of one chosen element of one GEMM
+// site once, or of every GEMM on every run.
 #ifndef ECPS_KERNELS_ABFT_TEST_UTIL_H_
 #define ECPS_KERNELS_ABFT_TEST_UTIL_H_
 
@@ -22,6 +22,20 @@ class OneFlip : public GemmFaultInjector {
   int site_;
   GemmFault fault_;
   bool used_ = false;
+};
+
+// Flips `fault` on every run of every site: a fault that every computation repeats (a core that
+// computes wrongly every time).
+class EveryRunFlip : public GemmFaultInjector {
+ public:
+  explicit EveryRunFlip(GemmFault fault) : fault_(fault) {}
+  bool Inject(int, const GemmCall&, GemmFault* fault) override {
+    *fault = fault_;
+    return true;
+  }
+
+ private:
+  GemmFault fault_;
 };
 
 }  // namespace ecps
