@@ -275,6 +275,111 @@ std::string ManifestToJson(const Manifest& m) {
   return out;
 }
 
+namespace {
+
+// The file names and sizes a manifest lists, checked against its layout once all is read.
+struct ListedFiles {
+  std::vector<std::string> names;
+  std::vector<int64_t> bytes;
+};
+
+// "tables": one object per embedding table, into m's layout and checksums.
+absl::Status ReadTables(Fields* top, Manifest* m, ListedFiles* files) {
+  const Json::array_t* tables = nullptr;
+  RETURN_IF_ERROR(top->Array("tables", &tables));
+  for (size_t t = 0; t < tables->size(); ++t) {
+    std::string ctx = absl::StrCat("tables[", t, "]");
+    RETURN_IF_ERROR(ExpectObject((*tables)[t], ctx));
+    Fields f((*tables)[t], ctx);
+    std::string file;
+    int64_t rows, bytes;
+    uint64_t checksum;
+    RETURN_IF_ERROR(f.String("file", &file));
+    RETURN_IF_ERROR(f.Int("rows", 1, &rows));
+    RETURN_IF_ERROR(f.Int("bytes", 0, &bytes));
+    RETURN_IF_ERROR(f.Checksum("checksum", &checksum));
+    RETURN_IF_ERROR(f.NoOthers());
+    m->layout.table_rows.push_back(rows);
+    m->table_checksums.push_back(checksum);
+    files->names.push_back(std::move(file));
+    files->bytes.push_back(bytes);
+  }
+  return absl::OkStatus();
+}
+
+// "dense": one object per dense parameter block, into m's layout and entries.
+absl::Status ReadDense(Fields* top, Manifest* m, ListedFiles* files) {
+  const Json::array_t* dense = nullptr;
+  RETURN_IF_ERROR(top->Array("dense", &dense));
+  for (size_t d = 0; d < dense->size(); ++d) {
+    std::string ctx = absl::StrCat("dense[", d, "]");
+    RETURN_IF_ERROR(ExpectObject((*dense)[d], ctx));
+    Fields f((*dense)[d], ctx);
+    std::string file;
+    int64_t size, state_floats, bytes;
+    DenseEntry entry;
+    RETURN_IF_ERROR(f.String("file", &file));
+    RETURN_IF_ERROR(f.Int("size", 1, &size));
+    RETURN_IF_ERROR(f.Int("state_floats", 0, &state_floats));
+    RETURN_IF_ERROR(f.Int("version", 0, &entry.version));
+    RETURN_IF_ERROR(f.Int("bytes", 0, &bytes));
+    RETURN_IF_ERROR(f.Checksum("checksum", &entry.checksum));
+    RETURN_IF_ERROR(f.NoOthers());
+    m->layout.dense_sizes.push_back(size);
+    m->layout.dense_state_floats.push_back(state_floats);
+    m->dense.push_back(entry);
+    files->names.push_back(std::move(file));
+    files->bytes.push_back(bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadReaderPositions(Fields* top, Manifest* m) {
+  const Json::array_t* readers = nullptr;
+  RETURN_IF_ERROR(top->Array("reader_positions", &readers));
+  for (size_t w = 0; w < readers->size(); ++w) {
+    const Json& v = (*readers)[w];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("reader_positions[", w, "] must be an integer >= 0"));
+    }
+    m->reader_positions.push_back(v.get<int64_t>());
+  }
+  return absl::OkStatus();
+}
+
+// Every file name and size listed follows from the (validated) layout `l`.
+absl::Status CheckListedFiles(const CheckpointLayout& l, const ListedFiles& tables,
+                              const ListedFiles& dense) {
+  for (size_t t = 0; t < tables.names.size(); ++t) {
+    int i = static_cast<int>(t);
+    if (tables.names[t] != TableFileName(i)) {
+      return absl::InvalidArgumentError(absl::StrCat("tables[", t, "].file is \"", tables.names[t],
+                                                     "\", expected \"", TableFileName(i), "\""));
+    }
+    if (tables.bytes[t] != TableFileBytes(l, i)) {
+      return absl::InvalidArgumentError(absl::StrCat("tables[", t, "].bytes is ", tables.bytes[t],
+                                                     " but rows * payload_floats * 4 is ",
+                                                     TableFileBytes(l, i)));
+    }
+  }
+  for (size_t d = 0; d < dense.names.size(); ++d) {
+    int i = static_cast<int>(d);
+    if (dense.names[d] != DenseFileName(i)) {
+      return absl::InvalidArgumentError(absl::StrCat("dense[", d, "].file is \"", dense.names[d],
+                                                     "\", expected \"", DenseFileName(i), "\""));
+    }
+    if (dense.bytes[d] != DenseFileBytes(l, i)) {
+      return absl::InvalidArgumentError(absl::StrCat("dense[", d, "].bytes is ", dense.bytes[d],
+                                                     " but header + (size + state_floats) * 4 is ",
+                                                     DenseFileBytes(l, i)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 // Parses the manifest text; errors are plain reasons (the caller adds the file name).
 absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string& dir) {
   ASSIGN_OR_RETURN(Json root, ParseStrict(text));
@@ -304,89 +409,15 @@ absl::StatusOr<Manifest> ParseManifest(absl::string_view text, const std::string
   RETURN_IF_ERROR(top.String("sparse_optimizer", &l.sparse_optimizer));
   RETURN_IF_ERROR(top.String("dense_optimizer", &l.dense_optimizer));
 
-  const Json::array_t* tables;
-  RETURN_IF_ERROR(top.Array("tables", &tables));
-  std::vector<int64_t> table_bytes, dense_bytes;
-  std::vector<std::string> table_files, dense_files;
-  for (size_t t = 0; t < tables->size(); ++t) {
-    std::string ctx = absl::StrCat("tables[", t, "]");
-    RETURN_IF_ERROR(ExpectObject((*tables)[t], ctx));
-    Fields f((*tables)[t], ctx);
-    std::string file;
-    int64_t rows, bytes;
-    uint64_t checksum;
-    RETURN_IF_ERROR(f.String("file", &file));
-    RETURN_IF_ERROR(f.Int("rows", 1, &rows));
-    RETURN_IF_ERROR(f.Int("bytes", 0, &bytes));
-    RETURN_IF_ERROR(f.Checksum("checksum", &checksum));
-    RETURN_IF_ERROR(f.NoOthers());
-    l.table_rows.push_back(rows);
-    m.table_checksums.push_back(checksum);
-    table_files.push_back(std::move(file));
-    table_bytes.push_back(bytes);
-  }
-
-  const Json::array_t* dense;
-  RETURN_IF_ERROR(top.Array("dense", &dense));
-  for (size_t d = 0; d < dense->size(); ++d) {
-    std::string ctx = absl::StrCat("dense[", d, "]");
-    RETURN_IF_ERROR(ExpectObject((*dense)[d], ctx));
-    Fields f((*dense)[d], ctx);
-    std::string file;
-    int64_t size, state_floats, bytes;
-    DenseEntry entry;
-    RETURN_IF_ERROR(f.String("file", &file));
-    RETURN_IF_ERROR(f.Int("size", 1, &size));
-    RETURN_IF_ERROR(f.Int("state_floats", 0, &state_floats));
-    RETURN_IF_ERROR(f.Int("version", 0, &entry.version));
-    RETURN_IF_ERROR(f.Int("bytes", 0, &bytes));
-    RETURN_IF_ERROR(f.Checksum("checksum", &entry.checksum));
-    RETURN_IF_ERROR(f.NoOthers());
-    l.dense_sizes.push_back(size);
-    l.dense_state_floats.push_back(state_floats);
-    m.dense.push_back(entry);
-    dense_files.push_back(std::move(file));
-    dense_bytes.push_back(bytes);
-  }
-
-  const Json::array_t* readers;
-  RETURN_IF_ERROR(top.Array("reader_positions", &readers));
-  for (size_t w = 0; w < readers->size(); ++w) {
-    const Json& v = (*readers)[w];
-    if (!v.is_number_integer() || v.get<int64_t>() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("reader_positions[", w, "] must be an integer >= 0"));
-    }
-    m.reader_positions.push_back(v.get<int64_t>());
-  }
+  ListedFiles tables, dense;
+  RETURN_IF_ERROR(ReadTables(&top, &m, &tables));
+  RETURN_IF_ERROR(ReadDense(&top, &m, &dense));
+  RETURN_IF_ERROR(ReadReaderPositions(&top, &m));
   RETURN_IF_ERROR(top.NoOthers());
 
   // Cross-checks: the layout is sane and every file name and size follows from it.
   RETURN_IF_ERROR(ValidateLayout(l));
-  for (size_t t = 0; t < table_files.size(); ++t) {
-    int i = static_cast<int>(t);
-    if (table_files[t] != TableFileName(i)) {
-      return absl::InvalidArgumentError(absl::StrCat("tables[", t, "].file is \"", table_files[t],
-                                                     "\", expected \"", TableFileName(i), "\""));
-    }
-    if (table_bytes[t] != TableFileBytes(l, i)) {
-      return absl::InvalidArgumentError(absl::StrCat("tables[", t, "].bytes is ", table_bytes[t],
-                                                     " but rows * payload_floats * 4 is ",
-                                                     TableFileBytes(l, i)));
-    }
-  }
-  for (size_t d = 0; d < dense_files.size(); ++d) {
-    int i = static_cast<int>(d);
-    if (dense_files[d] != DenseFileName(i)) {
-      return absl::InvalidArgumentError(absl::StrCat("dense[", d, "].file is \"", dense_files[d],
-                                                     "\", expected \"", DenseFileName(i), "\""));
-    }
-    if (dense_bytes[d] != DenseFileBytes(l, i)) {
-      return absl::InvalidArgumentError(absl::StrCat("dense[", d, "].bytes is ", dense_bytes[d],
-                                                     " but header + (size + state_floats) * 4 is ",
-                                                     DenseFileBytes(l, i)));
-    }
-  }
+  RETURN_IF_ERROR(CheckListedFiles(l, tables, dense));
   return m;
 }
 

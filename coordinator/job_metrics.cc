@@ -23,9 +23,8 @@ const char* StateLabel(v1::NodeState state) {
   }
 }
 
-}  // namespace
-
-void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
+// The job as a whole: what it is, its phase, progress, rate, loss and data loss.
+void AddJobProgress(const v1::StatusResponse& status, MetricsBuilder* out) {
   out->Gauge("ecps_job_info", "The job: its name and fault tolerance (value always 1)", 1,
              {{"job", status.job()},
               {"mode", status.mode()},
@@ -63,7 +62,10 @@ void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
   out->Gauge("ecps_job_data_lost",
              "1 when more than r members of a stripe are gone: those rows cannot be rebuilt",
              status.data_lost() ? 1 : 0);
+}
 
+// Every node's state and heartbeat age.
+void AddNodeMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
   out->Gauge("ecps_node_state", "1 for each node's current state, 0 for the others");
   for (const v1::NodeInfo& node : status.nodes()) {
     for (v1::NodeState state : {v1::NODE_STARTING, v1::NODE_ACTIVE, v1::NODE_STANDBY,
@@ -80,7 +82,9 @@ void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
     out->Add(node.heartbeat_age_ms() / 1000.0,
              {{"role", RoleLabel(node.role())}, {"id", absl::StrCat(node.id())}});
   }
+}
 
+void AddFailureMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
   // Failures by role; recoveries are the failures whose replacement is serving again.
   std::map<std::string, std::pair<int, int>> by_role = {{"server", {0, 0}}, {"worker", {0, 0}}};
   double last_recovery_s = -1;
@@ -101,7 +105,10 @@ void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
     out->Gauge("ecps_last_recovery_seconds",
                "Detection to full service of the latest recovered failure", last_recovery_s);
   }
+}
 
+// The latest scrub, once one has run.
+void AddScrubMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
   const v1::ScrubReport& scrub = status.scrub();
   if (scrub.done()) {
     out->Gauge("ecps_scrub_clean", "1 when the latest scrub found every parity and replica equal",
@@ -116,6 +123,10 @@ void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
                scrub.error().empty() ? 0 : 1);
     out->Gauge("ecps_scrub_duration_seconds", "How long the latest scrub took", scrub.seconds());
   }
+}
+
+// The latest checkpoint, once one has been taken.
+void AddCheckpointMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
   const v1::CheckpointReport& checkpoint = status.checkpoint();
   if (checkpoint.done()) {
     out->Gauge("ecps_checkpoint_step", "Step of the latest committed checkpoint",
@@ -125,6 +136,16 @@ void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
     out->Gauge("ecps_checkpoint_size_bytes", "Bytes the latest checkpoint wrote",
                static_cast<double>(checkpoint.bytes()));
   }
+}
+
+}  // namespace
+
+void AddJobMetrics(const v1::StatusResponse& status, MetricsBuilder* out) {
+  AddJobProgress(status, out);
+  AddNodeMetrics(status, out);
+  AddFailureMetrics(status, out);
+  AddScrubMetrics(status, out);
+  AddCheckpointMetrics(status, out);
 }
 
 }  // namespace ecps

@@ -8,6 +8,7 @@
 #include "proto/coordinator_state.pb.h"
 #include "proto/ecps.pb.h"
 #include "runtime/scrub_counters.h"
+#include "runtime/status_macros.h"
 
 namespace ecps {
 
@@ -76,6 +77,83 @@ Membership::Membership(Config config) : config_(std::move(config)) {
 
 Membership::~Membership() = default;
 
+absl::StatusOr<Membership::Node*> Membership::ChooseSlot(v1::Role role, int requested,
+                                                         const char* role_name,
+                                                         std::vector<Node>* slots) {
+  Node* slot = nullptr;
+  if (requested >= 0) {
+    slot = &(*slots)[requested];
+    if (slot->live()) {
+      return absl::AlreadyExistsError(absl::StrCat("register: ", role_name, " ", requested,
+                                                   " is held by live instance ", slot->instance));
+    }
+  } else {
+    for (Node& candidate : *slots) {
+      if (!candidate.registered) {
+        slot = &candidate;
+        break;
+      }
+    }
+    if (slot == nullptr && role == v1::ROLE_WORKER) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("register: all ", slots->size(), " worker slots are taken"));
+    }
+  }
+  return slot;
+}
+
+Membership::Registration Membership::AddSpare(Node fresh) {
+  Registration result;
+  fresh.spare = true;
+  fresh.id = -1;
+  fresh.state = v1::NODE_STANDBY;
+  spares_.push_back(std::move(fresh));
+  server_instances_[spares_.back().instance] =
+      ServerSlot{/*spare=*/true, static_cast<int>(spares_.size()) - 1};
+  Bump();
+  result.node = spares_.back().Ref();
+  result.state = v1::NODE_STANDBY;
+  return result;
+}
+
+Membership::Registration Membership::FillSlot(Node* slot, Node fresh) {
+  const v1::Role role = fresh.role;
+  Registration result;
+  fresh.id = slot->id;
+  if (slot->registered) {  // replacing a dead holder
+    result.replaced = slot->instance;
+    if (role == v1::ROLE_SERVER) {
+      AddScrubCounts(slot->server, &replaced_servers_scrub_);
+      server_instances_.erase(slot->instance);
+    } else {
+      worker_instances_.erase(slot->instance);
+    }
+    fresh.state = role == v1::ROLE_SERVER ? v1::NODE_RECOVERING : v1::NODE_STARTING;
+    if (role == v1::ROLE_WORKER) {
+      // The replacement continues the dead worker's partition; until it reports, the slot's
+      // progress is the dead worker's (the job's step does not fall back to 0).
+      result.resume = slot->worker;
+      fresh.worker = slot->worker;
+      fresh.worker.set_done(false);
+      fresh.worker.set_samples_per_s(0);
+      fresh.worker.clear_error();
+    }
+    ++epoch_;
+  } else {
+    fresh.state = v1::NODE_STARTING;
+  }
+  *slot = std::move(fresh);
+  if (role == v1::ROLE_SERVER) {
+    server_instances_[slot->instance] = ServerSlot{/*spare=*/false, slot->id};
+  } else {
+    worker_instances_[slot->instance] = slot->id;
+  }
+  Bump();
+  result.node = slot->Ref();
+  result.state = slot->state;
+  return result;
+}
+
 absl::StatusOr<Membership::Registration> Membership::Register(const v1::RegisterRequest& request) {
   const v1::Role role = request.role();
   if (role != v1::ROLE_SERVER && role != v1::ROLE_WORKER) {
@@ -111,25 +189,7 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
                         std::nullopt};
   }
 
-  Node* slot = nullptr;
-  if (requested >= 0) {
-    slot = &slots[requested];
-    if (slot->live()) {
-      return absl::AlreadyExistsError(absl::StrCat("register: ", role_name, " ", requested,
-                                                   " is held by live instance ", slot->instance));
-    }
-  } else {
-    for (Node& candidate : slots) {
-      if (!candidate.registered) {
-        slot = &candidate;
-        break;
-      }
-    }
-    if (slot == nullptr && role == v1::ROLE_WORKER) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("register: all ", slots.size(), " worker slots are taken"));
-    }
-  }
+  ASSIGN_OR_RETURN(Node * slot, ChooseSlot(role, requested, role_name, &slots));
 
   Node fresh;
   fresh.registered = true;
@@ -138,52 +198,8 @@ absl::StatusOr<Membership::Registration> Membership::Register(const v1::Register
   fresh.metrics_address = request.metrics_address();
   fresh.instance = request.instance();
   fresh.pid = request.pid();
-  Registration result;
-  if (slot == nullptr) {  // a spare server
-    fresh.spare = true;
-    fresh.id = -1;
-    fresh.state = v1::NODE_STANDBY;
-    spares_.push_back(std::move(fresh));
-    server_instances_[spares_.back().instance] =
-        ServerSlot{/*spare=*/true, static_cast<int>(spares_.size()) - 1};
-    Bump();
-    result.node = spares_.back().Ref();
-    result.state = v1::NODE_STANDBY;
-    return result;
-  }
-  fresh.id = slot->id;
-  if (slot->registered) {  // replacing a dead holder
-    result.replaced = slot->instance;
-    if (role == v1::ROLE_SERVER) {
-      AddScrubCounts(slot->server, &replaced_servers_scrub_);
-      server_instances_.erase(slot->instance);
-    } else {
-      worker_instances_.erase(slot->instance);
-    }
-    fresh.state = role == v1::ROLE_SERVER ? v1::NODE_RECOVERING : v1::NODE_STARTING;
-    if (role == v1::ROLE_WORKER) {
-      // The replacement continues the dead worker's partition; until it reports, the slot's
-      // progress is the dead worker's (the job's step does not fall back to 0).
-      result.resume = slot->worker;
-      fresh.worker = slot->worker;
-      fresh.worker.set_done(false);
-      fresh.worker.set_samples_per_s(0);
-      fresh.worker.clear_error();
-    }
-    ++epoch_;
-  } else {
-    fresh.state = v1::NODE_STARTING;
-  }
-  *slot = std::move(fresh);
-  if (role == v1::ROLE_SERVER) {
-    server_instances_[slot->instance] = ServerSlot{/*spare=*/false, slot->id};
-  } else {
-    worker_instances_[slot->instance] = slot->id;
-  }
-  Bump();
-  result.node = slot->Ref();
-  result.state = slot->state;
-  return result;
+  if (slot == nullptr) return AddSpare(std::move(fresh));  // a spare server
+  return FillSlot(slot, std::move(fresh));
 }
 
 absl::StatusOr<Membership::HeartbeatResult> Membership::ApplyHeartbeat(

@@ -183,6 +183,14 @@ class Membership {
   const Node* FindNode(v1::Role role, const std::string& instance) const;
   Node* FindNode(const std::string& instance);
   const Node* FindNode(const std::string& instance) const;
+  // Register's steps. The slot a new instance takes: `requested`, or the first never
+  // registered; nullptr for a server when every slot is taken (it becomes a spare).
+  absl::StatusOr<Node*> ChooseSlot(v1::Role role, int requested, const char* role_name,
+                                   std::vector<Node>* slots);
+  // Files `fresh` as a spare server (STANDBY, no id).
+  Registration AddSpare(Node fresh);
+  // Puts `fresh` in `slot`, replacing the slot's dead holder if it had one (a new epoch).
+  Registration FillSlot(Node* slot, Node fresh);
   // Every change of a registration, a state or a done flag comes with a Bump (the last one
   // explicitly), which also drops the cached phase facts.
   void Bump() {

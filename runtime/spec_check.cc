@@ -270,14 +270,8 @@ void SpecParser::CheckTls(TlsSection* tls) {
   }
 }
 
-void SpecParser::CrossCheck(JobSpec* spec) {
-  JobSection& job = spec->job;
-  ClusterSection& cluster = spec->cluster;
-  ModelSection& model = spec->model;
-  DataSection& data = spec->data;
-  FaultToleranceSection& ft = spec->fault_tolerance;
-
-  // job
+void SpecParser::CheckJob(JobSection* job_section) {
+  JobSection& job = *job_section;
   if (!Bad({"job.name"}) && !IsValidJobName(job.name)) {
     ErrorAt("job.name", {"job.name"},
             absl::StrCat("must be 1 to 128 characters from A-Z a-z 0-9 . _ - (and not . or ..), "
@@ -301,8 +295,9 @@ void SpecParser::CrossCheck(JobSpec* spec) {
               absl::StrCat("no such checkpoint directory: ", job.resume_from));
     }
   }
+}
 
-  // cluster: where the workers' math runs
+void SpecParser::CheckWorkerDevice(const ClusterSection& cluster) {
   if (!Bad({"cluster.worker_device"}) && cluster.worker_device == WorkerDevice::kCuda &&
       !BuiltWithCuda()) {
     ErrorAt("cluster.worker_device", {"cluster.worker_device"},
@@ -311,16 +306,17 @@ void SpecParser::CrossCheck(JobSpec* spec) {
   }
   if (!Bad({"cluster.gpus_per_worker", "cluster.worker_device"}) && cluster.gpus_per_worker > 1 &&
       cluster.worker_device != WorkerDevice::kCuda) {
-    ErrorAt("cluster.gpus_per_worker", {"cluster.gpus_per_worker"},
-            absl::StrCat(cluster.gpus_per_worker,
-                         " GPUs per worker need cluster.worker_device: cuda"));
+    ErrorAt(
+        "cluster.gpus_per_worker", {"cluster.gpus_per_worker"},
+        absl::StrCat(cluster.gpus_per_worker, " GPUs per worker need cluster.worker_device: cuda"));
   }
+}
 
-  // slurm: the values land in #SBATCH lines of a shell script
+void SpecParser::CheckSlurm(const SlurmSection& slurm) {
   for (auto [key, value] :
-       {std::pair<const char*, const std::string*>{"partition", &spec->slurm.partition},
-        {"time", &spec->slurm.time},
-        {"account", &spec->slurm.account}}) {
+       {std::pair<const char*, const std::string*>{"partition", &slurm.partition},
+        {"time", &slurm.time},
+        {"account", &slurm.account}}) {
     const std::string path = absl::StrCat("slurm.", key);
     if (Bad({path}) || value->empty()) continue;
     if (value->find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -330,8 +326,8 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                            *value, "'"));
     }
   }
-  for (size_t i = 0; i < spec->slurm.sbatch_options.size() && !Bad({"slurm.sbatch_options"}); ++i) {
-    const std::string& option = spec->slurm.sbatch_options[i];
+  for (size_t i = 0; i < slurm.sbatch_options.size() && !Bad({"slurm.sbatch_options"}); ++i) {
+    const std::string& option = slurm.sbatch_options[i];
     const std::string path = absl::StrCat("slurm.sbatch_options[", i, "]");
     if (option.rfind("--", 0) != 0 || option.find_first_of("'\"`$\\") != std::string::npos) {
       ErrorAt(path, {path, "slurm.sbatch_options"},
@@ -340,12 +336,9 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                            option, "'"));
     }
   }
+}
 
-  CheckK8s(*this, spec->k8s);
-  CheckCoordinator(*this, &spec->coordinator);
-  CheckTls(&spec->security.tls);
-
-  // cluster
+void SpecParser::CheckClusterAddresses(const ClusterSection& cluster) {
   if (!Bad({"cluster.host"}) && cluster.host.find_first_of(" \t/") != std::string::npos) {
     ErrorAt(
         "cluster.host", {"cluster.host"},
@@ -371,8 +364,10 @@ void SpecParser::CrossCheck(JobSpec* spec) {
             absl::StrCat("must be greater than cluster.heartbeat_interval_ms (",
                          cluster.heartbeat_interval_ms, "), got ", cluster.heartbeat_timeout_ms));
   }
+}
 
-  // model
+void SpecParser::CheckModel(const ClusterSection& cluster, ModelSection* model_section) {
+  ModelSection& model = *model_section;
   if (!Bad({"model.table_rows", "model.num_sparse"})) {
     if (!table_rows_given_) {
       model.table_rows.assign(model.num_sparse, kDefaultTableRows);
@@ -412,8 +407,10 @@ void SpecParser::CrossCheck(JobSpec* spec) {
         absl::StrCat("last layer must equal model.embedding_dim (", model.embedding_dim,
                      ") so dense and sparse features can interact, got ", model.bottom_mlp.back()));
   }
+}
 
-  // data
+void SpecParser::CheckData(const ModelSection& model, DataSection* data_section) {
+  DataSection& data = *data_section;
   const bool criteo = data.source != DataSourceType::kSynthetic;
   if (!Bad({"data.source"}) && criteo) {
     if (!Bad({"model.num_dense"}) && model.num_dense != kCriteoDense) {
@@ -458,8 +455,12 @@ void SpecParser::CrossCheck(JobSpec* spec) {
             "shuffles finite files (data.source criteo_tsv or criteo_csv); the synthetic "
             "source's samples are independent draws already: remove it");
   }
+}
 
-  // fault tolerance
+void SpecParser::CheckFaultTolerance(JobSpec* spec) {
+  const JobSection& job = spec->job;
+  const ClusterSection& cluster = spec->cluster;
+  FaultToleranceSection& ft = spec->fault_tolerance;
   const bool ft_ok =
       !Bad({"fault_tolerance.mode", "fault_tolerance.k", "fault_tolerance.r", "cluster.servers"});
   if (ft_ok && ft.mode == FaultToleranceMode::kErasureCode) {
@@ -503,12 +504,15 @@ void SpecParser::CrossCheck(JobSpec* spec) {
             "fault_tolerance.checkpoint.interval_seconds", "job.steps"})) {
     ft.checkpoint.interval_steps = std::max<int64_t>(1, job.steps / 10);
   }
+}
 
-  // faults
-  for (size_t i = 0; i < spec->faults.size(); ++i) {
+void SpecParser::CheckFaults(const JobSpec& spec) {
+  const JobSection& job = spec.job;
+  const ClusterSection& cluster = spec.cluster;
+  for (size_t i = 0; i < spec.faults.size(); ++i) {
     const std::string p = absl::StrCat("faults[", i, "]");
     if (Bad({p})) continue;
-    FaultSpec& f = spec->faults[i];
+    const FaultSpec& f = spec.faults[i];
     if (!Bad({p + ".at_step", "job.steps"}) && (f.at_step < 1 || f.at_step > job.steps)) {
       ErrorAt(p + ".at_step", {p + ".at_step", p},
               absl::StrCat("must be between 1 and job.steps (", job.steps, "), got ", f.at_step));
@@ -530,15 +534,27 @@ void SpecParser::CrossCheck(JobSpec* spec) {
                              "stays stopped), got ",
                              FormatNumber(f.duration_s)));
       } else if (f.action != FaultAction::kStopServer &&
-                 f.action != FaultAction::kKillCoordinator &&
-                 f.duration_s != 0) {
+                 f.action != FaultAction::kKillCoordinator && f.duration_s != 0) {
         ErrorAt(p + ".duration_s", {p + ".duration_s", p},
                 absl::StrCat("is only used by stop_server and kill_coordinator; ",
-                             ToString(f.action),
-                             " is immediate (remove duration_s)"));
+                             ToString(f.action), " is immediate (remove duration_s)"));
       }
     }
   }
+}
+
+void SpecParser::CrossCheck(JobSpec* spec) {
+  CheckJob(&spec->job);
+  CheckWorkerDevice(spec->cluster);
+  CheckSlurm(spec->slurm);
+  CheckK8s(*this, spec->k8s);
+  CheckCoordinator(*this, &spec->coordinator);
+  CheckTls(&spec->security.tls);
+  CheckClusterAddresses(spec->cluster);
+  CheckModel(spec->cluster, &spec->model);
+  CheckData(spec->model, &spec->data);
+  CheckFaultTolerance(spec);
+  CheckFaults(*spec);
 }
 
 }  // namespace spec_internal

@@ -126,8 +126,25 @@ class SpecParser {
   // Integer text -> value, or an error mentioning the range.
   bool ParseIntNode(const YAML::Node& v, const std::string& field, int line, int64_t lo, int64_t hi,
                     int64_t* out);
-  // Cross-field checks and derived defaults (spec_check.cc).
+  // Cross-field checks and derived defaults (spec_check.cc), section by section in file order;
+  // a check on a key that already has an error (Bad) is skipped.
   void CrossCheck(JobSpec* spec);
+  // job: its name and token, the checkpoint it resumes from; derives job.output_dir.
+  void CheckJob(JobSection* job_section);
+  // cluster: where the workers' math runs.
+  void CheckWorkerDevice(const ClusterSection& cluster);
+  // slurm: the values land in #SBATCH lines of a shell script.
+  void CheckSlurm(const SlurmSection& slurm);
+  // cluster: the addresses it binds, advertises and dials, and the heartbeats' timing.
+  void CheckClusterAddresses(const ClusterSection& cluster);
+  // model: expands model.table_rows to one entry per table, and bounds the weights' size.
+  void CheckModel(const ClusterSection& cluster, ModelSection* model_section);
+  // data: the files a Criteo source reads (resolved in place), and what only files have.
+  void CheckData(const ModelSection& model, DataSection* data_section);
+  // fault_tolerance: the redundancy the servers can hold; derives the checkpoints' defaults.
+  void CheckFaultTolerance(JobSpec* spec);
+  // faults: each injected fault's step, target and duration.
+  void CheckFaults(const JobSpec& spec);
   // security.tls: all or nothing, and every file there (resolved in place).
   void CheckTls(TlsSection* tls);
 

@@ -209,18 +209,21 @@ const char* CompressedFormat(std::string_view head, const char** fix) {
   return nullptr;
 }
 
-absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vector<int64_t>& rows) {
-  const std::string name = absl::StrCat("data.paths: ", path);
-  auto refuse = [&name](auto&&... what) {
-    return absl::InvalidArgumentError(absl::StrCat(name, what...));
-  };
+// The error for the data file `name` ("data.paths: <path>"), followed by `what`.
+template <typename... Parts>
+absl::Status Refuse(const std::string& name, const Parts&... what) {
+  return absl::InvalidArgumentError(absl::StrCat(name, what...));
+}
+
+// `path` exists and is a regular file (which can be read twice).
+absl::Status CheckRegularFile(const std::string& path, const std::string& name) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     const int err = errno;
-    if (err == ENOENT) return refuse(" does not exist");
-    return refuse(" cannot be read: ", std::strerror(err));
+    if (err == ENOENT) return Refuse(name, " does not exist");
+    return Refuse(name, " cannot be read: ", std::strerror(err));
   }
-  if (S_ISDIR(st.st_mode)) return refuse(" is a directory, not a data file");
+  if (S_ISDIR(st.st_mode)) return Refuse(name, " is a directory, not a data file");
   if (!S_ISREG(st.st_mode)) {
     // Opening a FIFO could block here; and a stream cannot be read twice, which this check,
     // Seek and every evaluation do.
@@ -229,21 +232,19 @@ absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vecto
                        : S_ISBLK(st.st_mode)  ? "a block device"
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "not a plain file";
-    return refuse(" is ", kind, ", not a regular file: the readers re-read their files");
+    return Refuse(name, " is ", kind, ", not a regular file: the readers re-read their files");
   }
-  std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "r"));
-  if (f == nullptr) return refuse(" cannot be read: ", std::strerror(errno));
-  char head_buf[kSniffBytes];
-  const size_t head_len = std::fread(head_buf, 1, sizeof(head_buf), f.get());
-  if (std::ferror(f.get())) return refuse(" cannot be read: ", std::strerror(errno));
-  if (head_len == 0) return refuse(" is empty: it has no data rows");
-  const std::string_view head(head_buf, head_len);
+  return absl::OkStatus();
+}
+
+// The file's first bytes are text: not compressed, not an executable, not mostly binary.
+absl::Status CheckHeadIsText(std::string_view head, const std::string& name) {
   const char* fix = nullptr;
   if (const char* format = CompressedFormat(head, &fix); format != nullptr) {
-    return refuse(" is ", format, ": ", fix);
+    return Refuse(name, " is ", format, ": ", fix);
   }
   if (head.substr(0, 4) == "\x7f" "ELF") {
-    return refuse(" is a binary file (an ELF executable or library), not Criteo text");
+    return Refuse(name, " is a binary file (an ELF executable or library), not Criteo text");
   }
   // A NUL or another stray byte is a malformed line, counted against data.max_bad_lines as
   // any other (real logs have such lines); only a head that is mostly not text is binary.
@@ -255,14 +256,18 @@ absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vecto
     non_text += !text;
   }
   if (non_text > kMaxNonText * head.size()) {
-    return refuse(
-        absl::StrFormat(" is a binary file (%.0f%% of its first %d bytes are not "
-                        "text), not Criteo text",
-                        100.0 * non_text / head.size(), head.size()));
+    return Refuse(name, absl::StrFormat(" is a binary file (%.0f%% of its first %d bytes are not "
+                                        "text), not Criteo text",
+                                        100.0 * non_text / head.size(), head.size()));
   }
-  // Text: at least one of the first data lines must be a Criteo line. Malformed lines are
-  // tolerated up to data.max_bad_lines, but a file with none that parses is the wrong file.
-  std::rewind(f.get());
+  return absl::OkStatus();
+}
+
+// Text: at least one of the first data lines (read from where `f` is) must be a Criteo line.
+// Malformed lines are tolerated up to data.max_bad_lines, but a file with none that parses is
+// the wrong file.
+absl::Status CheckSomeLineParses(FILE* f, const std::string& name, bool csv,
+                                 const std::vector<int64_t>& rows) {
   char* buf = nullptr;
   size_t cap = 0;
   int64_t line_no = 0, data_lines = 0, first_bad = 0;
@@ -272,7 +277,7 @@ absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vecto
   bool parsed = false, header = false;
   size_t first_commas = 0, first_tabs = 0;
   ssize_t len;
-  while (!parsed && data_lines < kSniffLines && (len = getline(&buf, &cap, f.get())) >= 0) {
+  while (!parsed && data_lines < kSniffLines && (len = getline(&buf, &cap, f)) >= 0) {
     ++line_no;
     size_t n = static_cast<size_t>(len);
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r')) --n;
@@ -292,13 +297,14 @@ absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vecto
       first_tabs = std::count(line.begin(), line.end(), '\t');
     }
   }
-  const bool at_end = std::feof(f.get()) != 0;
-  const bool read_error = std::ferror(f.get()) != 0;
+  const bool at_end = std::feof(f) != 0;
+  const bool read_error = std::ferror(f) != 0;
   std::free(buf);
-  if (read_error) return refuse(" cannot be read: ", std::strerror(errno));
+  if (read_error) return Refuse(name, " cannot be read: ", std::strerror(errno));
   if (parsed) return absl::OkStatus();
   if (data_lines == 0) {
-    return refuse(" has no data rows (", header ? "only a header line" : "only blank lines", ")");
+    return Refuse(name, " has no data rows (", header ? "only a header line" : "only blank lines",
+                  ")");
   }
   // The other form's separator: a likely mix-up of criteo_tsv and criteo_csv.
   std::string hint;
@@ -307,10 +313,25 @@ absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vecto
   } else if (csv && first_tabs == kCriteoDense + kCriteoSparse) {
     hint = "; it looks tab-separated: data.source criteo_tsv?";
   }
-  return refuse(" is not ", csv ? "criteo_csv" : "criteo_tsv", " data: none of its ",
+  return Refuse(name, " is not ", csv ? "criteo_csv" : "criteo_tsv", " data: none of its ",
                 at_end ? "" : "first ", data_lines,
                 data_lines == 1 ? " line parses" : " lines parse", " (line ", first_bad, ": ",
                 first_reason, ")", hint);
+}
+
+absl::Status CheckCriteoFile(const std::string& path, bool csv, const std::vector<int64_t>& rows) {
+  const std::string name = absl::StrCat("data.paths: ", path);
+  RETURN_IF_ERROR(CheckRegularFile(path, name));
+  std::unique_ptr<FILE, FileCloser> f(std::fopen(path.c_str(), "r"));
+  if (f == nullptr) return Refuse(name, " cannot be read: ", std::strerror(errno));
+  char head_buf[kSniffBytes];
+  const size_t head_len = std::fread(head_buf, 1, sizeof(head_buf), f.get());
+  if (std::ferror(f.get())) return Refuse(name, " cannot be read: ", std::strerror(errno));
+  if (head_len == 0) return Refuse(name, " is empty: it has no data rows");
+  const std::string_view head(head_buf, head_len);
+  RETURN_IF_ERROR(CheckHeadIsText(head, name));
+  std::rewind(f.get());
+  return CheckSomeLineParses(f.get(), name, csv, rows);
 }
 
 absl::Status ValidateCommon(const DataSection& data, const ModelSection& model, int partition,
