@@ -358,7 +358,7 @@ bool ConfirmMiss(const GemmCall& call, int r0, int r1, int site, GemmFaultInject
   // Scratch in C's layout, so that an injected output fault lands on the same element. Only a
   // miss comes here.
   thread_local std::vector<float> again;
-  again.assign(static_cast<size_t>(call.m) * call.ldc, 0.0f);
+  again.resize(static_cast<size_t>(call.m) * call.ldc);  // rows [r0, r1) written and read
   GemmCall g = call;
   g.c = again.data();
   InjectedGemm(g, site, injector).Run(r0, r1);
@@ -367,8 +367,10 @@ bool ConfirmMiss(const GemmCall& call, int r0, int r1, int site, GemmFaultInject
   thread_local std::vector<float> finished;
   const float* compared = again.data();
   if (finish) {
-    finished.assign(again.begin(), again.end());
-    finish(finished.data() + static_cast<int64_t>(r0) * g.ldc, r0, r1);
+    const int64_t begin = static_cast<int64_t>(r0) * g.ldc, end = static_cast<int64_t>(r1) * g.ldc;
+    finished.resize(again.size());
+    std::copy(again.begin() + begin, again.begin() + end, finished.begin() + begin);
+    finish(finished.data() + begin, r0, r1);
     compared = finished.data();
   }
   for (int r = r0; r < r1; ++r) {
