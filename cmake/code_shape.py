@@ -172,12 +172,12 @@ def functions(text):
     """(name, first line, last line) of each function of the source text."""
     code = strip(text)
     found = []
-    # Each open brace: (kind, head start, first line of the head, name).
+    # Each open brace: (kind, first line of its head, name).
     stack = []
     head_start = 0
 
     def declaration_level():
-        return all(kind in ("namespace", "class") for kind, _, _, _ in stack)
+        return all(kind in ("namespace", "class") for kind, _, _ in stack)
 
     line = 1
     for i, c in enumerate(code):
@@ -188,20 +188,20 @@ def functions(text):
                 head_start = i + 1
         elif c == "{":
             if not declaration_level():
-                stack.append(("block", None, None, None))
+                stack.append(("block", None, None))
                 continue
             head = code[head_start:i]
             kind = classify(head)
             lead = LEAD.match(head).end()
             first = line - head.count("\n", lead)
             name = signature_name(head) if kind == "function" else None
-            stack.append((kind, head_start, first, name))
+            stack.append((kind, first, name))
             if kind != "init":
                 head_start = i + 1
         elif c == "}":
             if not stack:
                 continue  # an unbalanced brace: left to the compiler
-            kind, _, first, name = stack.pop()
+            kind, first, name = stack.pop()
             if kind == "function":
                 found.append((name, first, line))
             # The declaration goes on after an initializer (a_{x}, b_(y) {); after any other
@@ -295,8 +295,9 @@ def self_test():
     }
     fine = {
         "at_limit": "namespace {\n\nint Short(int x) {\n" + fine_fn + "}\n\n}  // namespace\n",
-        "class_body": "class Big {\n public:\n" + "  int f%d() const { return 0; }\n" * 0 +
-                      "".join("  int m%d_ = 0;\n" % i for i in range(120)) + "};\n",
+        "class_body": "class Big {\n public:\n" +
+                      "".join("  int f%d() const { return %d; }\n" % (i, i) for i in range(60)) +
+                      "".join("  int m%d_ = 0;\n" % i for i in range(60)) + "};\n",
         "enum": "enum class Color {\n" + "".join("  kC%d,\n" % i for i in range(120)) + "};\n",
         "initializer": "const int kTable[] = {\n" + "".join("  %d,\n" % i for i in range(120)) +
                        "};\nstd::vector<int> v{\n" + "".join("  %d,\n" % i for i in range(120)) +
