@@ -249,6 +249,37 @@ class Job {
     return failure;
   }
 
+  // After a coordinator restart (`c`, the last of them): the downtime once the new one
+  // answers `status` at `t` s (then an event, and *last_ok is now), then the step at which
+  // training goes on.
+  static void NoteRestartedCoordinator(const v1::StatusResponse& status, double t,
+                                       RunRecord::CoordinatorFailure* c, EventLog* events,
+                                       Clock::time_point* last_ok) {
+    if (c->downtime_s < 0) {
+      c->downtime_s = t - c->t;
+      c->step_restored = status.step();
+      events->Add(absl::StrFormat("the new coordinator answers after %.1f s down (saved step %d)",
+                                  c->downtime_s, c->step_restored));
+      *last_ok = Clock::now();
+    } else if (c->step_at_restart < 0 &&
+               (status.step() != c->step_restored || status.phase() == v1::JOB_FINISHED)) {
+      c->step_at_restart = status.step();
+    }
+  }
+
+  // Writes prometheus_targets.json for `last` when it differs from *targets (as last
+  // written), whole and renamed: Prometheus re-reads it whenever it changes.
+  void WritePrometheusTargets(const v1::StatusResponse& last, std::string* targets) {
+    std::string now = PrometheusTargets(last);
+    if (now == *targets) return;
+    const std::string path = (fs::path(out_) / "prometheus_targets.json").string();
+    if (absl::Status w = WriteFileDurably(path, now); w.ok()) {
+      *targets = std::move(now);
+    } else {
+      printer_.Event("ecps: cannot write " + path + ": " + w.ToString());
+    }
+  }
+
   // Polls the coordinator every monitoring.metrics_interval_ms until the job ends: the
   // metrics row, the progress line, the failure history, the drills and the replacements.
   int Monitor(RoleSpawner* spawner) {
@@ -293,18 +324,7 @@ class Job {
       auto status = client.Status();
       double t = std::chrono::duration<double>(Clock::now() - start).count();
       if (status.ok() && !run.coordinator_failures.empty()) {
-        RunRecord::CoordinatorFailure& c = run.coordinator_failures.back();
-        if (c.downtime_s < 0) {
-          c.downtime_s = t - c.t;
-          c.step_restored = status->step();
-          events.Add(absl::StrFormat(
-              "the new coordinator answers after %.1f s down (saved step %d)", c.downtime_s,
-              c.step_restored));
-          last_ok = Clock::now();
-        } else if (c.step_at_restart < 0 &&
-                   (status->step() != c.step_restored || status->phase() == v1::JOB_FINISHED)) {
-          c.step_at_restart = status->step();
-        }
+        NoteRestartedCoordinator(*status, t, &run.coordinator_failures.back(), &events, &last_ok);
       }
       if (status.ok()) {
         last = *status;
@@ -320,15 +340,7 @@ class Job {
           drills.Run(last, t, &client, &events);
           failure = supervisor.Supervise(last, &events);
         }
-        if (std::string now = PrometheusTargets(last); now != targets) {
-          // Written whole and renamed: Prometheus re-reads it whenever it changes.
-          const std::string path = (fs::path(out_) / "prometheus_targets.json").string();
-          if (absl::Status w = WriteFileDurably(path, now); w.ok()) {
-            targets = std::move(now);
-          } else {
-            printer_.Event("ecps: cannot write " + path + ": " + w.ToString());
-          }
-        }
+        WritePrometheusTargets(last, &targets);
         csv << MetricsCsvRow(t, last, events.Take());
         csv.flush();
         printer_.Update(ProgressLine(last));

@@ -16,6 +16,103 @@
 
 namespace ecps {
 namespace fs = std::filesystem;
+namespace {
+
+// Asks every server at once to write its part of the checkpoint into `tmp_dir` (one attempt
+// each: a retry would write rows twice into the partial sums); their answers go to *saved.
+// The error of the first server that could not save, empty when all did.
+std::string SaveOnEachServer(
+    const std::vector<std::unique_ptr<v1::ParameterServer::Stub>>& stubs,
+    const std::vector<std::string>& addresses, const std::string& token,
+    const CoordinatorStamp& stamp, const RpcOptions& options, int rpc_timeout_ms,
+    const std::string& tmp_dir,
+    const std::function<void(int server, const std::string& address)>& on_unreachable,
+    std::vector<v1::SaveCheckpointResponse>* saved) {
+  std::vector<absl::Status> results(stubs.size());
+  std::vector<std::thread> threads;
+  RpcOptions save_options = options;
+  save_options.deadline_ms = std::max(rpc_timeout_ms, 600000);  // a large table takes a while
+  save_options.max_attempts = 1;  // a retry would write rows twice into the partial sums
+  for (size_t s = 0; s < stubs.size(); ++s) {
+    threads.emplace_back([&, s] {
+      v1::SaveCheckpointRequest req;
+      FillHeader(req.mutable_header(), token, stamp, "checkpoint");
+      req.set_tmp_dir(tmp_dir);
+      results[s] = CallWithRetry(save_options, [&](grpc::ClientContext* ctx) {
+        return stubs[s]->SaveCheckpoint(ctx, req, &(*saved)[s]);
+      });
+      if (on_unreachable && absl::IsUnavailable(results[s]) && !AnsweredByPeer(results[s])) {
+        on_unreachable(static_cast<int>(s), addresses[s]);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t s = 0; s < stubs.size(); ++s) {
+    if (!results[s].ok()) {
+      return absl::StrCat("server ", s, " could not save: ", results[s].ToString());
+    }
+  }
+  return "";
+}
+
+// What the servers' answers add up to: per table the XOR of their checksums, the dense
+// tensors' entries, the bytes written.
+struct SavedParts {
+  std::vector<uint64_t> checksums;
+  std::vector<DenseEntry> dense;
+  int64_t bytes = 0;
+};
+
+// Adds up the servers' answers into *parts. The error when they do not make up the model of
+// `layout` (a table's rows written other than once, a dense tensor other than once), empty
+// when they do.
+std::string AddUpSaved(const std::vector<v1::SaveCheckpointResponse>& saved,
+                       const CheckpointLayout& layout, SavedParts* parts) {
+  const size_t tables = layout.table_rows.size();
+  std::vector<uint64_t>& checksums = parts->checksums;
+  checksums.assign(tables, 0);
+  std::vector<int64_t> rows(tables, 0);
+  std::vector<DenseEntry>& dense = parts->dense;
+  dense.assign(layout.dense_sizes.size(), DenseEntry{});
+  std::vector<int> dense_seen(layout.dense_sizes.size(), 0);
+  std::string error;
+  for (size_t s = 0; s < saved.size() && error.empty(); ++s) {
+    const v1::SaveCheckpointResponse& r = saved[s];
+    if (static_cast<size_t>(r.table_checksums_size()) != tables ||
+        static_cast<size_t>(r.rows_written_size()) != tables) {
+      error = absl::StrCat("server ", s, " reported ", r.table_checksums_size(),
+                           " tables, the model has ", tables);
+      break;
+    }
+    for (size_t t = 0; t < tables; ++t) {
+      checksums[t] ^= r.table_checksums(t);
+      rows[t] += r.rows_written(t);
+    }
+    for (const v1::CheckpointDenseEntry& d : r.dense()) {
+      if (d.tensor() < 0 || static_cast<size_t>(d.tensor()) >= dense.size()) {
+        error = absl::StrCat("server ", s, " reported dense tensor ", d.tensor());
+        break;
+      }
+      dense[d.tensor()] = DenseEntry{d.version(), d.checksum()};
+      ++dense_seen[d.tensor()];
+    }
+    parts->bytes += r.bytes();
+  }
+  for (size_t t = 0; t < tables && error.empty(); ++t) {
+    if (rows[t] != layout.table_rows[t]) {
+      error = absl::StrCat("table ", t, ": the servers wrote ", rows[t], " rows, it has ",
+                           layout.table_rows[t]);
+    }
+  }
+  for (size_t d = 0; d < dense.size() && error.empty(); ++d) {
+    if (dense_seen[d] != 1) {
+      error = absl::StrCat("dense tensor ", d, " was written ", dense_seen[d], " times");
+    }
+  }
+  return error;
+}
+
+}  // namespace
 
 v1::CheckpointReport SaveCheckpointOnServers(
     const std::vector<std::string>& addresses, const std::string& token,
@@ -52,82 +149,24 @@ v1::CheckpointReport SaveCheckpointOnServers(
   }
   std::vector<v1::SaveCheckpointResponse> saved(stubs.size());
   if (error.empty()) {
-    std::vector<absl::Status> results(stubs.size());
-    std::vector<std::thread> threads;
-    RpcOptions save_options = options;
-    save_options.deadline_ms = std::max(rpc_timeout_ms, 600000);  // a large table takes a while
-    save_options.max_attempts = 1;  // a retry would write rows twice into the partial sums
-    for (size_t s = 0; s < stubs.size(); ++s) {
-      threads.emplace_back([&, s] {
-        v1::SaveCheckpointRequest req;
-        FillHeader(req.mutable_header(), token, stamp, "checkpoint");
-        req.set_tmp_dir(tmp_dir);
-        results[s] = CallWithRetry(save_options, [&](grpc::ClientContext* ctx) {
-          return stubs[s]->SaveCheckpoint(ctx, req, &saved[s]);
-        });
-        if (on_unreachable && absl::IsUnavailable(results[s]) && !AnsweredByPeer(results[s])) {
-          on_unreachable(static_cast<int>(s), addresses[s]);
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (size_t s = 0; s < stubs.size() && error.empty(); ++s) {
-      if (!results[s].ok()) {
-        error = absl::StrCat("server ", s, " could not save: ", results[s].ToString());
-      }
-    }
+    error = SaveOnEachServer(stubs, addresses, token, stamp, options, rpc_timeout_ms, tmp_dir,
+                             on_unreachable, &saved);
   }
   if (error.empty()) {
-    const size_t tables = layout.table_rows.size();
-    std::vector<uint64_t> checksums(tables, 0);
-    std::vector<int64_t> rows(tables, 0);
-    std::vector<DenseEntry> dense(layout.dense_sizes.size());
-    std::vector<int> dense_seen(layout.dense_sizes.size(), 0);
-    int64_t bytes = 0;
-    for (size_t s = 0; s < saved.size() && error.empty(); ++s) {
-      const v1::SaveCheckpointResponse& r = saved[s];
-      if (static_cast<size_t>(r.table_checksums_size()) != tables ||
-          static_cast<size_t>(r.rows_written_size()) != tables) {
-        error = absl::StrCat("server ", s, " reported ", r.table_checksums_size(),
-                             " tables, the model has ", tables);
-        break;
-      }
-      for (size_t t = 0; t < tables; ++t) {
-        checksums[t] ^= r.table_checksums(t);
-        rows[t] += r.rows_written(t);
-      }
-      for (const v1::CheckpointDenseEntry& d : r.dense()) {
-        if (d.tensor() < 0 || static_cast<size_t>(d.tensor()) >= dense.size()) {
-          error = absl::StrCat("server ", s, " reported dense tensor ", d.tensor());
-          break;
-        }
-        dense[d.tensor()] = DenseEntry{d.version(), d.checksum()};
-        ++dense_seen[d.tensor()];
-      }
-      bytes += r.bytes();
-    }
-    for (size_t t = 0; t < tables && error.empty(); ++t) {
-      if (rows[t] != layout.table_rows[t]) {
-        error = absl::StrCat("table ", t, ": the servers wrote ", rows[t], " rows, it has ",
-                             layout.table_rows[t]);
-      }
-    }
-    for (size_t d = 0; d < dense.size() && error.empty(); ++d) {
-      if (dense_seen[d] != 1) {
-        error = absl::StrCat("dense tensor ", d, " was written ", dense_seen[d], " times");
-      }
-    }
+    SavedParts parts;
+    error = AddUpSaved(saved, layout, &parts);
     if (error.empty()) {
       std::vector<int64_t> positions(report.reader_positions().begin(),
                                      report.reader_positions().end());
       std::string final_dir;
-      absl::Status s = CommitCheckpoint(tmp_dir, layout, checksums, dense, positions, &final_dir);
+      absl::Status s =
+          CommitCheckpoint(tmp_dir, layout, parts.checksums, parts.dense, positions, &final_dir);
       if (!s.ok()) {
         error = s.ToString();
         code = s.code();
       } else {
         report.set_dir(final_dir);
-        report.set_bytes(bytes);
+        report.set_bytes(parts.bytes);
       }
     }
   }

@@ -56,22 +56,8 @@ bool Decode(const uint8_t* data, size_t size, Request* request) {
   return true;
 }
 
-}  // namespace
-}  // namespace ecps
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace ecps;  // NOLINT
-  static const bool quiet = [] {
-    spdlog::set_level(spdlog::level::off);
-    return true;
-  }();
-  (void)quiet;
-  static ParameterServerCore* plain = MakeCore(FaultToleranceMode::kNone, 2, 0).release();
-  static ParameterServerCore* coded = MakeCore(FaultToleranceMode::kErasureCode, 3, 2).release();
-  if (size < 1) return 0;
-  const uint8_t rpc = data[0] % 12;
-  ++data;
-  --size;
+// The RPCs of the server of a job without parity: 0 Pull, 1 Push, 2 PushDense, 11 PullDense.
+void CallPlain(int rpc, const uint8_t* data, size_t size, ParameterServerCore* plain) {
   switch (rpc) {
     case 0: {
       v1::PullRequest req;
@@ -89,6 +75,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (Decode(data, size, &req)) plain->PushDense(req).IgnoreError();
       break;
     }
+    case 11: {
+      v1::PullDenseRequest req;
+      v1::PullDenseResponse resp;
+      if (Decode(data, size, &req)) plain->PullDense(req, &resp).IgnoreError();
+      break;
+    }
+  }
+}
+
+// The RPCs of the erasure-coded job's server: 3 ReadRows, 4 ApplyParityDeltas, 5 WriteParity,
+// 6 Freeze, 7 ReplicateDense, 8 ReadParity, 9 HotRows, 10 SaveCheckpoint.
+void CallCoded(int rpc, const uint8_t* data, size_t size, ParameterServerCore* coded) {
+  switch (rpc) {
     case 3: {
       v1::ReadRowsRequest req;
       v1::ReadRowsResponse resp;
@@ -138,12 +137,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (Decode(data, size, &req)) coded->SaveCheckpoint(req, &resp).IgnoreError();
       break;
     }
-    case 11: {
-      v1::PullDenseRequest req;
-      v1::PullDenseResponse resp;
-      if (Decode(data, size, &req)) plain->PullDense(req, &resp).IgnoreError();
-      break;
-    }
+  }
+}
+
+}  // namespace
+}  // namespace ecps
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace ecps;  // NOLINT
+  static const bool quiet = [] {
+    spdlog::set_level(spdlog::level::off);
+    return true;
+  }();
+  (void)quiet;
+  static ParameterServerCore* plain = MakeCore(FaultToleranceMode::kNone, 2, 0).release();
+  static ParameterServerCore* coded = MakeCore(FaultToleranceMode::kErasureCode, 3, 2).release();
+  if (size < 1) return 0;
+  const uint8_t rpc = data[0] % 12;
+  ++data;
+  --size;
+  if (rpc <= 2 || rpc == 11) {
+    CallPlain(rpc, data, size, plain);
+  } else {
+    CallCoded(rpc, data, size, coded);
   }
   return 0;
 }

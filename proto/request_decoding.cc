@@ -73,6 +73,35 @@ bool IsPackableVarint(const FieldDescriptor* f) {
   }
 }
 
+std::string Walk(std::string_view bytes, const Descriptor* type, const std::string& path,
+                 int depth);
+
+// Checks the `body` of the length-delimited `field` at `where` (of the message at `path`,
+// `depth` deep): a message walked in turn, a string's UTF-8, a packed list's varints.
+// Returns the first problem, or "".
+std::string CheckBody(std::string_view body, const FieldDescriptor* field, const std::string& path,
+                      const std::string& where, int depth) {
+  if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
+    return Walk(body, field->message_type(), where, depth + 1);
+  }
+  if (field->type() == FieldDescriptor::TYPE_STRING && !ValidUtf8(body)) {
+    return absl::StrCat("field ", where, ": not valid UTF-8");
+  }
+  if (field->is_repeated() && IsPackableVarint(field)) {
+    CodedInputStream packed(reinterpret_cast<const uint8_t*>(body.data()),
+                            static_cast<int>(body.size()));
+    for (int i = 0; packed.CurrentPosition() < static_cast<int>(body.size()); ++i) {
+      uint64_t v;
+      if (!packed.ReadVarint64(&v)) {
+        return absl::StrCat("field ",
+                            path.empty() ? field->name() : absl::StrCat(path, ".", field->name()),
+                            ": packed value ", i, " is a truncated or overlong varint");
+      }
+    }
+  }
+  return "";
+}
+
 // Walks `bytes` as a `type` message; returns the first problem, or "".
 std::string Walk(std::string_view bytes, const Descriptor* type, const std::string& path,
                  int depth) {
@@ -130,23 +159,8 @@ std::string Walk(std::string_view bytes, const Descriptor* type, const std::stri
         const std::string_view body = bytes.substr(in.CurrentPosition(), length);
         in.Skip(static_cast<int>(length));
         if (field == nullptr) break;
-        if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
-          std::string inner = Walk(body, field->message_type(), where, depth + 1);
-          if (!inner.empty()) return inner;
-        } else if (field->type() == FieldDescriptor::TYPE_STRING && !ValidUtf8(body)) {
-          return absl::StrCat("field ", where, ": not valid UTF-8");
-        } else if (field->is_repeated() && IsPackableVarint(field)) {
-          CodedInputStream packed(reinterpret_cast<const uint8_t*>(body.data()),
-                                  static_cast<int>(body.size()));
-          for (int i = 0; packed.CurrentPosition() < static_cast<int>(body.size()); ++i) {
-            uint64_t v;
-            if (!packed.ReadVarint64(&v)) {
-              return absl::StrCat("field ", path.empty() ? field->name()
-                                                         : absl::StrCat(path, ".", field->name()),
-                                  ": packed value ", i, " is a truncated or overlong varint");
-            }
-          }
-        }
+        std::string problem = CheckBody(body, field, path, where, depth);
+        if (!problem.empty()) return problem;
         break;
       }
       case WireFormatLite::WIRETYPE_START_GROUP:

@@ -57,6 +57,64 @@ bool IsCodeword(const RowCode& code, absl::Span<const uint8_t* const> members, s
   return true;
 }
 
+// What a scrub read asks of one server: the data rows and parity stripes, by table, and
+// the slots (StripeMembers::slot) their answers go to.
+struct ScrubWant {
+  std::map<int, std::vector<int64_t>> data, parity;
+  std::map<int, std::vector<size_t>> data_slots, parity_slots;
+};
+
+// The rows and stripes of `w` into `req` (whose header is filled already).
+void FillScrubRequest(const ScrubWant& w, v1::ReadRowsRequest* req) {
+  for (const auto& [t, rows] : w.data) {
+    v1::TableRows* tr = req->add_tables();
+    tr->set_table(t);
+    tr->mutable_rows()->Add(rows.begin(), rows.end());
+  }
+  for (const auto& [t, ids] : w.parity) {
+    v1::TableStripes* ts = req->add_parity();
+    ts->set_table(t);
+    ts->mutable_stripes()->Add(ids.begin(), ids.end());
+  }
+}
+
+// Stores `server`'s answer `resp` to the request of `w` into `out` (members of `bytes`
+// bytes, codes of k data and n members); INTERNAL when the answer is short.
+absl::Status StoreScrubAnswer(int server, const ScrubWant& w, const v1::ReadRowsResponse& resp,
+                              size_t bytes, int k, int n, StripeMembers* out) {
+  const v1::ReadParityResponse& p = resp.parity();
+  size_t e = 0;
+  for (const auto& [t, slots] : w.data_slots) {
+    for (size_t slot : slots) {
+      if ((e + 1) * bytes > resp.payloads().size() || static_cast<int>(e) >= resp.versions_size()) {
+        return absl::InternalError(
+            absl::StrCat("scrub read from server ", server, ": a short answer"));
+      }
+      std::memcpy(out->payloads.data() + slot * bytes, resp.payloads().data() + e * bytes, bytes);
+      out->have[slot] = 1;
+      out->versions[slot * k + slot % n] = resp.versions(static_cast<int>(e));
+      ++e;
+    }
+  }
+  e = 0;
+  for (const auto& [t, slots] : w.parity_slots) {
+    for (size_t slot : slots) {
+      if ((e + 1) * bytes > p.payloads().size() ||
+          static_cast<int>((e + 1) * k) > p.versions_size() ||
+          static_cast<int>(e) >= p.settled_size()) {
+        return absl::InternalError(
+            absl::StrCat("scrub parity read from server ", server, ": a short answer"));
+      }
+      std::memcpy(out->payloads.data() + slot * bytes, p.payloads().data() + e * bytes, bytes);
+      out->have[slot] = 1;
+      std::copy_n(p.versions().data() + e * k, k, out->versions.data() + slot * k);
+      out->settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
+      ++e;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int LocateBadMember(const RowCode& code, absl::Span<const uint8_t* const> members, size_t bytes,
@@ -254,12 +312,7 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
                                       int64_t* bytes) {
   const int k = placement_.k(), n = placement_.n();
   out->Reset(stripes.size(), k, n, bytes_);
-  // Per server: the data rows and parity stripes wanted of it, by table, and their slots.
-  struct Want {
-    std::map<int, std::vector<int64_t>> data, parity;
-    std::map<int, std::vector<size_t>> data_slots, parity_slots;
-  };
-  std::map<int, Want> wants;
+  std::map<int, ScrubWant> wants;  // by server
   for (size_t i = 0; i < stripes.size(); ++i) {
     const auto [t, stripe] = stripes[i];
     for (int m = 0; m < n; ++m) {
@@ -280,7 +333,7 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
         out->settled[slot] = settled ? 1 : 0;
         continue;
       }
-      Want& w = wants[server];
+      ScrubWant& w = wants[server];
       if (m < k) {
         w.data[t].push_back(stripe * k + m);
         w.data_slots[t].push_back(slot);
@@ -296,16 +349,7 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
     targets.push_back(server);
     v1::ReadRowsRequest& req = requests.emplace_back();
     options_.header(req.mutable_header());
-    for (const auto& [t, rows] : w.data) {
-      v1::TableRows* tr = req.add_tables();
-      tr->set_table(t);
-      tr->mutable_rows()->Add(rows.begin(), rows.end());
-    }
-    for (const auto& [t, ids] : w.parity) {
-      v1::TableStripes* ts = req.add_parity();
-      ts->set_table(t);
-      ts->mutable_stripes()->Add(ids.begin(), ids.end());
-    }
+    FillScrubRequest(w, &req);
   }
   std::vector<v1::ReadRowsResponse> responses;
   std::vector<absl::Status> statuses;
@@ -315,39 +359,10 @@ absl::Status OnlineScrub::ReadMembers(absl::Span<const TableStripe> stripes, Str
       return absl::Status(statuses[r].code(), absl::StrCat("scrub read from server ", targets[r],
                                                            ": ", statuses[r].message()));
     }
-    const Want& w = wants[targets[r]];
-    const v1::ReadRowsResponse& resp = responses[r];
-    const v1::ReadParityResponse& p = resp.parity();
-    size_t e = 0;
-    for (const auto& [t, slots] : w.data_slots) {
-      for (size_t slot : slots) {
-        if ((e + 1) * bytes_ > resp.payloads().size() ||
-            static_cast<int>(e) >= resp.versions_size()) {
-          return absl::InternalError(
-              absl::StrCat("scrub read from server ", targets[r], ": a short answer"));
-        }
-        std::memcpy(out->payloads.data() + slot * bytes_, resp.payloads().data() + e * bytes_,
-                    bytes_);
-        out->have[slot] = 1;
-        out->versions[slot * k + slot % n] = resp.versions(static_cast<int>(e));
-        ++e;
-      }
-    }
-    e = 0;
-    for (const auto& [t, slots] : w.parity_slots) {
-      for (size_t slot : slots) {
-        if ((e + 1) * bytes_ > p.payloads().size() ||
-            static_cast<int>((e + 1) * k) > p.versions_size() ||
-            static_cast<int>(e) >= p.settled_size()) {
-          return absl::InternalError(
-              absl::StrCat("scrub parity read from server ", targets[r], ": a short answer"));
-        }
-        std::memcpy(out->payloads.data() + slot * bytes_, p.payloads().data() + e * bytes_, bytes_);
-        out->have[slot] = 1;
-        std::copy_n(p.versions().data() + e * k, k, out->versions.data() + slot * k);
-        out->settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
-        ++e;
-      }
+    if (absl::Status s =
+            StoreScrubAnswer(targets[r], wants[targets[r]], responses[r], bytes_, k, n, out);
+        !s.ok()) {
+      return s;
     }
   }
   *bytes = static_cast<int64_t>(stripes.size()) * n * static_cast<int64_t>(bytes_);

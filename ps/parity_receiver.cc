@@ -39,6 +39,49 @@ void AppendPackedDeltas(const std::string& packed, size_t delta_bytes,
   }
 }
 
+namespace {
+
+// The deltas of `batch` from server batch.from_server() (`bytes` each), listed and packed,
+// into *deltas; INVALID_ARGUMENT when one has the wrong size or is for a data row its sender
+// does not hold (only the server holding a data row sends its deltas).
+absl::Status DecodeDeltas(const v1::ParityDeltaBatch& batch, const Placement& placement,
+                          size_t bytes, std::vector<ParityStore::DeltaRef>* deltas) {
+  using Delta = ParityStore::DeltaRef;
+  const int from = batch.from_server();
+  const size_t record = DeltaStreams::Batch::kHeader + bytes;
+  deltas->reserve(batch.deltas_size() + batch.packed().size() / record);
+  for (const v1::ParityDelta& d : batch.deltas()) {
+    if (d.delta().size() != bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parity delta of ", d.delta().size(), " bytes, expected ", bytes));
+    }
+    deltas->push_back(Delta{d.table(), d.j(), d.stripe(),
+                            reinterpret_cast<const uint8_t*>(d.delta().data()), d.from_version(),
+                            d.to_version()});
+  }
+  if (!batch.packed().empty()) {
+    if (static_cast<size_t>(batch.delta_bytes()) != bytes || batch.packed().size() % record != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("packed parity deltas of ", batch.delta_bytes(), " bytes in ",
+                       batch.packed().size(), " bytes; expected ", bytes, "-byte deltas"));
+    }
+    AppendPackedDeltas(batch.packed(), bytes, deltas);
+  }
+  // Only the server holding a data row sends its deltas.
+  for (const Delta& d : *deltas) {
+    if (d.table < 0 || d.table >= placement.num_tables() || d.stripe < 0 ||
+        d.stripe >= placement.stripes(d.table) || d.j < 0 || d.j >= placement.k() ||
+        placement.ServerOf(d.table, d.stripe, d.j) != from) {
+      return absl::InvalidArgumentError(absl::StrCat("parity delta for table ", d.table, " stripe ",
+                                                     d.stripe, " member ", d.j, " from server ",
+                                                     from, ", which does not hold that data row"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ParityReceiver::ApplyDeltas(const v1::ParityDeltaBatch& batch,
                                          v1::ParityDeltaAck* ack) {
   if (parity_ == nullptr) {
@@ -66,37 +109,10 @@ absl::Status ParityReceiver::ApplyDeltas(const v1::ParityDeltaBatch& batch,
   }
   // Decoded and checked before the sequence state is touched: a batch that is refused
   // changes nothing.
-  const size_t bytes = parity_->payload_bytes();
-  using Delta = ParityStore::DeltaRef;
-  std::vector<Delta> deltas;
-  const size_t record = DeltaStreams::Batch::kHeader + bytes;
-  deltas.reserve(batch.deltas_size() + batch.packed().size() / record);
-  for (const v1::ParityDelta& d : batch.deltas()) {
-    if (d.delta().size() != bytes) {
-      return refuse(absl::InvalidArgumentError(
-          absl::StrCat("parity delta of ", d.delta().size(), " bytes, expected ", bytes)));
-    }
-    deltas.push_back(Delta{d.table(), d.j(), d.stripe(),
-                           reinterpret_cast<const uint8_t*>(d.delta().data()), d.from_version(),
-                           d.to_version()});
-  }
-  if (!batch.packed().empty()) {
-    if (static_cast<size_t>(batch.delta_bytes()) != bytes || batch.packed().size() % record != 0) {
-      return refuse(absl::InvalidArgumentError(
-          absl::StrCat("packed parity deltas of ", batch.delta_bytes(), " bytes in ",
-                       batch.packed().size(), " bytes; expected ", bytes, "-byte deltas")));
-    }
-    AppendPackedDeltas(batch.packed(), bytes, &deltas);
-  }
-  // Only the server holding a data row sends its deltas.
-  for (const Delta& d : deltas) {
-    if (d.table < 0 || d.table >= placement_.num_tables() || d.stripe < 0 ||
-        d.stripe >= placement_.stripes(d.table) || d.j < 0 || d.j >= placement_.k() ||
-        placement_.ServerOf(d.table, d.stripe, d.j) != from) {
-      return refuse(absl::InvalidArgumentError(absl::StrCat(
-          "parity delta for table ", d.table, " stripe ", d.stripe, " member ", d.j,
-          " from server ", from, ", which does not hold that data row")));
-    }
+  std::vector<ParityStore::DeltaRef> deltas;
+  if (absl::Status s = DecodeDeltas(batch, placement_, parity_->payload_bytes(), &deltas);
+      !s.ok()) {
+    return refuse(std::move(s));
   }
   Sender& sender = senders_[from];
   absl::MutexLock lock(&sender.mu);

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
@@ -181,12 +182,32 @@ class Rebuilder {
   // Reads every surviving member of the items' stripes (telling the data servers that this
   // is a rebuild read).
   void ReadMembers(const std::vector<Item>& items, Members* out) const;
+  // ReadMembers' steps: what to ask of each server (padding members set to zero at once),
+  // one server's request, and that server's answer stored into `got` (nothing stored when
+  // its sizes do not match what was asked).
+  void PlanReads(const std::vector<Item>& items, const std::set<int>& unusable, Members* out) const;
+  void FillReadRequest(const ServerWants& ws, uint64_t epoch, v1::ReadRowsRequest* req) const;
+  void StoreAnswer(const ServerWants& ws, const v1::ReadRowsResponse& resp,
+                   StripeMembers* got) const;
+  // How many members `by_table` asks for.
+  static size_t CountOf(const std::vector<Want>& by_table);
   // Decodes and installs every item whose members agree on the versions (every item, when
   // frozen); appends the others to `retry`. Frozen, it also writes back parity rows that
   // disagree with the rebuilt data.
   // `freeze_id`: the freeze the items are under when `frozen` (parity writes name it).
   absl::Status Install(const std::vector<Item>& items, const StripeMembers& members,
                        bool frozen, std::vector<Item>* retry, uint64_t freeze_id = 0);
+  // Install's frozen step for a data member: when every data member of stripe `i` of `mem`
+  // is known (`decoded`: this server's), encodes the stripe's parity into `parity` and
+  // adds to `fixes` every survivor's parity row that disagrees with it.
+  using ParityFixes = std::map<std::pair<int, int>, v1::WriteParityRequest>;  // (server, table)
+  absl::Status CollectParityFixes(const Item& item, size_t i, int mine, const StripeMembers& mem,
+                                  const uint8_t* decoded, const std::vector<uint32_t>& agreed,
+                                  std::vector<std::vector<uint8_t>>* parity,
+                                  ParityFixes* fixes) const;
+  // Writes `fixes` to their servers under `freeze_id`, one line logged per write; stops at
+  // the first write that fails and returns its error.
+  absl::Status WriteParityFixes(uint64_t epoch, uint64_t freeze_id, ParityFixes* fixes);
   absl::Status RestoreDense();
   // The member position this server holds of (table, stripe).
   int MyMember(int table, int64_t stripe) const;

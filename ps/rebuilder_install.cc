@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/ecps.pb.h"
 #include "runtime/rpc.h"
+#include "runtime/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace ecps {
@@ -87,11 +88,10 @@ absl::Status Rebuilder::FreezeAll(const std::vector<int>& peers,
   return absl::OkStatus();
 }
 
-void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const {
+void Rebuilder::PlanReads(const std::vector<Item>& items, const std::set<int>& unusable,
+                          Members* out) const {
   const int k = placement_.k(), n = placement_.n();
   const size_t bytes = payload_bytes_;
-  const std::set<int> unusable = options_.unusable();
-  const uint64_t epoch = options_.epoch();
   StripeMembers& got = out->got;
   got.Reset(items.size(), k, n, bytes);
   // One request per server with its data and parity members of every table of the batch,
@@ -128,74 +128,140 @@ void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const 
       w.slots.push_back(got.slot(i, m));
     }
   }
-  auto count_of = [](const std::vector<Want>& by_table) {
-    size_t count = 0;
-    for (const Want& w : by_table) count += w.ids.size();
-    return count;
-  };
+}
+
+size_t Rebuilder::CountOf(const std::vector<Want>& by_table) {
+  size_t count = 0;
+  for (const Want& w : by_table) count += w.ids.size();
+  return count;
+}
+
+void Rebuilder::FillReadRequest(const ServerWants& ws, uint64_t epoch,
+                                v1::ReadRowsRequest* req) const {
+  FillHeader(req->mutable_header(), options_.token, epoch, sender_);
+  const int tables = placement_.num_tables();
+  for (int table = 0; table < tables; ++table) {
+    const Want& w = ws.data[table];
+    if (w.ids.empty()) continue;
+    v1::TableRows* t = req->add_tables();
+    t->set_table(table);
+    t->mutable_rows()->Add(w.ids.begin(), w.ids.end());
+  }
+  for (int table = 0; table < tables; ++table) {
+    const Want& w = ws.parity[table];
+    if (w.ids.empty()) continue;
+    v1::TableStripes* t = req->add_parity();
+    t->set_table(table);
+    t->mutable_stripes()->Add(w.ids.begin(), w.ids.end());
+  }
+  req->set_rebuilder(options_.server);
+}
+
+void Rebuilder::StoreAnswer(const ServerWants& ws, const v1::ReadRowsResponse& resp,
+                            StripeMembers* got) const {
+  const int k = placement_.k(), n = placement_.n();
+  const size_t bytes = payload_bytes_;
+  const size_t data = CountOf(ws.data), parity = CountOf(ws.parity);
+  const v1::ReadParityResponse& p = resp.parity();
+  if (resp.payloads().size() != data * bytes || static_cast<size_t>(resp.versions_size()) != data ||
+      p.payloads().size() != parity * bytes ||
+      static_cast<size_t>(p.versions_size()) != parity * k ||
+      static_cast<size_t>(p.settled_size()) != parity) {
+    return;
+  }
+  size_t e = 0;
+  for (const Want& w : ws.data) {
+    for (const size_t slot : w.slots) {
+      std::memcpy(got->payloads.data() + slot * bytes, resp.payloads().data() + e * bytes, bytes);
+      got->have[slot] = 1;
+      got->versions[slot * k + slot % n] = resp.versions(static_cast<int>(e));
+      ++e;
+    }
+  }
+  e = 0;
+  for (const Want& w : ws.parity) {
+    for (const size_t slot : w.slots) {
+      std::memcpy(got->payloads.data() + slot * bytes, p.payloads().data() + e * bytes, bytes);
+      got->have[slot] = 1;
+      std::copy_n(p.versions().data() + e * k, k, got->versions.data() + slot * k);
+      got->settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
+      ++e;
+    }
+  }
+}
+
+void Rebuilder::ReadMembers(const std::vector<Item>& items, Members* out) const {
+  const std::set<int> unusable = options_.unusable();
+  const uint64_t epoch = options_.epoch();
+  PlanReads(items, unusable, out);
   // One request per server, all sent at once from this thread. A server that cannot answer
   // leaves its members unknown.
   std::vector<int> targets;
   std::vector<v1::ReadRowsRequest> requests;
-  for (int server = 0; server < servers; ++server) {
+  for (int server = 0; server < placement_.servers(); ++server) {
     const ServerWants& ws = out->wants[server];
-    if (count_of(ws.data) + count_of(ws.parity) == 0) continue;
+    if (CountOf(ws.data) + CountOf(ws.parity) == 0) continue;
     targets.push_back(server);
-    v1::ReadRowsRequest& req = requests.emplace_back();
-    FillHeader(req.mutable_header(), options_.token, epoch, sender_);
-    for (int table = 0; table < tables; ++table) {
-      const Want& w = ws.data[table];
-      if (w.ids.empty()) continue;
-      v1::TableRows* t = req.add_tables();
-      t->set_table(table);
-      t->mutable_rows()->Add(w.ids.begin(), w.ids.end());
-    }
-    for (int table = 0; table < tables; ++table) {
-      const Want& w = ws.parity[table];
-      if (w.ids.empty()) continue;
-      v1::TableStripes* t = req.add_parity();
-      t->set_table(table);
-      t->mutable_stripes()->Add(w.ids.begin(), w.ids.end());
-    }
-    req.set_rebuilder(options_.server);
+    FillReadRequest(ws, epoch, &requests.emplace_back());
   }
   std::vector<v1::ReadRowsResponse> responses;
   std::vector<absl::Status> statuses;
   peers_->ReadRowsFromEach(targets, requests, &responses, &statuses);
   for (size_t r = 0; r < targets.size(); ++r) {
     if (!statuses[r].ok()) continue;
-    const ServerWants& ws = out->wants[targets[r]];
-    const size_t data = count_of(ws.data), parity = count_of(ws.parity);
-    const v1::ReadRowsResponse& resp = responses[r];
-    const v1::ReadParityResponse& p = resp.parity();
-    if (resp.payloads().size() != data * bytes ||
-        static_cast<size_t>(resp.versions_size()) != data ||
-        p.payloads().size() != parity * bytes ||
-        static_cast<size_t>(p.versions_size()) != parity * k ||
-        static_cast<size_t>(p.settled_size()) != parity) {
+    StoreAnswer(out->wants[targets[r]], responses[r], &out->got);
+  }
+}
+
+absl::Status Rebuilder::CollectParityFixes(const Item& item, size_t i, int mine,
+                                           const StripeMembers& mem, const uint8_t* decoded,
+                                           const std::vector<uint32_t>& agreed,
+                                           std::vector<std::vector<uint8_t>>* parity,
+                                           ParityFixes* fixes) const {
+  const int k = placement_.k(), r = placement_.r();
+  const size_t bytes = payload_bytes_;
+  const uint8_t* have = mem.have.data() + mem.slot(i, 0);
+  auto member = [&](int m) { return mem.payload(i, m); };
+  auto says = [&](int m, int j) { return mem.says(i, m, j); };
+  // Make the survivors' parity rows of this stripe agree with its data.
+  bool all_data = true;
+  std::vector<const uint8_t*> data(k);
+  for (int j = 0; j < k; ++j) {
+    all_data &= j == mine || have[j] != 0;
+    data[j] = j == mine ? decoded : member(j);
+  }
+  if (!all_data) return absl::OkStatus();
+  std::vector<uint8_t*> pp;
+  for (auto& p : *parity) pp.push_back(p.data());
+  RETURN_IF_ERROR(code_->Encode(data, pp, bytes));
+  for (int q = 0; q < r; ++q) {
+    const std::vector<uint8_t>& computed = (*parity)[q];
+    bool same_versions = true;
+    for (int j = 0; j < k; ++j) same_versions &= says(k + q, j) == agreed[j];
+    if (!have[k + q] ||
+        (same_versions && std::memcmp(computed.data(), member(k + q), bytes) == 0)) {
       continue;
     }
-    size_t e = 0;
-    for (const Want& w : ws.data) {
-      for (const size_t slot : w.slots) {
-        std::memcpy(got.payloads.data() + slot * bytes, resp.payloads().data() + e * bytes,
-                    bytes);
-        got.have[slot] = 1;
-        got.versions[slot * k + slot % n] = resp.versions(static_cast<int>(e));
-        ++e;
-      }
-    }
-    e = 0;
-    for (const Want& w : ws.parity) {
-      for (const size_t slot : w.slots) {
-        std::memcpy(got.payloads.data() + slot * bytes, p.payloads().data() + e * bytes, bytes);
-        got.have[slot] = 1;
-        std::copy_n(p.versions().data() + e * k, k, got.versions.data() + slot * k);
-        got.settled[slot] = p.settled(static_cast<int>(e)) ? 1 : 0;
-        ++e;
-      }
-    }
+    int server = placement_.ServerOf(item.table, item.stripe, k + q);
+    v1::WriteParityRequest& fix = (*fixes)[{server, item.table}];
+    fix.set_table(item.table);
+    fix.add_stripes(item.stripe);
+    fix.mutable_payloads()->append(reinterpret_cast<const char*>(computed.data()), bytes);
+    for (int j = 0; j < k; ++j) fix.add_versions(agreed[j]);
   }
+  return absl::OkStatus();
+}
+
+absl::Status Rebuilder::WriteParityFixes(uint64_t epoch, uint64_t freeze_id, ParityFixes* fixes) {
+  for (auto& [key, fix] : *fixes) {
+    FillHeader(fix.mutable_header(), options_.token, epoch, sender_);
+    fix.set_freeze_id(freeze_id);
+    fix.set_owner(options_.instance);
+    RETURN_IF_ERROR(peers_->WriteParity(key.first, fix));
+    spdlog::info("server {}: made {} parity rows of table {} on server {} agree with their data",
+                 options_.server, fix.stripes_size(), key.second, key.first);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Rebuilder::Install(const std::vector<Item>& items, const StripeMembers& mem,
@@ -207,16 +273,13 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const StripeMemb
   std::vector<uint8_t> out(bytes);
   std::vector<uint32_t> agreed(k);
   std::vector<std::vector<uint8_t>> parity(r, std::vector<uint8_t>(bytes));
-  std::map<std::pair<int, int>, v1::WriteParityRequest> fixes;  // (server, table)
+  ParityFixes fixes;
   int64_t installed = 0;
   std::vector<int> ids;
   std::vector<const uint8_t*> ptrs;
   for (size_t i = 0; i < items.size() && result.ok(); ++i) {
     const Item& item = items[i];
     const int mine = MyMember(item.table, item.stripe);
-    const uint8_t* have = mem.have.data() + mem.slot(i, 0);
-    auto member = [&](int m) { return mem.payload(i, m); };
-    auto says = [&](int m, int j) { return mem.says(i, m, j); };
     if (!AgreedVersions(mem, i, mine, absl::MakeSpan(agreed)) && !frozen) {
       retry->push_back(item);
       continue;
@@ -228,7 +291,7 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const StripeMemb
       break;
     }
     ptrs.clear();
-    for (int m : ids) ptrs.push_back(member(m));
+    for (int m : ids) ptrs.push_back(mem.payload(i, m));
     int wanted = mine;
     uint8_t* out_ptr = out.data();
     result = code_->Decode(ids, ptrs, absl::MakeConstSpan(&wanted, 1),
@@ -252,33 +315,8 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const StripeMemb
       continue;
     }
     if (frozen && r > 1) {
-      // Make the survivors' parity rows of this stripe agree with its data.
-      bool all_data = true;
-      std::vector<const uint8_t*> data(k);
-      for (int j = 0; j < k; ++j) {
-        all_data &= j == mine || have[j] != 0;
-        data[j] = j == mine ? out.data() : member(j);
-      }
-      if (all_data) {
-        std::vector<uint8_t*> pp;
-        for (auto& p : parity) pp.push_back(p.data());
-        result = code_->Encode(data, pp, bytes);
-        if (!result.ok()) break;
-        for (int q = 0; q < r; ++q) {
-          bool same_versions = true;
-          for (int j = 0; j < k; ++j) same_versions &= says(k + q, j) == agreed[j];
-          if (!have[k + q] ||
-              (same_versions && std::memcmp(parity[q].data(), member(k + q), bytes) == 0)) {
-            continue;
-          }
-          int server = placement_.ServerOf(item.table, item.stripe, k + q);
-          v1::WriteParityRequest& fix = fixes[{server, item.table}];
-          fix.set_table(item.table);
-          fix.add_stripes(item.stripe);
-          fix.mutable_payloads()->append(reinterpret_cast<const char*>(parity[q].data()), bytes);
-          for (int j = 0; j < k; ++j) fix.add_versions(agreed[j]);
-        }
-      }
+      result = CollectParityFixes(item, i, mine, mem, out.data(), agreed, &parity, &fixes);
+      if (!result.ok()) break;
     }
     // InstallRow copies the payload bytewise, so the decoded bytes can go as they are.
     if (embeddings_->InstallRow(item.table, item.stripe * k + mine,
@@ -286,17 +324,7 @@ absl::Status Rebuilder::Install(const std::vector<Item>& items, const StripeMemb
       ++installed;
     }
   }
-  for (auto& [key, fix] : fixes) {
-    if (!result.ok()) break;
-    FillHeader(fix.mutable_header(), options_.token, epoch, sender_);
-    fix.set_freeze_id(freeze_id);
-    fix.set_owner(options_.instance);
-    result = peers_->WriteParity(key.first, fix);
-    if (result.ok()) {
-      spdlog::info("server {}: made {} parity rows of table {} on server {} agree with their data",
-                   options_.server, fix.stripes_size(), key.second, key.first);
-    }
-  }
+  if (result.ok()) result = WriteParityFixes(epoch, freeze_id, &fixes);
   rows_done_.fetch_add(installed, std::memory_order_relaxed);
   return result;
 }

@@ -45,6 +45,79 @@ const char* Describe(v1::NodeState state) {
   std::_Exit(1);
 }
 
+// The role's metrics endpoint (null when the spec asks for none), advertised to the
+// coordinator, serving `core`'s statistics under `life`'s id. Both must outlive it.
+std::unique_ptr<MetricsEndpoint> StartServerMetrics(
+    const ServerOptions& options, const std::string& name, const std::string& advertise,
+    CoordinatorClient* coordinator, ServerLifecycle* life, ParameterServerCore* core) {
+  std::unique_ptr<MetricsEndpoint> metrics =
+      StartRoleMetrics(name, options.listen_host, options.spec.monitoring.metrics_port);
+  if (metrics != nullptr) {
+    coordinator->set_metrics_address(JoinHostPort(advertise, metrics->port()));
+    metrics->AddCallback([life, core](MetricsBuilder* out) {
+      v1::ServerStats stats;
+      core->FillStats(&stats);
+      AddServerMetrics(life->id(), stats, out);
+    });
+  }
+  return metrics;
+}
+
+// The heartbeat thread: reports readiness on `server`'s health service and acts on what
+// the coordinator answers, until the server stops.
+void SendHeartbeats(ServerLifecycle* life, grpc::Server* server) {
+  while (life->running()) {
+    SetHealth(server, kParameterServerHealthService, ServerReady(life->state()));
+    switch (life->Heartbeat()) {
+      case HeartbeatAction::kKill:
+        spdlog::warn("server {}: killed by the coordinator (ecps kill)", life->id());
+        std::raise(SIGKILL);
+        break;
+      case HeartbeatAction::kFenced:
+        spdlog::warn("server {}: fenced by the coordinator (epoch {}); exiting", life->id(),
+                     life->fenced_epoch());
+        ExitFenced();
+      case HeartbeatAction::kCoordinatorLost:
+        spdlog::error("{}", life->lost_message());
+        break;
+      case HeartbeatAction::kContinue:
+        break;
+    }
+    std::this_thread::sleep_for(life->NextHeartbeatWait());
+  }
+}
+
+// Serves until the server stops: a spare first waits for a slot, then the server starts and
+// follows the map. Leaves the process at once when the server was fenced.
+void ServeUntilStopped(ServerLifecycle* life, const ParameterServerCore& core) {
+  // A spare waits until the coordinator gives it a dead server's id.
+  if (life->state() == v1::NODE_STANDBY) life->WaitForSlot();
+  if (life->running()) {
+    if (absl::Status started = life->Start(); !started.ok()) {
+      spdlog::error("server {}: {}", life->id(), started.ToString());
+    }
+  }
+  // Follow the map: a newer epoch fences old requests; a replaced peer gets a new address.
+  while (life->running() && life->FollowMap()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (core.fenced()) {
+    spdlog::warn("server {}: fenced (declared dead); exiting", life->id());
+    ExitFenced();
+  }
+}
+
+void LogStopped(const ServerLifecycle& life, const ParameterServerCore& core) {
+  v1::ServerStats stats;
+  core.FillStats(&stats);
+  if (stats.delta_batches_sent() > 0) {
+    spdlog::info("server {}: stopped; {} parity batches sent, {} of them over TCP", life.id(),
+                 stats.delta_batches_sent(), stats.delta_batches_sent_tcp());
+  } else {
+    spdlog::info("server {}: stopped", life.id());
+  }
+}
+
 }  // namespace
 
 int RunServer(const ServerOptions& options) {
@@ -85,15 +158,7 @@ int RunServer(const ServerOptions& options) {
   ServerLifecycle life(options, MakeInstanceId(), address, &coordinator, &core, &g_stop);
   // Declared after `life` and `core`, which its callback reads: destroyed first.
   std::unique_ptr<MetricsEndpoint> metrics =
-      StartRoleMetrics(name, options.listen_host, spec.monitoring.metrics_port);
-  if (metrics != nullptr) {
-    coordinator.set_metrics_address(JoinHostPort(*advertise, metrics->port()));
-    metrics->AddCallback([&life, &core](MetricsBuilder* out) {
-      v1::ServerStats stats;
-      core.FillStats(&stats);
-      AddServerMetrics(life.id(), stats, out);
-    });
-  }
+      StartServerMetrics(options, name, *advertise, &coordinator, &life, &core);
   auto registered = life.Register();
   if (!registered.ok()) {
     spdlog::error("{}", registered.status().ToString());
@@ -104,54 +169,12 @@ int RunServer(const ServerOptions& options) {
   coordinator.StartWatch();
 
   // Heartbeats run from the start, so the coordinator sees a server that is initialising.
-  std::thread heartbeats([&] {
-    while (life.running()) {
-      SetHealth(server->server.get(), kParameterServerHealthService, ServerReady(life.state()));
-      switch (life.Heartbeat()) {
-        case HeartbeatAction::kKill:
-          spdlog::warn("server {}: killed by the coordinator (ecps kill)", life.id());
-          std::raise(SIGKILL);
-          break;
-        case HeartbeatAction::kFenced:
-          spdlog::warn("server {}: fenced by the coordinator (epoch {}); exiting", life.id(),
-                       life.fenced_epoch());
-          ExitFenced();
-        case HeartbeatAction::kCoordinatorLost:
-          spdlog::error("{}", life.lost_message());
-          break;
-        case HeartbeatAction::kContinue:
-          break;
-      }
-      std::this_thread::sleep_for(life.NextHeartbeatWait());
-    }
-  });
-
-  // A spare waits until the coordinator gives it a dead server's id.
-  if (life.state() == v1::NODE_STANDBY) life.WaitForSlot();
-  if (life.running()) {
-    if (absl::Status started = life.Start(); !started.ok()) {
-      spdlog::error("server {}: {}", life.id(), started.ToString());
-    }
-  }
-  // Follow the map: a newer epoch fences old requests; a replaced peer gets a new address.
-  while (life.running() && life.FollowMap()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (core.fenced()) {
-    spdlog::warn("server {}: fenced (declared dead); exiting", life.id());
-    ExitFenced();
-  }
+  std::thread heartbeats([&] { SendHeartbeats(&life, server->server.get()); });
+  ServeUntilStopped(&life, core);
   life.SetExitCodeIfUnset(0);
   heartbeats.join();
   server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  v1::ServerStats stats;
-  core.FillStats(&stats);
-  if (stats.delta_batches_sent() > 0) {
-    spdlog::info("server {}: stopped; {} parity batches sent, {} of them over TCP", life.id(),
-                 stats.delta_batches_sent(), stats.delta_batches_sent_tcp());
-  } else {
-    spdlog::info("server {}: stopped", life.id());
-  }
+  LogStopped(life, core);
   return life.exit_code();
 }
 

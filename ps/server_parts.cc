@@ -34,6 +34,118 @@ void RowCodeShape(const FaultToleranceSection& ft, int* k, int* r) {
 
 namespace {
 
+// What a resuming server reads its rows, parity and dense tensors from: the checkpoint's
+// tables, by logical row id whatever layout wrote them. The sources read `readers`: the
+// struct must stay where it is while they are used.
+struct ResumeSources {
+  Manifest manifest;
+  std::vector<std::unique_ptr<TableReader>> readers;
+  EmbeddingStore::RowSource rows;
+  ParityStore::StripeSource stripes;
+};
+
+absl::Status OpenResumeSources(const JobSpec& spec, const Placement* pl, int k,
+                               ResumeSources* out) {
+  auto opened = OpenResumeCheckpoint(spec, /*verify=*/false);
+  if (!opened.ok()) return opened.status();
+  out->manifest = std::move(*opened);
+  for (int t = 0; t < static_cast<int>(spec.model.table_rows.size()); ++t) {
+    auto reader = TableReader::Open(out->manifest, t);
+    if (!reader.ok()) return reader.status();
+    out->readers.push_back(std::move(*reader));
+  }
+  std::vector<std::unique_ptr<TableReader>>& readers = out->readers;
+  out->rows = [&readers](int table, const int64_t* rows, int64_t n, float* data) {
+    return readers[table]->ReadRows(rows, n, data);
+  };
+  const int pf = out->manifest.layout.payload_floats;
+  out->stripes = [&readers, pf, pl, k](int table, int64_t stripe,
+                                       std::vector<std::vector<uint8_t>>* data) {
+    data->resize(k);
+    std::vector<int64_t> rows;
+    for (int j = 0; j < k; ++j) {
+      (*data)[j].assign(sizeof(float) * pf, 0);
+      int64_t row = stripe * k + j;
+      if (row < pl->rows(table)) rows.push_back(row);  // past the end: a zero padding row
+    }
+    std::vector<float> buffer(rows.size() * pf);
+    absl::Status s =
+        readers[table]->ReadRows(rows.data(), static_cast<int64_t>(rows.size()), buffer.data());
+    if (!s.ok()) return s;
+    for (size_t j = 0; j < rows.size(); ++j) {
+      std::memcpy((*data)[j].data(), buffer.data() + j * pf, sizeof(float) * pf);
+    }
+    return absl::OkStatus();
+  };
+  return absl::OkStatus();
+}
+
+// The options of a fault-tolerant server's CodedRedundancy (`parity_payload_bytes`: a
+// parity row's bytes).
+CodedRedundancy::Options CodedOptions(const JobSpec& spec, int server, const std::string& instance,
+                                      const ParameterServerCore* core, DeltaTransport* transport,
+                                      const UnreachableFn& report_unreachable,
+                                      size_t parity_payload_bytes, int rebuild_wait_ms) {
+  const FaultToleranceSection& ft = spec.fault_tolerance;
+  int k = 1, r = 0;
+  RowCodeShape(ft, &k, &r);
+  const std::string sender = "server-" + std::to_string(server);
+  CodedRedundancy::Options coded;
+  coded.server = server;
+  coded.instance = instance;
+  coded.ack_after_parity = ft.ack != AckPolicy::kAsync;
+  coded.ack_timeout_ms = spec.cluster.rpc_timeout_ms;
+  coded.dense_ship_wait_ms = rebuild_wait_ms;
+  coded.report_unreachable = report_unreachable;
+  coded.header = [core, sender](v1::RequestHeader* header) {
+    FillHeader(header, core->token(), core->epoch(), sender);
+  };
+  coded.transport = ft.parity_transport;
+  coded.test_transport = transport;
+  if (ft.ack == AckPolicy::kAsync) {
+    coded.streams.window = ft.async_window;
+    coded.streams.linger_ms = ft.async_linger_ms;
+  }
+  coded.streams.instance = instance;
+  coded.streams.on_unreachable = report_unreachable;
+  coded.scrub.interval_s = ft.scrub.interval_s;
+  coded.scrub.rate_mb_s = ft.scrub.rate_mb_s;
+  // Batches of about 100 ms of reads at the cap (n members per stripe).
+  const double stripe_bytes = double(parity_payload_bytes) * (k + r);
+  coded.scrub.batch_stripes =
+      static_cast<int>(std::clamp(ft.scrub.rate_mb_s * 1e6 * 0.1 / stripe_bytes, 16.0, 1024.0));
+  return coded;
+}
+
+// The options of a replacement server's Rebuilder.
+RebuildOptions RebuildOptionsOf(const JobSpec& spec, int server, const std::string& instance,
+                                const ParameterServerCore* core, const RecoveryHooks& recovery,
+                                size_t parity_payload_bytes) {
+  const FaultToleranceSection& ft = spec.fault_tolerance;
+  int k = 1, r = 0;
+  RowCodeShape(ft, &k, &r);
+  RebuildOptions rebuild;
+  rebuild.server = server;
+  rebuild.instance = instance;
+  if (const char* hold = std::getenv("ECPS_DRILL_HOLD_FREEZE_MS"); hold != nullptr) {
+    rebuild.hold_freeze_ms = std::max(0, std::atoi(hold));
+  }
+  rebuild.token = core->token();
+  rebuild.epoch = [core] { return core->epoch(); };
+  rebuild.unusable = recovery.unusable;
+  rebuild.live_peers = recovery.live_peers;
+  rebuild.training_done = recovery.training_done;
+  rebuild.rate_limit_mb_s = ft.rebuild_rate_mb_s;
+  rebuild.settle_ms = 20 + (ft.ack == AckPolicy::kAsync ? ft.async_linger_ms : 0);
+  if (ft.rebuild_rate_mb_s > 0) {
+    // Under a rate limit, batches of about 100 ms of reads keep the rebuild smooth.
+    const double stripe_bytes = double(parity_payload_bytes) * k;
+    rebuild.batch_stripes =
+        static_cast<int>(std::clamp(ft.rebuild_rate_mb_s * 1e6 * 0.1 / stripe_bytes, 16.0, 4096.0));
+  }
+  return rebuild;
+}
+
 absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
                                        const std::vector<std::string>& addresses,
                                        const ParameterServerCore* core,
@@ -58,46 +170,13 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
   // Resuming (and not a replacement, which rebuilds from its peers): rows, parity and dense
   // tensors come from the checkpoint, read by logical row id whatever layout wrote it.
   const bool resume = !spec.job.resume_from.empty() && !lost;
-  Manifest manifest;
-  std::vector<std::unique_ptr<TableReader>> readers;
-  EmbeddingStore::RowSource row_source;
-  ParityStore::StripeSource stripe_source;
+  ResumeSources from;
   if (resume) {
-    auto opened = OpenResumeCheckpoint(spec, /*verify=*/false);
-    if (!opened.ok()) return opened.status();
-    manifest = std::move(*opened);
-    for (int t = 0; t < static_cast<int>(spec.model.table_rows.size()); ++t) {
-      auto reader = TableReader::Open(manifest, t);
-      if (!reader.ok()) return reader.status();
-      readers.push_back(std::move(*reader));
-    }
-    row_source = [&readers](int table, const int64_t* rows, int64_t n, float* out) {
-      return readers[table]->ReadRows(rows, n, out);
-    };
-    const int pf = manifest.layout.payload_floats;
-    const Placement* pl = &*placement;
-    stripe_source = [&readers, pf, pl, k](int table, int64_t stripe,
-                                          std::vector<std::vector<uint8_t>>* data) {
-      data->resize(k);
-      std::vector<int64_t> rows;
-      for (int j = 0; j < k; ++j) {
-        (*data)[j].assign(sizeof(float) * pf, 0);
-        int64_t row = stripe * k + j;
-        if (row < pl->rows(table)) rows.push_back(row);  // past the end: a zero padding row
-      }
-      std::vector<float> buffer(rows.size() * pf);
-      absl::Status s =
-          readers[table]->ReadRows(rows.data(), static_cast<int64_t>(rows.size()), buffer.data());
-      if (!s.ok()) return s;
-      for (size_t j = 0; j < rows.size(); ++j) {
-        std::memcpy((*data)[j].data(), buffer.data() + j * pf, sizeof(float) * pf);
-      }
-      return absl::OkStatus();
-    };
+    if (absl::Status s = OpenResumeSources(spec, &*placement, k, &from); !s.ok()) return s;
   }
   auto store = EmbeddingStore::Create(*placement, server, spec.model.embedding_dim,
                                       ToSparseOptimizerConfig(spec.optimizer.sparse), spec.job.seed,
-                                      lost, resume ? &row_source : nullptr);
+                                      lost, resume ? &from.rows : nullptr);
   if (!store.ok()) return store.status();
   parts.embeddings = std::move(*store);
   std::vector<std::vector<float>> dense;
@@ -111,7 +190,9 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
       if (!parts.dense->Holds(t)) continue;
       std::vector<float> weights, state;
       int64_t version = 0;
-      if (absl::Status s = ReadDense(manifest, t, &weights, &state, &version); !s.ok()) return s;
+      if (absl::Status s = ReadDense(from.manifest, t, &weights, &state, &version); !s.ok()) {
+        return s;
+      }
       if (absl::Status s = parts.dense->Restore(t, weights, state, version); !s.ok()) return s;
     }
   }
@@ -125,60 +206,19 @@ absl::StatusOr<ServerParts> BuildParts(const JobSpec& spec, int server,
   if (!code.ok()) return code.status();
   auto parity = ParityStore::Create(*placement, server, spec.model.embedding_dim,
                                     ToSparseOptimizerConfig(spec.optimizer.sparse), spec.job.seed,
-                                    code->get(), lost, resume ? &stripe_source : nullptr);
+                                    code->get(), lost, resume ? &from.stripes : nullptr);
   if (!parity.ok()) return parity.status();
   auto peers = std::make_unique<PeerClient>(addresses, spec.cluster.rpc_timeout_ms);
-  const std::string sender = "server-" + std::to_string(server);
   parts.rebuild_wait_ms = std::max(spec.cluster.rpc_timeout_ms, 60000);
-  CodedRedundancy::Options coded;
-  coded.server = server;
-  coded.instance = instance;
-  coded.ack_after_parity = ft.ack != AckPolicy::kAsync;
-  coded.ack_timeout_ms = spec.cluster.rpc_timeout_ms;
-  coded.dense_ship_wait_ms = parts.rebuild_wait_ms;
-  coded.report_unreachable = report_unreachable;
-  coded.header = [core, sender](v1::RequestHeader* header) {
-    FillHeader(header, core->token(), core->epoch(), sender);
-  };
-  coded.transport = ft.parity_transport;
-  coded.test_transport = transport;
-  if (ft.ack == AckPolicy::kAsync) {
-    coded.streams.window = ft.async_window;
-    coded.streams.linger_ms = ft.async_linger_ms;
-  }
-  coded.streams.instance = instance;
-  coded.streams.on_unreachable = report_unreachable;
-  coded.scrub.interval_s = ft.scrub.interval_s;
-  coded.scrub.rate_mb_s = ft.scrub.rate_mb_s;
-  {
-    // Batches of about 100 ms of reads at the cap (n members per stripe).
-    const double stripe_bytes = double((*parity)->payload_bytes()) * (k + r);
-    coded.scrub.batch_stripes = static_cast<int>(
-        std::clamp(ft.scrub.rate_mb_s * 1e6 * 0.1 / stripe_bytes, 16.0, 1024.0));
-  }
+  CodedRedundancy::Options coded =
+      CodedOptions(spec, server, instance, core, transport, report_unreachable,
+                   (*parity)->payload_bytes(), parts.rebuild_wait_ms);
   auto redundancy = std::make_unique<CodedRedundancy>(
       std::move(coded), parts.embeddings->placement(), parts.dense.get(), *std::move(code),
       *std::move(parity), std::move(peers));
   if (lost) {
-    RebuildOptions rebuild;
-    rebuild.server = server;
-    rebuild.instance = instance;
-    if (const char* hold = std::getenv("ECPS_DRILL_HOLD_FREEZE_MS"); hold != nullptr) {
-      rebuild.hold_freeze_ms = std::max(0, std::atoi(hold));
-    }
-    rebuild.token = core->token();
-    rebuild.epoch = [core] { return core->epoch(); };
-    rebuild.unusable = recovery->unusable;
-    rebuild.live_peers = recovery->live_peers;
-    rebuild.training_done = recovery->training_done;
-    rebuild.rate_limit_mb_s = ft.rebuild_rate_mb_s;
-    rebuild.settle_ms = 20 + (ft.ack == AckPolicy::kAsync ? ft.async_linger_ms : 0);
-    if (ft.rebuild_rate_mb_s > 0) {
-      // Under a rate limit, batches of about 100 ms of reads keep the rebuild smooth.
-      const double stripe_bytes = double(redundancy->parity()->payload_bytes()) * k;
-      rebuild.batch_stripes = static_cast<int>(std::clamp(
-          ft.rebuild_rate_mb_s * 1e6 * 0.1 / stripe_bytes, 16.0, 4096.0));
-    }
+    const RebuildOptions rebuild = RebuildOptionsOf(spec, server, instance, core, *recovery,
+                                                    redundancy->parity()->payload_bytes());
     parts.rebuilder = std::make_unique<Rebuilder>(
         rebuild, redundancy->code(), parts.embeddings.get(), redundancy->parity(),
         parts.dense.get(), redundancy->peers());

@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -16,11 +15,13 @@
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "proto/ecps.pb.h"
+#include "ps/deadline_io.h"
 #include "runtime/rpc.h"
 #include "runtime/security.h"
 #include "spdlog/spdlog.h"
@@ -29,77 +30,6 @@ namespace ecps {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-enum class Io { kOk, kClosed, kTimeout, kError };
-
-// Waits until `fd` is ready for `events` or `deadline` passes.
-Io WaitFd(int fd, short events, Clock::time_point deadline) {
-  while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return Io::kTimeout;
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-    if (n > 0) return Io::kOk;  // readable, writable, or an error the next call reports
-    if (n == 0) return Io::kTimeout;
-    if (errno != EINTR) return Io::kError;
-  }
-}
-
-// Reads exactly `n` bytes from the non-blocking `fd` by `deadline`. kClosed: the peer closed
-// the connection (before or within the bytes).
-Io ReadFull(int fd, void* out, size_t n, Clock::time_point deadline) {
-  char* p = static_cast<char*>(out);
-  while (n > 0) {
-    const ssize_t got = ::recv(fd, p, n, 0);
-    if (got > 0) {
-      p += got;
-      n -= static_cast<size_t>(got);
-      continue;
-    }
-    if (got == 0) return Io::kClosed;
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return Io::kError;
-    if (Io w = WaitFd(fd, POLLIN, deadline); w != Io::kOk) return w;
-  }
-  return Io::kOk;
-}
-
-// Writes every byte of `iov` to the non-blocking `fd` by `deadline`.
-Io WriteFull(int fd, iovec* iov, int count, Clock::time_point deadline) {
-  while (count > 0 && iov->iov_len == 0) {
-    ++iov;
-    --count;
-  }
-  while (count > 0) {
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<size_t>(count);
-    const ssize_t put = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) return Io::kError;
-      if (Io w = WaitFd(fd, POLLOUT, deadline); w != Io::kOk) return w;
-      continue;
-    }
-    size_t left = static_cast<size_t>(put);
-    while (count > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --count;
-    }
-    if (count > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
-  }
-  return Io::kOk;
-}
-
-void SetNoDelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-}
 
 // An answer frame: the status's code and (bounded) message, and the applied sequence number.
 Io Answer(int fd, const absl::Status& status, uint64_t seq, Clock::time_point deadline) {
@@ -384,6 +314,109 @@ void TcpDeltaListener::AcceptLoop() {
   }
 }
 
+void TcpDeltaListener::RefuseFrame(int fd, const absl::Status& why, const std::string& from,
+                                   Clock::time_point deadline) {
+  Refused(why, from);  // counted before the client can read the answer
+  Answer(fd, why, 0, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
+}
+
+bool TcpDeltaListener::AwaitFrame(int fd, const std::string& from, bool authenticated,
+                                  Clock::time_point head_deadline) {
+  // Between frames a peer's connection may idle (a stream with nothing to send); a new
+  // connection must show a good head by head_deadline. Within a frame, the whole frame and
+  // its answer get frame_timeout_ms.
+  const Clock::time_point wait_until =
+      authenticated ? Clock::now() + std::chrono::milliseconds(limits_.idle_timeout_ms)
+                    : head_deadline;
+  const Io waited = WaitFd(fd, POLLIN, wait_until);
+  if (waited == Io::kOk) return true;
+  if (!authenticated && waited == Io::kTimeout) {
+    Refused(
+        absl::DeadlineExceededError(absl::StrCat("a parity connection sent no frame head within ",
+                                                 limits_.head_timeout_ms, " ms of connecting")),
+        from);
+  }
+  return false;
+}
+
+std::optional<FrameHead> TcpDeltaListener::ReadHead(int fd, const std::string& from,
+                                                    Clock::time_point deadline) {
+  char head_bytes[kFrameHeadBytes];
+  if (Io io = ReadFull(fd, head_bytes, sizeof(head_bytes), deadline); io != Io::kOk) {
+    if (io == Io::kTimeout) {
+      Refused(absl::DeadlineExceededError("a parity frame head left unfinished"), from);
+    }
+    return std::nullopt;
+  }
+  const std::string_view head_view(head_bytes, sizeof(head_bytes));
+  absl::StatusOr<FrameHead> head = DecodeFrameHead(head_view, limits_.max_frame_bytes);
+  // The MAC before anything else the head says is believed, the length above all: nothing
+  // is allocated for a frame whose sender is not one of the job's servers.
+  if (head.ok() || absl::IsResourceExhausted(head.status())) {
+    if (!check_(FrameHeadSigned(head_view), FrameHeadMac(head_view))) {
+      head = absl::UnauthenticatedError(
+          "the parity frame's head is not signed with a token of this job's servers");
+    }
+  }
+  if (!head.ok()) {
+    RefuseFrame(fd, head.status(), from, deadline);
+    return std::nullopt;
+  }
+  return *head;
+}
+
+bool TcpDeltaListener::Admit(int fd) {
+  absl::MutexLock lock(&mu_);
+  auto it = std::find(waiting_.begin(), waiting_.end(), fd);
+  if (it == waiting_.end()) return false;  // evicted (and counted) meanwhile
+  waiting_.erase(it);
+  return true;
+}
+
+bool TcpDeltaListener::ServeFrame(int fd, const std::string& from, const FrameHead& head,
+                                  std::string* body, v1::ParityDeltaBatch* batch,
+                                  v1::ParityDeltaAck* ack) {
+  // From a head that checked out, the frame and its answer get frame_timeout_ms.
+  const Clock::time_point frame_deadline =
+      Clock::now() + std::chrono::milliseconds(limits_.frame_timeout_ms);
+  // The body and its parsed copy are held together while the batch is applied.
+  const int64_t held = 2 * static_cast<int64_t>(head.length);
+  if (!Reserve(held, frame_deadline)) {
+    const absl::Status no_room = absl::ResourceExhaustedError(
+        absl::StrCat("no room for a parity frame of ", head.length, " bytes: the frames in "
+                     "flight already hold the budget of ", limits_.frame_budget_bytes, " bytes"));
+    RefuseFrame(fd, no_room, from, frame_deadline);
+    return false;
+  }
+  body->resize(head.length);
+  Io io = ReadFull(fd, body->data(), body->size(), frame_deadline);
+  absl::Status status;
+  if (io != Io::kOk) {
+    if (io == Io::kTimeout) {
+      Refused(absl::DeadlineExceededError(
+                  absl::StrCat("a parity frame of ", head.length, " bytes left unfinished")),
+              from);
+    }
+  } else {
+    status = DecodeFrameBody(head, *body, batch);
+  }
+  bool keep = io == Io::kOk && status.ok();
+  if (!status.ok()) RefuseFrame(fd, status, from, frame_deadline);
+  if (keep) {
+    ack->Clear();
+    status = handler_(*batch, ack);
+    keep = Answer(fd, status, status.ok() ? ack->applied_seq() : 0, frame_deadline) == Io::kOk;
+  }
+  batch->Clear();
+  body->clear();
+  if (body->capacity() > kKeptBodyBytes) std::string().swap(*body);
+  if (batch->SpaceUsedLong() > static_cast<int64_t>(kKeptBodyBytes)) {
+    v1::ParityDeltaBatch().Swap(batch);
+  }
+  Release(held);
+  return keep;
+}
+
 void TcpDeltaListener::Serve(int fd, std::string from) {
   const auto accepted = Clock::now();
   const auto head_deadline = accepted + std::chrono::milliseconds(limits_.head_timeout_ms);
@@ -391,99 +424,18 @@ void TcpDeltaListener::Serve(int fd, std::string from) {
   std::string body;
   v1::ParityDeltaBatch batch;
   v1::ParityDeltaAck ack;
-  // Refuses the frame: the answer says why (best effort), the refusal is counted, and the
-  // connection is closed, since its stream cannot be trusted to be in step any more.
-  auto refuse = [&](const absl::Status& why, Clock::time_point deadline) {
-    Refused(why, from);  // counted before the client can read the answer
-    Answer(fd, why, 0, std::min(deadline, Clock::now() + std::chrono::milliseconds(500)));
-  };
   while (!stopping_.load()) {
-    // Between frames a peer's connection may idle (a stream with nothing to send); a new
-    // connection must show a good head by head_deadline. Within a frame, the whole frame and
-    // its answer get frame_timeout_ms.
-    const Clock::time_point wait_until =
-        authenticated ? Clock::now() + std::chrono::milliseconds(limits_.idle_timeout_ms)
-                      : head_deadline;
-    const Io waited = WaitFd(fd, POLLIN, wait_until);
-    if (waited != Io::kOk) {
-      if (!authenticated && waited == Io::kTimeout) {
-        Refused(absl::DeadlineExceededError(absl::StrCat(
-                    "a parity connection sent no frame head within ", limits_.head_timeout_ms,
-                    " ms of connecting")),
-                from);
-      }
-      break;
-    }
+    if (!AwaitFrame(fd, from, authenticated, head_deadline)) break;
     const Clock::time_point deadline =
         authenticated ? Clock::now() + std::chrono::milliseconds(limits_.frame_timeout_ms)
                       : head_deadline;  // for the head
-    char head_bytes[kFrameHeadBytes];
-    if (Io io = ReadFull(fd, head_bytes, sizeof(head_bytes), deadline); io != Io::kOk) {
-      if (io == Io::kTimeout) {
-        Refused(absl::DeadlineExceededError("a parity frame head left unfinished"), from);
-      }
-      break;
-    }
-    const std::string_view head_view(head_bytes, sizeof(head_bytes));
-    absl::StatusOr<FrameHead> head = DecodeFrameHead(head_view, limits_.max_frame_bytes);
-    // The MAC before anything else the head says is believed, the length above all: nothing
-    // is allocated for a frame whose sender is not one of the job's servers.
-    if (head.ok() || absl::IsResourceExhausted(head.status())) {
-      if (!check_(FrameHeadSigned(head_view), FrameHeadMac(head_view))) {
-        head = absl::UnauthenticatedError(
-            "the parity frame's head is not signed with a token of this job's servers");
-      }
-    }
-    if (!head.ok()) {
-      refuse(head.status(), deadline);
-      break;
-    }
+    const std::optional<FrameHead> head = ReadHead(fd, from, deadline);
+    if (!head.has_value()) break;
     if (!authenticated) {
-      absl::MutexLock lock(&mu_);
-      auto it = std::find(waiting_.begin(), waiting_.end(), fd);
-      if (it == waiting_.end()) break;  // evicted (and counted) meanwhile
-      waiting_.erase(it);
+      if (!Admit(fd)) break;
       authenticated = true;
     }
-    // From a head that checked out, the frame and its answer get frame_timeout_ms.
-    const Clock::time_point frame_deadline =
-        Clock::now() + std::chrono::milliseconds(limits_.frame_timeout_ms);
-    // The body and its parsed copy are held together while the batch is applied.
-    const int64_t held = 2 * static_cast<int64_t>(head->length);
-    if (!Reserve(held, frame_deadline)) {
-      refuse(absl::ResourceExhaustedError(absl::StrCat(
-                 "no room for a parity frame of ", head->length, " bytes: the frames in "
-                 "flight already hold the budget of ", limits_.frame_budget_bytes, " bytes")),
-             frame_deadline);
-      break;
-    }
-    body.resize(head->length);
-    Io io = ReadFull(fd, body.data(), body.size(), frame_deadline);
-    absl::Status status;
-    if (io != Io::kOk) {
-      if (io == Io::kTimeout) {
-        Refused(absl::DeadlineExceededError(absl::StrCat("a parity frame of ", head->length,
-                                                         " bytes left unfinished")),
-                from);
-      }
-    } else {
-      status = DecodeFrameBody(*head, body, &batch);
-    }
-    bool keep = io == Io::kOk && status.ok();
-    if (!status.ok()) refuse(status, frame_deadline);
-    if (keep) {
-      ack.Clear();
-      status = handler_(batch, &ack);
-      keep = Answer(fd, status, status.ok() ? ack.applied_seq() : 0, frame_deadline) == Io::kOk;
-    }
-    batch.Clear();
-    body.clear();
-    if (body.capacity() > kKeptBodyBytes) std::string().swap(body);
-    if (batch.SpaceUsedLong() > static_cast<int64_t>(kKeptBodyBytes)) {
-      v1::ParityDeltaBatch().Swap(&batch);
-    }
-    Release(held);
-    if (!keep) break;
+    if (!ServeFrame(fd, from, *head, &body, &batch, &ack)) break;
   }
   absl::MutexLock lock(&mu_);
   if (!authenticated) {

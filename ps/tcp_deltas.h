@@ -33,6 +33,7 @@
 #include <deque>
 #include <functional>
 #include <list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -121,7 +122,29 @@ class TcpDeltaListener {
     bool done = false;
   };
   void AcceptLoop();
+  // Serves the connection `fd` from `from` until it closes, fails or the listener stops;
+  // then closes it.
   void Serve(int fd, std::string from);
+  // Serve's steps. Waits for the next frame (until `head_deadline` for a connection not
+  // `authenticated` yet); false, refusals counted, when none comes.
+  bool AwaitFrame(int fd, const std::string& from, bool authenticated,
+                  std::chrono::steady_clock::time_point head_deadline);
+  // Reads a frame's head and checks its MAC and its length; nothing when the head is not
+  // read by `deadline` or refused.
+  std::optional<FrameHead> ReadHead(int fd, const std::string& from,
+                                    std::chrono::steady_clock::time_point deadline);
+  // Moves a connection whose first head checked out off the waiting list; false when it was
+  // evicted meanwhile.
+  bool Admit(int fd) ABSL_LOCKS_EXCLUDED(mu_);
+  // Reads the body of the frame `head` heads into `body`, applies it and answers; false when
+  // the connection must close. `body`, `batch` and `ack` are the connection's buffers.
+  bool ServeFrame(int fd, const std::string& from, const FrameHead& head, std::string* body,
+                  v1::ParityDeltaBatch* batch, v1::ParityDeltaAck* ack);
+  // Refuses a frame: the answer says why (best effort, by `deadline` and within 500 ms), the
+  // refusal is counted, and the caller closes the connection, since its stream cannot be
+  // trusted to be in step any more.
+  void RefuseFrame(int fd, const absl::Status& why, const std::string& from,
+                   std::chrono::steady_clock::time_point deadline);
   void JoinFinished() ABSL_LOCKS_EXCLUDED(mu_);
   // Counts a refusal and tells the sink.
   void Refused(const absl::Status& why, const std::string& from);

@@ -139,6 +139,73 @@ TEST(SpecTest, EmptyTextIsAnError) {
   EXPECT_THAT(Msg(spec), HasSubstr("empty.yaml: the spec is empty"));
 }
 
+// kFullSpec's job, cluster and model sections.
+void ExpectFullShape(const JobSpec& spec) {
+  EXPECT_EQ(spec.job.name, "full.job_1");
+  EXPECT_EQ(spec.job.output_dir, "/tmp/ecps-out");
+  EXPECT_EQ(spec.job.steps, 5000);
+  EXPECT_EQ(spec.job.eval_every, 500);
+  EXPECT_EQ(spec.job.eval_samples, 1000);
+  EXPECT_EQ(spec.job.seed, 18446744073709551615ull);
+  EXPECT_EQ(spec.job.token, "s3cret-token");
+  EXPECT_EQ(spec.job.resume_from, "");
+  EXPECT_TRUE(spec.job.synchronous);
+
+  EXPECT_EQ(spec.cluster.servers, 6);
+  EXPECT_EQ(spec.cluster.spares, 1);
+  EXPECT_EQ(spec.cluster.workers, 3);
+  EXPECT_EQ(spec.cluster.host, "0.0.0.0");
+  EXPECT_EQ(spec.cluster.coordinator_port, 7000);
+  EXPECT_EQ(spec.cluster.heartbeat_interval_ms, 100);
+  EXPECT_EQ(spec.cluster.heartbeat_timeout_ms, 900);
+  EXPECT_EQ(spec.cluster.rpc_timeout_ms, 5000);
+  EXPECT_EQ(spec.cluster.worker_threads, 4);
+  EXPECT_EQ(spec.cluster.server_threads, 3);
+
+  EXPECT_EQ(spec.model.embedding_dim, 8);
+  ASSERT_EQ(spec.model.table_rows.size(), 26u);
+  EXPECT_EQ(spec.model.table_rows[0], 1);
+  EXPECT_EQ(spec.model.table_rows[25], 10000000000);
+  EXPECT_EQ(spec.model.bottom_mlp, (std::vector<int>{128, 32, 8}));
+  EXPECT_TRUE(spec.model.top_mlp.empty());
+  EXPECT_EQ(spec.model.pooling, PoolingType::kMean);
+}
+
+// kFullSpec's fault_tolerance, faults and monitoring sections.
+void ExpectFullRecovery(const JobSpec& spec) {
+  EXPECT_EQ(spec.fault_tolerance.mode, FaultToleranceMode::kErasureCode);
+  EXPECT_EQ(spec.fault_tolerance.k, 4);
+  EXPECT_EQ(spec.fault_tolerance.r, 2);
+  EXPECT_EQ(spec.fault_tolerance.ack, AckPolicy::kAsync);
+  EXPECT_EQ(spec.fault_tolerance.async_window, 128);
+  EXPECT_EQ(spec.fault_tolerance.async_linger_ms, 7);
+  EXPECT_EQ(spec.fault_tolerance.parity_transport, ParityTransport::kTcp);
+  EXPECT_EQ(spec.fault_tolerance.dense_replicas, 2);  // -1 resolved to r
+  EXPECT_EQ(spec.fault_tolerance.codec_backend, "isal");
+  EXPECT_EQ(spec.fault_tolerance.rebuild_rate_mb_s, 250.5);
+  EXPECT_EQ(spec.fault_tolerance.checkpoint.dir, "/tmp/ecps-ckpt");
+  EXPECT_EQ(spec.fault_tolerance.checkpoint.interval_steps, 1000);
+  EXPECT_EQ(spec.fault_tolerance.checkpoint.interval_seconds, 60.5);
+  EXPECT_FALSE(spec.fault_tolerance.checkpoint.save_final);
+  EXPECT_EQ(spec.fault_tolerance.checkpoint.keep, 5);
+
+  ASSERT_EQ(spec.faults.size(), 3u);
+  EXPECT_EQ(spec.faults[0].at_step, 100);
+  EXPECT_EQ(spec.faults[0].action, FaultAction::kKillServer);
+  EXPECT_EQ(spec.faults[0].target, 5);
+  EXPECT_EQ(spec.faults[0].duration_s, 0);
+  EXPECT_EQ(spec.faults[1].action, FaultAction::kStopServer);
+  EXPECT_EQ(spec.faults[1].duration_s, 2.5);
+  EXPECT_EQ(spec.faults[2].at_step, 5000);
+  EXPECT_EQ(spec.faults[2].action, FaultAction::kKillWorker);
+  EXPECT_EQ(spec.faults[2].target, 2);
+
+  EXPECT_FALSE(spec.monitoring.progress);
+  EXPECT_EQ(spec.monitoring.metrics_interval_ms, 250);
+  EXPECT_EQ(spec.monitoring.report_every_steps, 50);
+  EXPECT_EQ(spec.monitoring.log_level, "debug");
+}
+
 // Every key set to a non-default value.
 TEST(SpecTest, FullSpecParsesEveryField) {
   TempDir dir;
@@ -148,34 +215,7 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   auto spec = LoadSpecFile(file.string());
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->path, file.string());
-  EXPECT_EQ(spec->job.name, "full.job_1");
-  EXPECT_EQ(spec->job.output_dir, "/tmp/ecps-out");
-  EXPECT_EQ(spec->job.steps, 5000);
-  EXPECT_EQ(spec->job.eval_every, 500);
-  EXPECT_EQ(spec->job.eval_samples, 1000);
-  EXPECT_EQ(spec->job.seed, 18446744073709551615ull);
-  EXPECT_EQ(spec->job.token, "s3cret-token");
-  EXPECT_EQ(spec->job.resume_from, "");
-  EXPECT_TRUE(spec->job.synchronous);
-
-  EXPECT_EQ(spec->cluster.servers, 6);
-  EXPECT_EQ(spec->cluster.spares, 1);
-  EXPECT_EQ(spec->cluster.workers, 3);
-  EXPECT_EQ(spec->cluster.host, "0.0.0.0");
-  EXPECT_EQ(spec->cluster.coordinator_port, 7000);
-  EXPECT_EQ(spec->cluster.heartbeat_interval_ms, 100);
-  EXPECT_EQ(spec->cluster.heartbeat_timeout_ms, 900);
-  EXPECT_EQ(spec->cluster.rpc_timeout_ms, 5000);
-  EXPECT_EQ(spec->cluster.worker_threads, 4);
-  EXPECT_EQ(spec->cluster.server_threads, 3);
-
-  EXPECT_EQ(spec->model.embedding_dim, 8);
-  ASSERT_EQ(spec->model.table_rows.size(), 26u);
-  EXPECT_EQ(spec->model.table_rows[0], 1);
-  EXPECT_EQ(spec->model.table_rows[25], 10000000000);
-  EXPECT_EQ(spec->model.bottom_mlp, (std::vector<int>{128, 32, 8}));
-  EXPECT_TRUE(spec->model.top_mlp.empty());
-  EXPECT_EQ(spec->model.pooling, PoolingType::kMean);
+  ASSERT_NO_FATAL_FAILURE(ExpectFullShape(*spec));
 
   EXPECT_EQ(spec->optimizer.sparse.type, SparseOptimizerType::kRowwiseAdagrad);
   EXPECT_EQ(spec->optimizer.sparse.lr, 0.123456789f);
@@ -200,37 +240,7 @@ TEST(SpecTest, FullSpecParsesEveryField) {
   EXPECT_EQ(spec->data.synthetic.hidden_seed, 99u);
   EXPECT_EQ(spec->data.synthetic.label_noise, 0.0);
 
-  EXPECT_EQ(spec->fault_tolerance.mode, FaultToleranceMode::kErasureCode);
-  EXPECT_EQ(spec->fault_tolerance.k, 4);
-  EXPECT_EQ(spec->fault_tolerance.r, 2);
-  EXPECT_EQ(spec->fault_tolerance.ack, AckPolicy::kAsync);
-  EXPECT_EQ(spec->fault_tolerance.async_window, 128);
-  EXPECT_EQ(spec->fault_tolerance.async_linger_ms, 7);
-  EXPECT_EQ(spec->fault_tolerance.parity_transport, ParityTransport::kTcp);
-  EXPECT_EQ(spec->fault_tolerance.dense_replicas, 2);  // -1 resolved to r
-  EXPECT_EQ(spec->fault_tolerance.codec_backend, "isal");
-  EXPECT_EQ(spec->fault_tolerance.rebuild_rate_mb_s, 250.5);
-  EXPECT_EQ(spec->fault_tolerance.checkpoint.dir, "/tmp/ecps-ckpt");
-  EXPECT_EQ(spec->fault_tolerance.checkpoint.interval_steps, 1000);
-  EXPECT_EQ(spec->fault_tolerance.checkpoint.interval_seconds, 60.5);
-  EXPECT_FALSE(spec->fault_tolerance.checkpoint.save_final);
-  EXPECT_EQ(spec->fault_tolerance.checkpoint.keep, 5);
-
-  ASSERT_EQ(spec->faults.size(), 3u);
-  EXPECT_EQ(spec->faults[0].at_step, 100);
-  EXPECT_EQ(spec->faults[0].action, FaultAction::kKillServer);
-  EXPECT_EQ(spec->faults[0].target, 5);
-  EXPECT_EQ(spec->faults[0].duration_s, 0);
-  EXPECT_EQ(spec->faults[1].action, FaultAction::kStopServer);
-  EXPECT_EQ(spec->faults[1].duration_s, 2.5);
-  EXPECT_EQ(spec->faults[2].at_step, 5000);
-  EXPECT_EQ(spec->faults[2].action, FaultAction::kKillWorker);
-  EXPECT_EQ(spec->faults[2].target, 2);
-
-  EXPECT_FALSE(spec->monitoring.progress);
-  EXPECT_EQ(spec->monitoring.metrics_interval_ms, 250);
-  EXPECT_EQ(spec->monitoring.report_every_steps, 50);
-  EXPECT_EQ(spec->monitoring.log_level, "debug");
+  ASSERT_NO_FATAL_FAILURE(ExpectFullRecovery(*spec));
 }
 
 TEST(SpecTest, DerivedDefaults) {

@@ -52,8 +52,8 @@ inline uint64_t Bits(double d) {
   return b;
 }
 
-// Field-by-field equality (spec.h has no operator==); floats compare bit for bit.
-inline void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
+// ExpectSpecEq's sections: job, cluster, coordinator and model.
+inline void ExpectShapeSectionsEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.job.name, b.job.name);
   EXPECT_EQ(a.job.output_dir, b.job.output_dir);
   EXPECT_EQ(a.job.steps, b.job.steps);
@@ -89,7 +89,10 @@ inline void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.model.bottom_mlp, b.model.bottom_mlp);
   EXPECT_EQ(a.model.top_mlp, b.model.top_mlp);
   EXPECT_EQ(a.model.pooling, b.model.pooling);
+}
 
+// ExpectSpecEq's sections: optimizer and data.
+inline void ExpectTrainingSectionsEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.optimizer.sparse.type, b.optimizer.sparse.type);
   EXPECT_EQ(Bits(a.optimizer.sparse.lr), Bits(b.optimizer.sparse.lr));
   EXPECT_EQ(Bits(a.optimizer.sparse.eps), Bits(b.optimizer.sparse.eps));
@@ -113,7 +116,11 @@ inline void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(Bits(a.data.synthetic.zipf_s), Bits(b.data.synthetic.zipf_s));
   EXPECT_EQ(a.data.synthetic.hidden_seed, b.data.synthetic.hidden_seed);
   EXPECT_EQ(Bits(a.data.synthetic.label_noise), Bits(b.data.synthetic.label_noise));
+}
 
+// ExpectSpecEq's sections: fault_tolerance, faults and monitoring (not compared when the
+// fault lists differ in length).
+inline void ExpectRecoverySectionsEq(const JobSpec& a, const JobSpec& b) {
   const auto& fa = a.fault_tolerance;
   const auto& fb = b.fault_tolerance;
   EXPECT_EQ(fa.mode, fb.mode);
@@ -146,6 +153,13 @@ inline void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
   EXPECT_EQ(a.monitoring.metrics_interval_ms, b.monitoring.metrics_interval_ms);
   EXPECT_EQ(a.monitoring.report_every_steps, b.monitoring.report_every_steps);
   EXPECT_EQ(a.monitoring.log_level, b.monitoring.log_level);
+}
+
+// Field-by-field equality (spec.h has no operator==); floats compare bit for bit.
+inline void ExpectSpecEq(const JobSpec& a, const JobSpec& b) {
+  ExpectShapeSectionsEq(a, b);
+  ExpectTrainingSectionsEq(a, b);
+  ExpectRecoverySectionsEq(a, b);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -200,14 +200,11 @@ class LiveClusterAccessTest : public ::testing::Test {
   std::vector<std::string> addresses_;
 };
 
-TEST_F(LiveClusterAccessTest, AWorkersForgedPeerCallsChangeNothing) {
-  const std::string worker = RoleToken(kSecret, Role::kWorker);
-  const std::vector<uint8_t> parity = Parity();
-  const std::string row = Row0();
-
-  // Well-formed peer requests, as a server would send them, but with a worker's credential.
+// A well-formed batch of one parity delta (`bytes` long) from server 0, as a server would
+// send it, but sent with `token`.
+v1::ParityDeltaBatch ForgedDeltas(const std::string& token, size_t bytes) {
   v1::ParityDeltaBatch batch;
-  FillHeader(batch.mutable_header(), worker, 1, "worker-0");
+  FillHeader(batch.mutable_header(), token, 1, "worker-0");
   batch.set_from_server(0);
   batch.set_sender_instance("test-server-0");
   batch.set_seq(1);
@@ -217,7 +214,32 @@ TEST_F(LiveClusterAccessTest, AWorkersForgedPeerCallsChangeNothing) {
   d->set_j(0);
   d->set_from_version(0);
   d->set_to_version(1);
-  d->set_delta(std::string(parity.size(), '\x5a'));
+  d->set_delta(std::string(bytes, '\x5a'));
+  return batch;
+}
+
+// A well-formed write of a zero parity row (`bytes` long) under the coordinator's freeze 7,
+// as a rebuild would send it, but sent with `token`.
+v1::WriteParityRequest ForgedParityWrite(const std::string& token, size_t bytes) {
+  v1::WriteParityRequest write;
+  FillHeader(write.mutable_header(), token, 1, "worker-0");
+  write.set_table(0);
+  write.add_stripes(0);
+  write.set_payloads(std::string(bytes, '\0'));
+  write.add_versions(0);
+  write.add_versions(0);
+  write.set_freeze_id(7);
+  write.set_owner(kCoordinatorFreezeOwner);
+  return write;
+}
+
+TEST_F(LiveClusterAccessTest, AWorkersForgedPeerCallsChangeNothing) {
+  const std::string worker = RoleToken(kSecret, Role::kWorker);
+  const std::vector<uint8_t> parity = Parity();
+  const std::string row = Row0();
+
+  // Well-formed peer requests, as a server would send them, but with a worker's credential.
+  const v1::ParityDeltaBatch batch = ForgedDeltas(worker, parity.size());
   v1::ParityDeltaAck ack;
   grpc::ClientContext c1;
   grpc::Status deltas = stubs_[2]->ApplyParityDeltas(&c1, batch, &ack);
@@ -233,15 +255,7 @@ TEST_F(LiveClusterAccessTest, AWorkersForgedPeerCallsChangeNothing) {
   EXPECT_EQ(stubs_[0]->Freeze(&c2, freeze, &frozen).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
 
-  v1::WriteParityRequest write;
-  FillHeader(write.mutable_header(), worker, 1, "worker-0");
-  write.set_table(0);
-  write.add_stripes(0);
-  write.set_payloads(std::string(parity.size(), '\0'));
-  write.add_versions(0);
-  write.add_versions(0);
-  write.set_freeze_id(7);
-  write.set_owner(kCoordinatorFreezeOwner);
+  const v1::WriteParityRequest write = ForgedParityWrite(worker, parity.size());
   v1::WriteParityResponse written;
   grpc::ClientContext c3;
   EXPECT_EQ(stubs_[2]->WriteParity(&c3, write, &written).error_code(),

@@ -179,6 +179,27 @@ v1::StatusResponse Training(const Job& job, int servers) {
   return st;
 }
 
+// After the r = 2 job: its report and logs show the three repairs (the dense replica's on
+// `replica_server`) and the recovery.
+void ExpectThreeRepairsReported(const Job& job, int replica_server) {
+  const std::string report = ReadFile(job.out() / "report.json");
+  EXPECT_NE(report.find("\"ok\": true"), std::string::npos) << report;
+  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("\"state\": \"recovered\""), std::string::npos) << report;
+  EXPECT_EQ(IntField(report, "online_scrub", "mismatches_confirmed"), 3) << report;
+  EXPECT_EQ(IntField(report, "online_scrub", "repaired"), 3) << report;
+  EXPECT_EQ(IntField(report, "online_scrub", "unlocated"), 0) << report;
+  EXPECT_GT(IntField(report, "online_scrub", "dense_checked"), 0) << report;
+  EXPECT_NE(job.log().find("online scrub found 3 corrupt stripes or dense replicas: 3 repaired"),
+            std::string::npos)
+      << job.log();
+  // Each server that held a flip says so in its log.
+  EXPECT_NE(ReadFile(job.out() / "logs" / absl::StrCat("server-", replica_server, ".log"))
+                .find("dense replica of tensor 1 differed"),
+            std::string::npos);
+}
+
 // r = 2 locates the bad member: a flipped data row, a flipped parity row and a flipped dense
 // replica are each confirmed once and rewritten, while training goes on.
 TEST(ScrubEndToEnd, TwoParityRowsRepairADataRowAParityRowAndADenseReplicaWhileTraining) {
@@ -247,22 +268,7 @@ TEST(ScrubEndToEnd, TwoParityRowsRepairADataRowAParityRowAndADenseReplicaWhileTr
   EXPECT_EQ(st.phase(), v1::JOB_RUNNING) << "recovered only after training ended";
 
   ASSERT_EQ(job.Finish(std::chrono::seconds(300)), 0) << job.log();
-  const std::string report = ReadFile(job.out() / "report.json");
-  EXPECT_NE(report.find("\"ok\": true"), std::string::npos) << report;
-  EXPECT_NE(report.find("\"scrub\": {\"done\": true, \"clean\": true"), std::string::npos)
-      << report;
-  EXPECT_NE(report.find("\"state\": \"recovered\""), std::string::npos) << report;
-  EXPECT_EQ(IntField(report, "online_scrub", "mismatches_confirmed"), 3) << report;
-  EXPECT_EQ(IntField(report, "online_scrub", "repaired"), 3) << report;
-  EXPECT_EQ(IntField(report, "online_scrub", "unlocated"), 0) << report;
-  EXPECT_GT(IntField(report, "online_scrub", "dense_checked"), 0) << report;
-  EXPECT_NE(job.log().find("online scrub found 3 corrupt stripes or dense replicas: 3 repaired"),
-            std::string::npos)
-      << job.log();
-  // Each server that held a flip says so in its log.
-  EXPECT_NE(ReadFile(job.out() / "logs" / absl::StrCat("server-", replica_server, ".log"))
-                .find("dense replica of tensor 1 differed"),
-            std::string::npos);
+  ExpectThreeRepairsReported(job, replica_server);
   fs::remove_all(dir);
 }
 

@@ -55,9 +55,16 @@ int64_t ServersRss(const v1::StatusResponse& st) {
   return sum;
 }
 
-TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
-  const char* env = std::getenv("ECPS_SOAK_FAILURES");
-  const int failures = env != nullptr ? std::max(5, std::atoi(env)) : 8;
+// The soak's drills, in a spec's faults: list.
+struct SoakDrills {
+  std::string yaml;
+  int planned = 0;            // failures of servers and workers
+  int coordinator_kills = 0;  // besides them
+  int steps = 0;              // the job's steps: room for every drill
+};
+
+// A seeded list of drills, `failures` of servers and workers, kSpacing steps apart.
+SoakDrills PlanDrills(int failures) {
   std::mt19937 rng(1201);
   std::string drills;
   int step = kSpacing, planned = 0, coordinator_kills = 0;
@@ -88,10 +95,18 @@ TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
     }
     step += kSpacing;
   }
-  const int steps = step + kSpacing;
-  fs::path dir = TempDir("soak");
-  const fs::path job = dir / "out";
-  std::ofstream(dir / "job.yaml")
+  SoakDrills plan;
+  plan.yaml = drills;
+  plan.planned = planned;
+  plan.coordinator_kills = coordinator_kills;
+  plan.steps = step + kSpacing;
+  return plan;
+}
+
+// The soak job's spec at `path`: `steps` steps, 4 servers and a spare, (2, 2) erasure
+// coding, `drills` as its faults.
+void WriteSoakSpec(const fs::path& path, int steps, const std::string& drills) {
+  std::ofstream(path)
       << "job:\n  name: soak\n  steps: " << steps
       << "\n  eval_every: 0\n  eval_samples: 1024\n"
          "cluster:\n  servers: 4\n  spares: 1\n  workers: 1\n"
@@ -103,6 +118,18 @@ TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
          "fault_tolerance:\n  mode: erasure_code\n  k: 2\n  r: 2\n"
          "faults:\n"
       << drills << "monitoring:\n  metrics_interval_ms: 100\n  report_every_steps: 1\n";
+}
+
+TEST(Soak, FailureAfterFailureEndsWithEveryStepAndACleanScrub) {
+  const char* env = std::getenv("ECPS_SOAK_FAILURES");
+  const int failures = env != nullptr ? std::max(5, std::atoi(env)) : 8;
+  const SoakDrills plan = PlanDrills(failures);
+  const std::string& drills = plan.yaml;
+  const int planned = plan.planned, coordinator_kills = plan.coordinator_kills;
+  const int steps = plan.steps;
+  fs::path dir = TempDir("soak");
+  const fs::path job = dir / "out";
+  WriteSoakSpec(dir / "job.yaml", steps, drills);
   pid_t run = Start({"run", (dir / "job.yaml").string(), "--output", job.string(),
                      "--no-progress"},
                     dir / "run.log");

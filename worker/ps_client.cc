@@ -10,6 +10,58 @@
 #include "runtime/rpc.h"
 
 namespace ecps {
+namespace {
+
+// Per server, per table: positions of rows in a batch's ids (PsClient::Route).
+using RowsByServer = std::vector<std::vector<std::vector<int32_t>>>;
+
+// Moves the rows `with_state` names (pulled whole, with their optimizer state) from *route
+// to *state_route; (*whole)[t][i]: row i's place among table t's whole rows, -1 for the
+// others.
+void SplitWholeRows(const UniqueIds& ids, const std::vector<std::vector<int32_t>>& with_state,
+                    int servers, RowsByServer* route, RowsByServer* state_route,
+                    std::vector<std::vector<int32_t>>* whole) {
+  const int tables = static_cast<int>(ids.rows.size());
+  state_route->assign(servers, std::vector<std::vector<int32_t>>(tables));
+  whole->resize(tables);
+  for (int t = 0; t < tables; ++t) {
+    std::vector<int32_t>& place = (*whole)[t];
+    place.assign(ids.rows[t].size(), -1);
+    for (size_t j = 0; j < with_state[t].size(); ++j) {
+      place[with_state[t][j]] = static_cast<int32_t>(j);
+    }
+    for (int s = 0; s < servers; ++s) {
+      std::vector<int32_t>& plain = (*route)[s][t];
+      auto by_weight = std::stable_partition(plain.begin(), plain.end(),
+                                             [&](int32_t i) { return place[i] < 0; });
+      (*state_route)[s][t].assign(by_weight, plain.end());
+      plain.erase(by_weight, plain.end());
+    }
+  }
+}
+
+// Copies the weights server `s` answered to `req` into their places (`positions`, per table)
+// of *rows_data; INTERNAL when a block has the wrong size.
+absl::Status CopyWeights(int s, const v1::PullRequest& req, const v1::PullResponse& resp,
+                         const std::vector<std::vector<int32_t>>& positions_by_table, int dim,
+                         std::vector<std::vector<float>>* rows_data) {
+  for (int e = 0; e < req.tables_size(); ++e) {
+    int t = req.tables(e).table();
+    const std::string& bytes = resp.weights(e);
+    const std::vector<int32_t>& positions = positions_by_table[t];
+    if (bytes.size() != positions.size() * dim * sizeof(float)) {
+      return absl::InternalError("server " + std::to_string(s) + " sent a wrong-sized block");
+    }
+    const float* src = reinterpret_cast<const float*>(bytes.data());
+    for (size_t i = 0; i < positions.size(); ++i) {
+      std::memcpy((*rows_data)[t].data() + static_cast<size_t>(positions[i]) * dim, src + i * dim,
+                  sizeof(float) * dim);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 struct PsClient::Impl {
   std::mutex mu;
@@ -254,21 +306,7 @@ absl::Status PsClient::PullRowsWithState(const UniqueIds& ids, const StatePositi
   Route state_route;
   std::vector<std::vector<int32_t>> whole;
   if (!with_state.empty()) {
-    state_route.assign(servers, std::vector<std::vector<int32_t>>(tables));
-    whole.resize(tables);
-    for (int t = 0; t < tables; ++t) {
-      whole[t].assign(ids.rows[t].size(), -1);
-      for (size_t j = 0; j < with_state[t].size(); ++j) {
-        whole[t][with_state[t][j]] = static_cast<int32_t>(j);
-      }
-      for (int s = 0; s < servers; ++s) {
-        std::vector<int32_t>& plain = route[s][t];
-        auto by_weight = std::stable_partition(plain.begin(), plain.end(),
-                                               [&](int32_t i) { return whole[t][i] < 0; });
-        state_route[s][t].assign(by_weight, plain.end());
-        plain.erase(by_weight, plain.end());
-      }
-    }
+    SplitWholeRows(ids, with_state, servers, &route, &state_route, &whole);
   }
   std::vector<v1::PullRequest> requests;
   std::vector<int> targets;
@@ -293,18 +331,8 @@ absl::Status PsClient::PullRowsWithState(const UniqueIds& ids, const StatePositi
           " and " + std::to_string(resp.payloads_size()) + " tables for " +
           std::to_string(req.tables_size()) + " and " + std::to_string(req.with_state_size()));
     }
-    for (int e = 0; e < req.tables_size(); ++e) {
-      int t = req.tables(e).table();
-      const std::string& bytes = resp.weights(e);
-      const std::vector<int32_t>& positions = route[s][t];
-      if (bytes.size() != positions.size() * dim_ * sizeof(float)) {
-        return absl::InternalError("server " + std::to_string(s) + " sent a wrong-sized block");
-      }
-      const float* src = reinterpret_cast<const float*>(bytes.data());
-      for (size_t i = 0; i < positions.size(); ++i) {
-        std::memcpy((*rows_data)[t].data() + static_cast<size_t>(positions[i]) * dim_,
-                    src + i * dim_, sizeof(float) * dim_);
-      }
+    if (absl::Status copied = CopyWeights(s, req, resp, route[s], dim_, rows_data); !copied.ok()) {
+      return copied;
     }
     if (req.with_state_size() == 0) continue;
     const int pf = resp.payload_floats();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <future>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -253,6 +254,50 @@ absl::Status TrainingLoop::TrainInLockstep() {
   return absl::OkStatus();
 }
 
+// TrainPipelined's state. Batches rotate over kSlots slots (pushed, computing, pulled, read
+// ahead), gradients, losses and dense values over two.
+struct TrainingLoop::Pipeline {
+  static constexpr int kHintLead = 2;
+  static constexpr int kSlots = 3 + kHintLead;
+  Pipeline(int64_t first_step, int64_t position) : first(first_step), samples(position) {}
+  // Waits for the background task before an early return. FinishPush leaves no task behind
+  // (after an evaluation, say), and wait() on that would throw.
+  void Settle() {
+    if (background.valid()) background.wait();
+  }
+
+  const int64_t first;  // the first step trained
+  PreparedBatch batches[kSlots];
+  PulledDense dense[2];
+  StepGrads grads[2];
+  float losses[2] = {0, 0};
+  int64_t samples;           // the reader's position after the last step reported
+  int64_t pushed_step = -1;  // the step the background task pushes, -1: none
+  // Declared last, so destroyed (waited for) first: its task uses the members above.
+  std::future<absl::Status> background;
+};
+
+namespace {
+
+// After a step's background task: the tensors it found unmoved at the version this worker
+// replayed them to are this step's own (`own`), bit for bit: the next step takes them over
+// (this step is done with them, and the task launched next overwrites or keeps the slot it
+// leaves them). Returns the versions the servers hold after this step's push, as CatchUp
+// replays it.
+std::vector<int64_t> TakeOverUnmoved(PulledDense* pulled, PulledDense* own) {
+  for (size_t k = 0; k < pulled->as_held.size(); ++k) {
+    if (!pulled->as_held[k]) continue;
+    std::swap(pulled->tensors[k], own->tensors[k]);
+    std::swap(pulled->states[k], own->states[k]);
+    pulled->as_held[k] = 0;
+  }
+  std::vector<int64_t> held(pulled->versions.size());
+  for (size_t k = 0; k < held.size(); ++k) held[k] = pulled->versions[k] + 1;
+  return held;
+}
+
+}  // namespace
+
 // Step i computes on the main thread while one background task pushes step i - 1 and then
 // pulls the dense tensors and the rows for step i + 1. Those pulls see every update of this
 // worker up to step i - 1 (whose push was acknowledged first) but not step i's, still being
@@ -268,136 +313,132 @@ absl::Status TrainingLoop::TrainInLockstep() {
 // dense values over two. A step is reported (progress, reader position) only once its push
 // is acknowledged.
 absl::Status TrainingLoop::TrainPipelined() {
-  constexpr int kHintLead = 2;
-  constexpr int kSlots = 3 + kHintLead;
-  PreparedBatch batches[kSlots];
-  PulledDense dense[2];
-  StepGrads grads[2];
-  float losses[2] = {0, 0};
-  int64_t samples = start_position_;
-  const int64_t first = start_step_ + 1;
+  Pipeline p(start_step_ + 1, start_position_);
+  const int64_t first = p.first;
   if (first > spec_.job.steps) return absl::OkStatus();
-  // The first step misses nothing: its pulls come before any push.
-  if (absl::Status s = Prepare(&batches[0]); !s.ok()) return s;
-  if (absl::Status s = ps_->PullDense(&dense[0].tensors); !s.ok()) return s;
-  // Reads a batch ahead and hints its rows to recovering servers.
-  auto read_ahead = [&](PreparedBatch* p) -> absl::Status {
-    if (absl::Status s = Read(p); !s.ok()) return s;
-    if (p->valid) ps_->PrefetchRows(p->ids);
-    return absl::OkStatus();
-  };
-  auto pull_dense = [&](PulledDense* d, const std::vector<int64_t>* held = nullptr) {
-    return ps_->PullDense(&d->tensors, &d->states, &d->versions, held, &d->as_held);
-  };
-  // The task for step 0's time: prefetch step 1, read the kHintLead steps after it.
-  std::future<absl::Status> background = std::async(std::launch::async, [&]() -> absl::Status {
-    if (!batches[0].valid || first + 1 > spec_.job.steps) return absl::OkStatus();
-    if (absl::Status s = pull_dense(&dense[1]); !s.ok()) return s;
-    if (absl::Status s = PrepareAfter(batches[0], &batches[1]); !s.ok()) return s;
-    for (int j = 2; j < 2 + kHintLead; ++j) {
-      if (!batches[j - 1].valid || first + j > spec_.job.steps) break;
-      if (absl::Status s = read_ahead(&batches[j]); !s.ok()) return s;
-    }
-    return absl::OkStatus();
-  });
-  int64_t pushed_step = -1;  // the step the background task pushes, -1: none
-  auto finish_background = [&]() -> absl::Status {  // a no-op when nothing runs
-    absl::Status s = background.valid() ? background.get() : absl::OkStatus();
-    if (!s.ok()) return s;
-    if (pushed_step >= 0) {
-      const PreparedBatch& b = batches[(pushed_step - first) % kSlots];
-      samples += b.batch.size;
-      Reported(pushed_step, samples, losses[(pushed_step - first) % 2], b);
-      pushed_step = -1;
-    }
-    return absl::OkStatus();
-  };
-  // Waits for the background task before an early return. finish_background() leaves no
-  // task behind (after an evaluation, say), and wait() on that would throw.
-  auto settle_background = [&] {
-    if (background.valid()) background.wait();
-  };
+  if (absl::Status s = StartPipeline(&p); !s.ok()) return s;
   for (int64_t step = first; step <= spec_.job.steps; ++step) {
     const int64_t i = step - first;
-    PreparedBatch& current = batches[i % kSlots];
+    PreparedBatch& current = p.batches[i % Pipeline::kSlots];
     if (!current.valid) break;
     if (stop_->load()) {
-      settle_background();
+      p.Settle();
       return absl::CancelledError("worker interrupted");
     }
-    auto computed = Compute(step, current, dense[i % 2].tensors, &grads[i % 2]);
+    auto computed = Compute(step, current, p.dense[i % 2].tensors, &p.grads[i % 2]);
     if (!computed.ok()) {
       // An unhealthy worker stops for a replacement, which resumes after the last step
       // reported: the push in flight (a step that passed its checks) is waited for and
       // reported, so that the replacement does not apply it a second time.
       if (HasErrorKind(computed.status(), ErrorKind::kUnhealthyWorker)) {
-        finish_background().IgnoreError();
+        FinishPush(&p).IgnoreError();
       } else {
-        settle_background();
+        p.Settle();
       }
       return computed.status();
     }
-    losses[i % 2] = *computed;
-    if (absl::Status s = CheckFinite(step, losses[i % 2], grads[i % 2]); !s.ok()) {
-      settle_background();
+    p.losses[i % 2] = *computed;
+    if (absl::Status s = CheckFinite(step, p.losses[i % 2], p.grads[i % 2]); !s.ok()) {
+      p.Settle();
       return s;
     }
-    if (absl::Status s = finish_background(); !s.ok()) return s;
-    // The tensors the task just finished found unmoved at the version this worker replayed
-    // them to are this step's own, bit for bit: step i + 1 takes them over (this step is done
-    // with them, and the task launched below overwrites or keeps the slot it leaves them).
-    PulledDense& pulled = dense[(i + 1) % 2];
-    for (size_t k = 0; k < pulled.as_held.size(); ++k) {
-      if (!pulled.as_held[k]) continue;
-      std::swap(pulled.tensors[k], dense[i % 2].tensors[k]);
-      std::swap(pulled.states[k], dense[i % 2].states[k]);
-      pulled.as_held[k] = 0;
-    }
-    // What the servers hold after this step's push, as CatchUp below replays it.
-    std::vector<int64_t> held(pulled.versions.size());
-    for (size_t k = 0; k < held.size(); ++k) held[k] = pulled.versions[k] + 1;
-    // Push this step, then pull what step i + 2 needs (its batch was read kHintLead tasks
-    // ago) and read step i + 2 + kHintLead's into the slot of step i - 1, whose push is done;
-    // dense values land in the slot this step used. A batch is read only while the one before
-    // it in the partition was valid. Step i + 1's batch and dense values were pulled by the
-    // task just finished; this step's update is replayed on them below, beside the push.
-    PreparedBatch& following = batches[(i + 1) % kSlots];
+    if (absl::Status s = FinishPush(&p); !s.ok()) return s;
+    std::vector<int64_t> held = TakeOverUnmoved(&p.dense[(i + 1) % 2], &p.dense[i % 2]);
+    PreparedBatch& following = p.batches[(i + 1) % Pipeline::kSlots];
     const bool follows = step + 1 <= spec_.job.steps && following.valid;
-    PreparedBatch& next = batches[(i + 2) % kSlots];
-    const bool fetch = step + 2 <= spec_.job.steps && next.valid;
-    const bool ahead = step + 2 + kHintLead <= spec_.job.steps &&
-                       batches[(i + 1 + kHintLead) % kSlots].valid;
-    PreparedBatch& read_slot = batches[(i + 2 + kHintLead) % kSlots];
-    read_slot.valid = false;
-    pushed_step = step;
-    background = std::async(std::launch::async, [&, i, fetch, ahead, pull = &next,
-                                                  after = &following, held = std::move(held),
-                                                  read = &read_slot]() -> absl::Status {
-      // The read ahead runs beside the push and the pulls (it is needed only by a later
-      // task): reading and deduplicating a batch fills the time spent waiting for servers.
-      std::future<absl::Status> reader;
-      if (ahead) reader = std::async(std::launch::async, [&, read] { return read_ahead(read); });
-      absl::Status status = ps_->Push(batches[i % kSlots].ids, grads[i % 2].rows,
-                                      grads[i % 2].dense);
-      if (status.ok() && fetch) status = pull_dense(&dense[i % 2], held.empty() ? nullptr : &held);
-      if (status.ok() && fetch) status = PullAfter(*after, pull);
-      absl::Status read_status = reader.valid() ? reader.get() : absl::OkStatus();
-      return status.ok() ? read_status : status;
-    });
+    LaunchPush(&p, step, std::move(held));
     // The task reads this step's gradients and step i + 1's ids; this writes step i + 1's
     // rows and the other dense slot: nothing the task writes.
     if (follows) {
-      if (absl::Status s = CatchUp(grads[i % 2], &following, &dense[(i + 1) % 2]); !s.ok()) {
-        settle_background();
+      if (absl::Status s = CatchUp(p.grads[i % 2], &following, &p.dense[(i + 1) % 2]); !s.ok()) {
+        p.Settle();
         return s;
       }
     }
     if (EvaluatesAfter(step)) {
-      if (absl::Status s = finish_background(); !s.ok()) return s;
+      if (absl::Status s = FinishPush(&p); !s.ok()) return s;
       if (absl::Status s = Evaluate(step); !s.ok()) return s;
     }
   }
-  return finish_background();
+  return FinishPush(&p);
+}
+
+absl::Status TrainingLoop::StartPipeline(Pipeline* p) {
+  // The first step misses nothing: its pulls come before any push.
+  if (absl::Status s = Prepare(&p->batches[0]); !s.ok()) return s;
+  if (absl::Status s = ps_->PullDense(&p->dense[0].tensors); !s.ok()) return s;
+  // The task for step 0's time: prefetch step 1, read the kHintLead steps after it.
+  p->background = std::async(std::launch::async, [this, p]() -> absl::Status {
+    const int64_t first = p->first;
+    if (!p->batches[0].valid || first + 1 > spec_.job.steps) return absl::OkStatus();
+    if (absl::Status s = PullDenseInto(&p->dense[1]); !s.ok()) return s;
+    if (absl::Status s = PrepareAfter(p->batches[0], &p->batches[1]); !s.ok()) return s;
+    for (int j = 2; j < 2 + Pipeline::kHintLead; ++j) {
+      if (!p->batches[j - 1].valid || first + j > spec_.job.steps) break;
+      if (absl::Status s = ReadAhead(&p->batches[j]); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+  return absl::OkStatus();
+}
+
+void TrainingLoop::LaunchPush(Pipeline* p, int64_t step, std::vector<int64_t> held) {
+  constexpr int kHintLead = Pipeline::kHintLead, kSlots = Pipeline::kSlots;
+  const int64_t i = step - p->first;
+  // Push this step, then pull what step i + 2 needs (its batch was read kHintLead tasks
+  // ago) and read step i + 2 + kHintLead's into the slot of step i - 1, whose push is done;
+  // dense values land in the slot this step used. A batch is read only while the one before
+  // it in the partition was valid. Step i + 1's batch and dense values were pulled by the
+  // task just finished; this step's update is replayed on them beside the push.
+  PreparedBatch& following = p->batches[(i + 1) % kSlots];
+  PreparedBatch& next = p->batches[(i + 2) % kSlots];
+  const bool fetch = step + 2 <= spec_.job.steps && next.valid;
+  const bool ahead =
+      step + 2 + kHintLead <= spec_.job.steps && p->batches[(i + 1 + kHintLead) % kSlots].valid;
+  PreparedBatch& read_slot = p->batches[(i + 2 + kHintLead) % kSlots];
+  read_slot.valid = false;
+  p->pushed_step = step;
+  p->background = std::async(
+      std::launch::async,
+      [this, p, i, fetch, ahead, pull = &next, after = &following, held = std::move(held),
+       read = &read_slot]() -> absl::Status {
+        // The read ahead runs beside the push and the pulls (it is needed only by a later
+        // task): reading and deduplicating a batch fills the time spent waiting for servers.
+        std::future<absl::Status> reader;
+        if (ahead) {
+          reader = std::async(std::launch::async, [this, read] { return ReadAhead(read); });
+        }
+        absl::Status status =
+            ps_->Push(p->batches[i % kSlots].ids, p->grads[i % 2].rows, p->grads[i % 2].dense);
+        if (status.ok() && fetch) {
+          status = PullDenseInto(&p->dense[i % 2], held.empty() ? nullptr : &held);
+        }
+        if (status.ok() && fetch) status = PullAfter(*after, pull);
+        absl::Status read_status = reader.valid() ? reader.get() : absl::OkStatus();
+        return status.ok() ? read_status : status;
+      });
+}
+
+absl::Status TrainingLoop::FinishPush(Pipeline* p) {
+  absl::Status s = p->background.valid() ? p->background.get() : absl::OkStatus();
+  if (!s.ok()) return s;
+  if (p->pushed_step >= 0) {
+    const PreparedBatch& b = p->batches[(p->pushed_step - p->first) % Pipeline::kSlots];
+    p->samples += b.batch.size;
+    Reported(p->pushed_step, p->samples, p->losses[(p->pushed_step - p->first) % 2], b);
+    p->pushed_step = -1;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::ReadAhead(PreparedBatch* p) {
+  if (absl::Status s = Read(p); !s.ok()) return s;
+  if (p->valid) ps_->PrefetchRows(p->ids);
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::PullDenseInto(PulledDense* d, const std::vector<int64_t>* held) {
+  return ps_->PullDense(&d->tensors, &d->states, &d->versions, held, &d->as_held);
 }
 
 absl::Status TrainingLoop::Evaluate(int64_t step) {

@@ -206,6 +206,20 @@ class TrainingLoop {
   absl::Status TrainInLockstep();
   // Otherwise: the push of a step and the pulls for the next overlap the computation.
   absl::Status TrainPipelined();
+  // TrainPipelined's state (training_loop.cc) and steps: the first step's batch and dense
+  // values, and the first background task; the background task of `step` (its push, the
+  // pulls of step + 2, a read ahead; `held`: the dense versions the servers hold after its
+  // push); the wait for the task, which reports the step it pushed (a no-op when no task
+  // runs).
+  struct Pipeline;
+  absl::Status StartPipeline(Pipeline* p);
+  void LaunchPush(Pipeline* p, int64_t step, std::vector<int64_t> held);
+  absl::Status FinishPush(Pipeline* p);
+  // Pipelined: Read, then hints the batch's rows to recovering servers.
+  absl::Status ReadAhead(PreparedBatch* p);
+  // Pipelined: pulls the dense tensors with their state and versions (`held`: see
+  // PsClient::PullDense).
+  absl::Status PullDenseInto(PulledDense* d, const std::vector<int64_t>* held = nullptr);
   // Whether worker 0 evaluates after `step` (job.eval_every, not the last step).
   bool EvaluatesAfter(int64_t step) const;
   // Reads the next batch and dedupes its ids.

@@ -36,6 +36,25 @@ bool PositionsCountBatches(const JobSpec& spec) {
   return spec.data.source == DataSourceType::kSynthetic;
 }
 
+// Says how to start worker `id` when OpenBLAS did not recognise this CPU: a warning when
+// the layers' GEMMs go to OpenBLAS, a note when they go to oneDNN.
+void AdviseOpenBlasCore(int id) {
+  std::string chosen;
+  const std::string core = OpenBlasCoreAdvice(&chosen);
+  if (core.empty()) return;
+  // With oneDNN the layers never call OpenBLAS; without it this is the step's speed.
+  const bool used = CurrentGemmLibrary() == GemmLibrary::kOpenBlas;
+  const std::string message = absl::StrCat(
+      "worker ", id, ": OpenBLAS did not recognise this CPU and runs its ", chosen,
+      " kernels, though the CPU has wider vectors; start the worker with OPENBLAS_CORETYPE=", core,
+      " in its environment");
+  if (used) {
+    spdlog::warn("{} (its GEMMs are several times slower as they are)", message);
+  } else {
+    spdlog::info("{} (unused: the layers' GEMMs go to oneDNN)", message);
+  }
+}
+
 }  // namespace
 
 bool IsReplacement(const v1::WorkerProgress& resume) {
@@ -291,19 +310,7 @@ absl::Status WorkerLifecycle::Train() {
   // cluster.worker_threads compute threads: the model's batch slices, pooling and gradient
   // aggregation (kernels/parallel.h); BLAS single-threaded in each.
   SetBlasThreads(1);
-  if (std::string chosen, core = OpenBlasCoreAdvice(&chosen); !core.empty()) {
-    // With oneDNN the layers never call OpenBLAS; without it this is the step's speed.
-    const bool used = CurrentGemmLibrary() == GemmLibrary::kOpenBlas;
-    const std::string message = absl::StrCat(
-        "worker ", options_.id, ": OpenBLAS did not recognise this CPU and runs its ", chosen,
-        " kernels, though the CPU has wider vectors; start the worker with OPENBLAS_CORETYPE=",
-        core, " in its environment");
-    if (used) {
-      spdlog::warn("{} (its GEMMs are several times slower as they are)", message);
-    } else {
-      spdlog::info("{} (unused: the layers' GEMMs go to oneDNN)", message);
-    }
-  }
+  AdviseOpenBlasCore(options_.id);
   auto model = Dlrm::Create(ToDlrmConfig(spec.model), spec.data.batch_size,
                             spec.cluster.worker_threads);
   if (!model.ok()) return model.status();
