@@ -14,14 +14,15 @@
 
 namespace ecps {
 
-// bound = (lambda u sqrt(2k) (1 + 2ku) + (2p + k + 2) u_d sqrt(p)) ||A_P||_F ||B_:j||_2 + eta
+// bound = (lambda u sqrt(2k + 12) (1 + 2ku) + (2p + k + 2) u_d sqrt(p)) ||A_P||_F ||B_:j||_2 + eta
 // for a panel of p rows of C = op(A) op(B) with inner dimension k: u = 2^-24 (float),
-// u_d = 2^-53, eta = 4 (k + 1) p 2^-126 for denormals flushed to zero. `lambda` is
+// u_d = 2^-53, eta = 4 (k + 1) p 2^-126 for denormals flushed to zero; the 12 covers the
+// float sums of four rows that the layer checks take of C's columns. `lambda` is
 // kAbftLambda (kernels/abft.h) on every path.
 ECPS_ABFT_BOUND_HD double AbftColumnBound(double lambda, int p, int k, double a_frobenius,
                                           double b_column_norm) {
   const double kU = 0x1p-24, kUd = 0x1p-53, kFlush = 0x1p-126;
-  const double float_part = lambda * kU * sqrt(2.0 * k) * (1.0 + 2.0 * k * kU);
+  const double float_part = lambda * kU * sqrt(2.0 * k + 12.0) * (1.0 + 2.0 * k * kU);
   const double double_part = (2.0 * p + k + 2.0) * kUd * sqrt(static_cast<double>(p));
   return (float_part + double_part) * a_frobenius * b_column_norm + 4.0 * (k + 1.0) * p * kFlush;
 }
