@@ -304,15 +304,9 @@ void CheckRows(const GemmCall& g, int r0, int r1, bool norms, int site,
 // Whether every element of rows [r0, r1) x columns [j0, j1) of g.c is within the deterministic
 // rounding bound of its dot product (ConfirmMiss). NaN and infinity are not.
 bool WithinRounding(const GemmCall& g, int r0, int r1, int j0, int j1) {
-  // gamma_k = ku / (1 - ku) bounds a float dot product of length k in any order, fused or
-  // not (Higham, Accuracy and Stability of Numerical Algorithms, 3.1); the same in double for
-  // the reference; each of the 2k results, and each input (a denormal read as zero), may lose
-  // up to 2^-126 times what it multiplies when denormals are flushed.
-  const double k = g.k, kU = 0x1p-24, kUd = 0x1p-53, kFlush = 0x1p-126;
-  const double gamma = k * kU / (1.0 - k * kU) + k * kUd / (1.0 - k * kUd);
   for (int r = r0; r < r1; ++r) {
     for (int j = j0; j < j1; ++j) {
-      double exact = 0, magnitude = 0, flushed = 2.0 * k;
+      double exact = 0, magnitude = 0, inputs = 0;
       for (int i = 0; i < g.k; ++i) {
         const double a = g.ta ? g.a[static_cast<int64_t>(i) * g.lda + r]
                               : g.a[static_cast<int64_t>(r) * g.lda + i];
@@ -320,10 +314,10 @@ bool WithinRounding(const GemmCall& g, int r0, int r1, int j0, int j1) {
                               : g.b[static_cast<int64_t>(i) * g.ldb + j];
         exact += a * b;
         magnitude += std::fabs(a * b);
-        flushed += std::fabs(a) + std::fabs(b);
+        inputs += std::fabs(a) + std::fabs(b);
       }
       const double diff = std::fabs(g.c[static_cast<int64_t>(r) * g.ldc + j] - exact);
-      if (!(diff <= gamma * magnitude + kFlush * flushed)) return false;
+      if (!(diff <= AbftElementBound(g.k, magnitude, inputs))) return false;
     }
   }
   return true;

@@ -69,7 +69,7 @@ AbftScheme SelectScheme(int m, int n, int k, const MachineBalance& balance);
 int PanelRows(int m, int n, int k);
 
 // The check's tolerance for one column of a panel of p rows (docs/abft.md):
-//   bound = (lambda u sqrt(2k) (1 + 2ku) + (p + k + 2) u_d sqrt(p)) ||A_P||_F ||B_:j||_2 + eta
+//   bound = (lambda u sqrt(2k + 12) (1 + 2ku) + (2p + k + 2) u_d sqrt(p)) ||A_P||_F ||B_:j||_2 + eta
 // u = 2^-24 (float), u_d = 2^-53, lambda = kAbftLambda, eta covers denormals flushed to zero.
 constexpr double kAbftLambda = 12.0;
 double ColumnBound(int p, int k, double a_frobenius, double b_column_norm);

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/abft.h"
-#include "kernels/cuda/train_kernels.h"
+#include "kernels/cuda/body_dense_math.h"
 
 namespace ecps {
 namespace {
@@ -40,24 +40,9 @@ class FlipOnce : public GemmFaultInjector {
 
 // The bodies' misses over a GEMM's output.
 int BodyMisses(const GemmCall& call) {
-  const gpu::GemmOperands g{call.ta,  call.tb, call.m,   call.n, call.k,  call.a,
-                            call.lda, call.b,  call.ldb, call.c, call.ldc};
-  std::vector<double> a_sum(g.k), a_sq(g.k), c_sum(g.n), ref(g.n), b_norm2(g.n);
-  std::vector<int> missed(g.n);
-  double a_norm2 = 0.0;
-  int misses = 0;
-  gpu::ForEachIndex(g.k,
-                    [&](int64_t i) { gpu::AbftSumRowsOfAAt(i, g, a_sum.data(), a_sq.data()); });
-  gpu::AbftFrobeniusAt(0, g.k, a_sq.data(), &a_norm2);
-  gpu::ForEachIndex(g.n, [&](int64_t j) {
-    gpu::AbftColumnSumsAt(j, g, a_sum.data(), c_sum.data(), ref.data(), b_norm2.data());
-  });
-  gpu::ForEachIndex(g.n, [&](int64_t j) {
-    gpu::AbftCompareColumnAt(j, kAbftLambda, g.m, g.k, c_sum.data(), ref.data(), &a_norm2,
-                             b_norm2.data(), missed.data());
-  });
-  gpu::AbftCountMissesAt(0, g.n, missed.data(), &misses);
-  return misses;
+  return gpu::CheckGemmOnCpu({call.ta, call.tb, call.m, call.n, call.k, call.a, call.lda, call.b,
+                              call.ldb, call.c, call.ldc})
+      .misses;
 }
 
 // The CPU's GEMM (oneDNN or OpenBLAS) checked by both: a clean one passes both, one with a

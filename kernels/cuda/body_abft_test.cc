@@ -55,32 +55,6 @@ double ChangeOfFlip(float v, int bit) {
   return std::fabs(static_cast<double>(flipped) - v);
 }
 
-// The check bodies in the order the trainers run them; the misses, and the largest
-// |checksum difference| / bound in *margin.
-int RunChecks(const GemmOperands& g, double* margin) {
-  std::vector<double> a_sum(g.k), a_sq(g.k), c_sum(g.n), ref(g.n), b_norm2(g.n);
-  std::vector<int> missed(g.n);
-  double a_norm2 = 0.0;
-  int misses = 0;
-  ForEachIndex(g.k, [&](int64_t i) { AbftSumRowsOfAAt(i, g, a_sum.data(), a_sq.data()); });
-  ForEachIndex(1, [&](int64_t i) { AbftFrobeniusAt(i, g.k, a_sq.data(), &a_norm2); });
-  ForEachIndex(g.n, [&](int64_t j) {
-    AbftColumnSumsAt(j, g, a_sum.data(), c_sum.data(), ref.data(), b_norm2.data());
-  });
-  ForEachIndex(g.n, [&](int64_t j) {
-    AbftCompareColumnAt(j, kAbftLambda, g.m, g.k, c_sum.data(), ref.data(), &a_norm2,
-                        b_norm2.data(), missed.data());
-  });
-  ForEachIndex(1, [&](int64_t i) { AbftCountMissesAt(i, g.n, missed.data(), &misses); });
-  *margin = 0.0;
-  for (int j = 0; j < g.n; ++j) {
-    const double bound =
-        AbftColumnBound(kAbftLambda, g.m, g.k, std::sqrt(a_norm2), std::sqrt(b_norm2[j]));
-    *margin = std::max(*margin, std::fabs(c_sum[j] - ref[j]) / bound);
-  }
-  return misses;
-}
-
 // The three products of every layer of the wide test model at a batch of 96, with operands
 // of activations' and weights' typical sizes.
 struct Product {
@@ -130,9 +104,10 @@ std::vector<Product> LayerProducts() {
 TEST(AbftBodies, CleanGemmsPassWithRoomToSpare) {
   double worst = 0.0;
   for (const Product& p : LayerProducts()) {
-    double margin = 0.0;
-    EXPECT_EQ(RunChecks(p.g, &margin), 0) << "m=" << p.g.m << " n=" << p.g.n << " k=" << p.g.k;
-    worst = std::max(worst, margin);
+    const BodyCheck check = CheckGemmOnCpu(p.g);
+    EXPECT_EQ(check.misses + check.cleared, 0)
+        << "m=" << p.g.m << " n=" << p.g.n << " k=" << p.g.k;
+    worst = std::max(worst, check.margin);
   }
   // As the CPU's check (AbftTest.CleanGemmsPassWithRoomToSpare): a clean GEMM stays well
   // inside the bound, and is not trivially far from it either (the bound is not loose by
@@ -159,8 +134,7 @@ TEST(AbftBodies, FlipsAboveTwiceTheBoundMiss) {
         ASSERT_GT(ChangeOfFlip(p.c[e], bit), 2 * bound) << "bit " << bit;
         const float keep = p.c[e];
         FlipBitAt(0, p.c.data(), static_cast<int64_t>(e), bit);
-        double margin = 0.0;
-        EXPECT_EQ(RunChecks(g, &margin), 1)
+        EXPECT_EQ(CheckGemmOnCpu(g).misses, 1)
             << "m=" << g.m << " n=" << g.n << " k=" << g.k << " element " << e << " bit " << bit;
         p.c[e] = keep;
       }
@@ -208,6 +182,37 @@ class TypicalFlip : public GemmFaultInjector {
   bool premise_ = false;
   std::set<int> asked_;
 };
+
+// Structured data breaks the bound's premise (independent rounding errors): equal terms summed
+// in order round the same way, and equal rows make every row of a column err alike, so a clean
+// GEMM's column sums miss the bound. The elements of the missed columns are each within their
+// deterministic rounding bound, so the misses are cleared; a flipped element is not.
+TEST(AbftBodies, RepeatedValuesMissTheBoundAndTheElementsClearThem) {
+  constexpr int kBatch = 1024, kIn = 1024, kOut = 6;
+  std::vector<float> x(static_cast<size_t>(kBatch) * kIn, 1.0f), w(kOut * kIn);
+  std::vector<float> y(static_cast<size_t>(kBatch) * kOut);
+  for (int o = 0; o < kOut; ++o) {
+    std::fill(w.begin() + int64_t{o} * kIn, w.begin() + int64_t{o + 1} * kIn, 0.1f * (1 + o));
+  }
+  const GemmOperands g = ForwardGemm(kBatch, kIn, kOut, x.data(), w.data(), y.data());
+  for (int r = 0; r < g.m; ++r) {
+    for (int j = 0; j < g.n; ++j) y[static_cast<size_t>(r) * g.ldc + j] = ProductAt(g, r, j);
+  }
+  const BodyCheck clean = CheckGemmOnCpu(g);
+  std::printf("repeated values: margin %.2f, %d of %d columns cleared\n", clean.margin,
+              clean.cleared, g.n);
+  EXPECT_GT(clean.margin, 1.0);  // the column bound missed
+  EXPECT_GT(clean.cleared, 0);
+  EXPECT_EQ(clean.misses, 0);
+  for (int bit : {20, 27}) {
+    const float keep = y[5 * g.ldc + 3];
+    FlipBitAt(0, y.data(), 5 * g.ldc + 3, bit);
+    const BodyCheck flipped = CheckGemmOnCpu(g);
+    EXPECT_EQ(flipped.misses, 1) << "bit " << bit;
+    EXPECT_GE(flipped.cleared, clean.cleared - 1) << "bit " << bit;  // the others still clear
+    y[5 * g.ldc + 3] = keep;
+  }
+}
 
 void ExpectBitIdentical(const TestOutput& got, const TestOutput& want, const std::string& what) {
   EXPECT_EQ(got.dense, want.dense) << what;

@@ -1,6 +1,7 @@
 #include "kernels/cuda/body_dense_math.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -22,24 +23,6 @@ void Gemm(const GemmOperands& g) {
   }
 }
 
-// The ABFT check of g (g.c computed), its misses added to *misses: the bodies in the order
-// the GPU launches them (cuda_abft.cu).
-void CheckGemm(const GemmOperands& g, int* misses) {
-  std::vector<double> a_sum(g.k), a_sq(g.k), c_sum(g.n), ref(g.n), b_norm2(g.n);
-  std::vector<int> missed(g.n);
-  double a_norm2 = 0.0;
-  ForEachIndex(g.k, [&](int64_t i) { AbftSumRowsOfAAt(i, g, a_sum.data(), a_sq.data()); });
-  ForEachIndex(1, [&](int64_t i) { AbftFrobeniusAt(i, g.k, a_sq.data(), &a_norm2); });
-  ForEachIndex(g.n, [&](int64_t j) {
-    AbftColumnSumsAt(j, g, a_sum.data(), c_sum.data(), ref.data(), b_norm2.data());
-  });
-  ForEachIndex(g.n, [&](int64_t j) {
-    AbftCompareColumnAt(j, kAbftLambda, g.m, g.k, c_sum.data(), ref.data(), &a_norm2,
-                        b_norm2.data(), missed.data());
-  });
-  ForEachIndex(1, [&](int64_t i) { AbftCountMissesAt(i, g.n, missed.data(), misses); });
-}
-
 class BodyDenseMath final : public DenseMath {
  public:
   BodyDenseMath(ModelPlan plan, int max_batch, int slices)
@@ -57,6 +40,7 @@ class BodyDenseMath final : public DenseMath {
     return "";
   }
   int64_t abft_detections() const override { return abft_detections_; }
+  int64_t abft_cleared() const override { return abft_cleared_; }
 
   std::string Train(const StepInput& in, StepOutput* out) override {
     if (std::string e = CheckInput(plan_, in, max_batch_, true); !e.empty()) return e;
@@ -69,7 +53,7 @@ class BodyDenseMath final : public DenseMath {
     // Every output of an attempt is overwritten by the next, so a recomputed step keeps
     // nothing of the one that missed its checks.
     for (int attempt = 0;; ++attempt) {
-      int misses = 0;
+      BodyCheck checks;
       std::fill(total.begin(), total.end(), 0.0f);
       for (int part = 0; part < slices_; ++part) {
         const int b0 = SliceBegin(in.batch, slices_, part);
@@ -77,15 +61,16 @@ class BodyDenseMath final : public DenseMath {
         if (b1 == b0) continue;
         if (std::string e =
                 Slice(in, params, b0, b1, slice.data(), losses.data() + b0,
-                      out->probs == nullptr ? nullptr : out->probs + b0, abft_ ? &misses : nullptr);
+                      out->probs == nullptr ? nullptr : out->probs + b0, abft_ ? &checks : nullptr);
             !e.empty()) {
           return e;
         }
         for (int64_t i = 0; i < grad_floats; ++i) total[i] += slice[i];
       }
-      if (misses == 0) break;
+      abft_cleared_ += checks.cleared;
+      if (checks.misses == 0) break;
       ++abft_detections_;
-      if (attempt == kAbftRetries) return AbftGiveUp(misses);
+      if (attempt == kAbftRetries) return AbftGiveUp(checks.misses);
     }
     double loss = 0.0;
     for (float l : losses) loss += l;
@@ -126,13 +111,13 @@ class BodyDenseMath final : public DenseMath {
     return rows;
   }
 
-  // GEMM g of `site`; with `misses` (ABFT on, training) the injector's flip of its output,
-  // then its check, the misses added to *misses.
+  // GEMM g of `site`; with `checks` (ABFT on, training) the injector's flip of its output,
+  // then its check, its counts added to *checks.
   std::string RunGemm(const GemmOperands& g, const LayerShape& l, LayerProduct product,
-                      int* misses) const {
+                      BodyCheck* checks) const {
     int64_t flip = -1;
     int bit = 0;
-    if (misses != nullptr) {
+    if (checks != nullptr) {
       if (std::string e = AskInjector(injector_, AbftSite(l, product), g, &flip, &bit);
           !e.empty()) {
         return e;
@@ -140,15 +125,19 @@ class BodyDenseMath final : public DenseMath {
     }
     Gemm(g);
     if (flip >= 0) ForEachIndex(1, [&](int64_t i) { FlipBitAt(i, g.c, flip, bit); });
-    if (misses != nullptr) CheckGemm(g, misses);
+    if (checks != nullptr) {
+      const BodyCheck c = CheckGemmOnCpu(g);
+      checks->misses += c.misses;
+      checks->cleared += c.cleared;
+    }
     return "";
   }
 
   std::string Layer(const LayerShape& l, int n, const float* x, const std::vector<float>& params,
-                    int* misses, std::vector<float>* y) const {
+                    BodyCheck* checks, std::vector<float>* y) const {
     y->resize(static_cast<size_t>(n) * l.out);
     const GemmOperands g = ForwardGemm(n, l.in, l.out, x, params.data() + l.w, y->data());
-    if (std::string e = RunGemm(g, l, LayerProduct::kForward, misses); !e.empty()) return e;
+    if (std::string e = RunGemm(g, l, LayerProduct::kForward, checks); !e.empty()) return e;
     ForEachIndex(static_cast<int64_t>(n) * l.out, [&](int64_t i) {
       BiasActivationAt(i, l.out, params.data() + l.b, l.relu, y->data());
     });
@@ -157,25 +146,25 @@ class BodyDenseMath final : public DenseMath {
 
   // dw = dy^T x, db = the column sums of dy, dx = dy w when dx is not null.
   std::string LinearBackward(const LayerShape& l, int n, const float* x, const float* params,
-                             const float* dy, float* grads, float* dx, int* misses) const {
+                             const float* dy, float* grads, float* dx, BodyCheck* checks) const {
     if (std::string e = RunGemm(WeightGradGemm(n, l.in, l.out, dy, x, grads + l.w), l,
-                                LayerProduct::kWeightGrad, misses);
+                                LayerProduct::kWeightGrad, checks);
         !e.empty()) {
       return e;
     }
     ForEachIndex(l.out, [&](int64_t o) { BiasGradAt(o, n, l.out, dy, grads + l.b); });
     if (dx == nullptr) return "";
     return RunGemm(InputGradGemm(n, l.in, l.out, dy, params + l.w, dx), l, LayerProduct::kInputGrad,
-                   misses);
+                   checks);
   }
 
   std::string Forward(const StepInput& in, const std::vector<float>& params, const RowUse& use,
-                      int b0, int b1, int* misses, Activations* a) const {
+                      int b0, int b1, BodyCheck* checks, Activations* a) const {
     const int n = b1 - b0;
     const float* x = in.dense_x + static_cast<int64_t>(b0) * plan_.num_dense;
     a->bottom.resize(plan_.bottom.size());
     for (size_t l = 0; l < plan_.bottom.size(); ++l) {
-      if (std::string e = Layer(plan_.bottom[l], n, x, params, misses, &a->bottom[l]); !e.empty()) {
+      if (std::string e = Layer(plan_.bottom[l], n, x, params, checks, &a->bottom[l]); !e.empty()) {
         return e;
       }
       x = a->bottom[l].data();
@@ -196,7 +185,7 @@ class BodyDenseMath final : public DenseMath {
     x = a->top_in.data();
     a->top.resize(plan_.top.size());
     for (size_t l = 0; l < plan_.top.size(); ++l) {
-      if (std::string e = Layer(plan_.top[l], n, x, params, misses, &a->top[l]); !e.empty()) {
+      if (std::string e = Layer(plan_.top[l], n, x, params, checks, &a->top[l]); !e.empty()) {
         return e;
       }
       x = a->top[l].data();
@@ -205,14 +194,14 @@ class BodyDenseMath final : public DenseMath {
   }
 
   // The gradients of samples [b0, b1) (of the mean over the whole batch) into grads
-  // (parameters, then rows), and their losses; with `misses`, every GEMM checked.
+  // (parameters, then rows), and their losses; with `checks`, every GEMM checked.
   std::string Slice(const StepInput& in, const std::vector<float>& params, int b0, int b1,
-                    float* grads, float* losses, float* probs, int* misses) const {
+                    float* grads, float* losses, float* probs, BodyCheck* checks) const {
     RowUse use;
     if (std::string e = MakeRowUse(in, plan_.num_sparse, b0, b1, &use); !e.empty()) return e;
     const int n = b1 - b0;
     Activations a;
-    if (std::string e = Forward(in, params, use, b0, b1, misses, &a); !e.empty()) return e;
+    if (std::string e = Forward(in, params, use, b0, b1, checks, &a); !e.empty()) return e;
     std::vector<float> d_logits(n);
     const float inv = 1.0f / static_cast<float>(in.batch);
     ForEachIndex(n, [&](int64_t b) {
@@ -227,7 +216,7 @@ class BodyDenseMath final : public DenseMath {
       // The output layer's input gradient comes from the logits (the loss fused in), as on
       // the GPU.
       if (std::string e = LinearBackward(L, n, x, params.data(), dy.data(), grads,
-                                         output ? nullptr : dx.data(), misses);
+                                         output ? nullptr : dx.data(), checks);
           !e.empty()) {
         return e;
       }
@@ -265,7 +254,7 @@ class BodyDenseMath final : public DenseMath {
           l > 0 ? a.bottom[l - 1].data() : in.dense_x + static_cast<int64_t>(b0) * plan_.num_dense;
       dx.resize(static_cast<size_t>(n) * L.in);
       if (std::string e = LinearBackward(L, n, x, params.data(), dy.data(), grads,
-                                         l > 0 ? dx.data() : nullptr, misses);
+                                         l > 0 ? dx.data() : nullptr, checks);
           !e.empty()) {
         return e;
       }
@@ -284,9 +273,37 @@ class BodyDenseMath final : public DenseMath {
   bool abft_ = false;
   GemmFaultInjector* injector_ = nullptr;
   int64_t abft_detections_ = 0;
+  int64_t abft_cleared_ = 0;
 };
 
 }  // namespace
+
+BodyCheck CheckGemmOnCpu(const GemmOperands& g) {
+  std::vector<double> a_sum(g.k), a_sq(g.k), c_sum(g.n), ref(g.n), b_norm2(g.n);
+  std::vector<int> missed(g.n);
+  double a_norm2 = 0.0;
+  int counts[2] = {0, 0};
+  ForEachIndex(g.k, [&](int64_t i) { AbftSumRowsOfAAt(i, g, a_sum.data(), a_sq.data()); });
+  ForEachIndex(1, [&](int64_t i) { AbftFrobeniusAt(i, g.k, a_sq.data(), &a_norm2); });
+  ForEachIndex(g.n, [&](int64_t j) {
+    AbftColumnSumsAt(j, g, a_sum.data(), c_sum.data(), ref.data(), b_norm2.data());
+  });
+  ForEachIndex(g.n, [&](int64_t j) {
+    AbftCompareColumnAt(j, g, kAbftLambda, c_sum.data(), ref.data(), &a_norm2, b_norm2.data(),
+                        missed.data());
+  });
+  ForEachIndex(1, [&](int64_t i) { AbftCountMissesAt(i, g.n, missed.data(), counts); });
+  BodyCheck check;
+  check.misses = counts[0];
+  check.cleared = counts[1];
+  for (int j = 0; j < g.n; ++j) {
+    const double bound =
+        AbftColumnBound(kAbftLambda, g.m, g.k, std::sqrt(a_norm2), std::sqrt(b_norm2[j]));
+    const double ratio = std::fabs(c_sum[j] - ref[j]) / bound;
+    if (std::isfinite(ratio)) check.margin = std::max(check.margin, ratio);
+  }
+  return check;
+}
 
 std::unique_ptr<DenseMath> CreateBodyDenseMath(const DlrmConfig& shape, int max_batch, int slices,
                                                std::string* error) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "kernels/cuda/train_kernels.h"
 #include "kernels/dense_math.h"
 
 namespace ecps::gpu {
@@ -18,6 +19,15 @@ namespace ecps::gpu {
 // their gradients in slice order.
 std::unique_ptr<DenseMath> CreateBodyDenseMath(const DlrmConfig& shape, int max_batch, int slices,
                                                std::string* error);
+
+// The GPU's ABFT check of one GEMM whose g.c is computed: the check bodies run on the CPU in
+// the order the GPU launches them (cuda_abft.cu).
+struct BodyCheck {
+  int misses = 0;       // columns that missed the bound and the confirmation
+  int cleared = 0;      // columns that missed the bound, every element within its rounding
+  double margin = 0.0;  // the largest finite |checksum difference| / bound
+};
+BodyCheck CheckGemmOnCpu(const GemmOperands& g);
 
 }  // namespace ecps::gpu
 

@@ -6,7 +6,7 @@ namespace ecps::gpu {
 std::string GpuGemmChecks::Reserve(int k_max, int n_max) {
   ECPS_TRY(sums_.Reserve(2 * static_cast<size_t>(k_max) + 3 * static_cast<size_t>(n_max) + 1));
   ECPS_TRY(missed_.Reserve(n_max));
-  ECPS_TRY(count_.Reserve(1));
+  ECPS_TRY(count_.Reserve(2));
   k_max_ = k_max;
   n_max_ = n_max;
   return "";
@@ -14,7 +14,7 @@ std::string GpuGemmChecks::Reserve(int k_max, int n_max) {
 
 std::string GpuGemmChecks::StartStep(cudaStream_t stream) {
   if (count_.p == nullptr) return "ABFT: the GPU checks have no scratch (SetAbft first)";
-  ECPS_CUDA_TRY(cudaMemsetAsync(count_.p, 0, sizeof(int), stream));
+  ECPS_CUDA_TRY(cudaMemsetAsync(count_.p, 0, 2 * sizeof(int), stream));
   return "";
 }
 
@@ -34,7 +34,7 @@ std::string GpuGemmChecks::Check(const GemmOperands& g, int64_t flip_element, in
   double* a_norm2 = b_norm2 + n_max_;
   int* missed = missed_.p;
   int* count = count_.p;
-  const int m = g.m, n = g.n, k = g.k;
+  const int n = g.n, k = g.k;
   const double lambda = kAbftLambda;
   if (flip_element >= 0) {
     float* c = g.c;
@@ -48,14 +48,14 @@ std::string GpuGemmChecks::Check(const GemmOperands& g, int64_t flip_element, in
     AbftColumnSumsAt(j, g, a_sum, c_sum, ref, b_norm2);
   }));
   ECPS_TRY(Launch(n, stream, [=] __device__(int64_t j) {
-    AbftCompareColumnAt(j, lambda, m, k, c_sum, ref, a_norm2, b_norm2, missed);
+    AbftCompareColumnAt(j, g, lambda, c_sum, ref, a_norm2, b_norm2, missed);
   }));
   return Launch(1, stream, [=] __device__(int64_t i) { AbftCountMissesAt(i, n, missed, count); });
 }
 
 std::string GpuGemmChecks::CopyCountAsync(int* host, cudaStream_t stream) {
   if (count_.p == nullptr) return "ABFT: the GPU checks have no scratch (SetAbft first)";
-  ECPS_CUDA_TRY(cudaMemcpyAsync(host, count_.p, sizeof(int), cudaMemcpyDeviceToHost, stream));
+  ECPS_CUDA_TRY(cudaMemcpyAsync(host, count_.p, 2 * sizeof(int), cudaMemcpyDeviceToHost, stream));
   return "";
 }
 

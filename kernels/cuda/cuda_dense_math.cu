@@ -131,9 +131,10 @@ class CudaDenseMath final : public DenseMath {
       ECPS_CUDA_TRY(cudaSetDevice(r.device));
       ECPS_TRY(r.checks.Reserve(k_max, n_max));
     }
-    return out_misses_.Reserve(Gpus());
+    return out_misses_.Reserve(2 * static_cast<size_t>(Gpus()));
   }
   int64_t abft_detections() const override { return abft_detections_; }
+  int64_t abft_cleared() const override { return abft_cleared_; }
 
   std::string Train(const StepInput& in, StepOutput* out) override {
     if (staged_.empty()) return "no step is staged";
@@ -144,8 +145,9 @@ class CudaDenseMath final : public DenseMath {
     // its checks is computed again from them; every output of an attempt is overwritten by
     // the next.
     for (int attempt = 0;; ++attempt) {
-      int misses = 0;
-      ECPS_TRY(RunStep(s, in, out, &misses));
+      int misses = 0, cleared = 0;
+      ECPS_TRY(RunStep(s, in, out, &misses, &cleared));
+      abft_cleared_ += cleared;
       if (misses == 0) break;
       ++abft_detections_;
       if (attempt == kAbftRetries) return AbftGiveUp(misses);
@@ -183,9 +185,11 @@ class CudaDenseMath final : public DenseMath {
 
  private:
   // One attempt at the step of slot s: every GPU's slice, the all-reduce, the results copied
-  // to the pinned out_* buffers, and with ABFT the columns that missed their checks, summed
-  // over the GPUs, in *misses (copied back with the results: one synchronisation a step).
-  std::string RunStep(int s, const StepInput& in, const StepOutput* out, int* misses) {
+  // to the pinned out_* buffers, and with ABFT the columns that missed their checks and those
+  // whose miss was cleared, summed over the GPUs, in *misses and *cleared (copied back with the
+  // results: one synchronisation a step).
+  std::string RunStep(int s, const StepInput& in, const StepOutput* out, int* misses,
+                      int* cleared) {
     int64_t rows = replicas_[0].slots[s].rows;
     const int64_t grad_floats = plan_.params + rows * plan_.dim;
     const float inv = 1.0f / static_cast<float>(in.batch);
@@ -236,14 +240,18 @@ class CudaDenseMath final : public DenseMath {
     for (int g = 0; g < Gpus() && abft_; ++g) {
       Replica& r = replicas_[g];
       ECPS_CUDA_TRY(cudaSetDevice(r.device));
-      ECPS_TRY(r.checks.CopyCountAsync(out_misses_.p + g, r.compute));
+      ECPS_TRY(r.checks.CopyCountAsync(out_misses_.p + 2 * g, r.compute));
     }
     for (Replica& r : replicas_) {
       ECPS_CUDA_TRY(cudaSetDevice(r.device));
       ECPS_CUDA_TRY(cudaStreamSynchronize(r.compute));
     }
     *misses = 0;
-    for (int g = 0; g < Gpus() && abft_; ++g) *misses += out_misses_.p[g];
+    *cleared = 0;
+    for (int g = 0; g < Gpus() && abft_; ++g) {
+      *misses += out_misses_.p[2 * g];
+      *cleared += out_misses_.p[2 * g + 1];
+    }
     return "";
   }
 
@@ -346,7 +354,8 @@ class CudaDenseMath final : public DenseMath {
   bool abft_ = false;
   GemmFaultInjector* injector_ = nullptr;
   int64_t abft_detections_ = 0;
-  PinnedArray<int> out_misses_;  // per GPU, the columns that missed (ABFT)
+  int64_t abft_cleared_ = 0;
+  PinnedArray<int> out_misses_;  // per GPU, the columns that missed and that were cleared (ABFT)
 };
 
 }  // namespace

@@ -232,10 +232,14 @@ ECPS_HD float OpB(const GemmOperands& g, int i, int j) {
 //   AbftFrobeniusAt    one     *a_norm2 = ||A||_F^2 = sum_i a_sq[i]
 //   AbftColumnSumsAt   j < n   c_sum[j] = sum_r C[r][j], ref[j] = sum_i a_sum[i] op(B)[i][j],
 //                              b_norm2[j] = ||op(B)[:, j]||^2
-//   AbftCompareColumnAt j < n  missed[j] = 1 when |c_sum[j] - ref[j]| exceeds the bound
-//   AbftCountMissesAt  one     *misses += sum_j missed[j] (a step's count, across its GEMMs)
+//   AbftCompareColumnAt j < n  missed[j] = 1 when |c_sum[j] - ref[j]| exceeds the bound and
+//                              an element of column j is outside its rounding bound, 2 when
+//                              every element is within it (the miss cleared), else 0
+//   AbftCountMissesAt  one     counts[0] += the columns missed, counts[1] += those cleared (a
+//                              step's counts, across its GEMMs)
 // One thread per column or per row of A: simple rather than fast (a GEMM's check reads A, B
-// and C once more each).
+// and C once more each; a missed column's confirmation, k multiply-adds per element of it, is
+// paid only on a miss).
 ECPS_HD void AbftSumRowsOfAAt(int64_t i, const GemmOperands& g, double* a_sum, double* a_sq) {
   double s = 0.0, q = 0.0;
   for (int r = 0; r < g.m; ++r) {
@@ -269,20 +273,49 @@ ECPS_HD void AbftColumnSumsAt(int64_t j, const GemmOperands& g, const double* a_
   b_norm2[j] = q;
 }
 
-// The bound is ColumnBound's (kernels/abft_bound.h) for p = m rows: `lambda` is kAbftLambda.
-// A NaN or an infinity misses.
-ECPS_HD void AbftCompareColumnAt(int64_t j, double lambda, int m, int k, const double* c_sum,
-                                 const double* ref, const double* a_norm2, const double* b_norm2,
-                                 int* missed) {
-  const double diff = fabs(c_sum[j] - ref[j]);
-  const double bound = ecps::AbftColumnBound(lambda, m, k, sqrt(*a_norm2), sqrt(b_norm2[j]));
-  missed[j] = diff <= bound ? 0 : 1;
+// Whether every element of column `col` of C is within the deterministic rounding bound of
+// its dot product (AbftElementBound), the dot product summed in double in index order. The
+// column bound is probabilistic: rounding errors that correlate (repeated values, repeated
+// rows) can add up past it on a clean GEMM, and pass this; a flipped element does not.
+ECPS_HD bool AbftColumnWithinRounding(const GemmOperands& g, int col) {
+  for (int r = 0; r < g.m; ++r) {
+    double exact = 0.0, magnitude = 0.0, inputs = 0.0;
+    for (int i = 0; i < g.k; ++i) {
+      const double a = OpA(g, r, i), b = OpB(g, i, col);
+      exact += a * b;
+      magnitude += fabs(a * b);
+      inputs += fabs(a) + fabs(b);
+    }
+    const double diff = fabs(g.c[static_cast<int64_t>(r) * g.ldc + col] - exact);
+    if (!(diff <= ecps::AbftElementBound(g.k, magnitude, inputs))) return false;
+  }
+  return true;
 }
 
-ECPS_HD void AbftCountMissesAt(int64_t, int n, const int* missed, int* misses) {
-  int s = 0;
-  for (int j = 0; j < n; ++j) s += missed[j];
-  *misses += s;
+// The bound is ColumnBound's (kernels/abft_bound.h) for p = m rows: `lambda` is kAbftLambda.
+// A NaN or an infinity misses. A miss is confirmed by the column's elements before it counts
+// (kernels/abft.h ConfirmMiss on the CPU; here without its second run, since the elements
+// against their own bound decide alone: the second run only settles a struck run sooner).
+ECPS_HD void AbftCompareColumnAt(int64_t j, const GemmOperands& g, double lambda,
+                                 const double* c_sum, const double* ref, const double* a_norm2,
+                                 const double* b_norm2, int* missed) {
+  const double diff = fabs(c_sum[j] - ref[j]);
+  const double bound = ecps::AbftColumnBound(lambda, g.m, g.k, sqrt(*a_norm2), sqrt(b_norm2[j]));
+  if (diff <= bound) {
+    missed[j] = 0;
+  } else {
+    missed[j] = AbftColumnWithinRounding(g, static_cast<int>(j)) ? 2 : 1;
+  }
+}
+
+ECPS_HD void AbftCountMissesAt(int64_t, int n, const int* missed, int* counts) {
+  int misses = 0, cleared = 0;
+  for (int j = 0; j < n; ++j) {
+    misses += missed[j] == 1 ? 1 : 0;
+    cleared += missed[j] == 2 ? 1 : 0;
+  }
+  counts[0] += misses;
+  counts[1] += cleared;
 }
 
 // Flips `bit` of c[element]: the tests' fault seam (kernels/abft.h's GemmFault::kOutput).
