@@ -3,13 +3,14 @@
 //
 // Every timing decision in coordinator/ (heartbeat age, suspicion, startup timeout, elapsed
 // time, ETA, the checkpoint schedule) reads a Clock passed in by the owner, a RealClock in
-// production. So do ps/'s UpdateGate (freeze leases) and RebuildQueue (hint lingering); their
-// owners pass a MonotonicClock, so that a step of the wall clock (NTP, an operator) neither
-// lapses nor stretches a lease. The rest reads std::chrono::steady_clock directly: what waits
+// production. So do ps/'s UpdateGate (freeze leases) and RebuildQueue (hint lingering), and
+// worker/'s ProgressBoard; their owners pass a MonotonicClock, so that a step of the wall clock
+// (NTP, an operator) neither lapses nor stretches a lease. The rest reads std::chrono::steady_clock directly: what waits
 // in real time (a loop's period, an RPC's or a poll's deadline), and the pure decisions that
 // take `now` as an argument, which tests call with any time they like (CoordinatorGrace, the
-// lifecycles' Heartbeat, ScrubPacer). Two older seams keep steady time of their own: RetryEnv
-// (time with sleep and random draws, runtime/retry_policy.h) and worker/'s ProgressBoard.
+// lifecycles' Heartbeat, ScrubPacer). One seam keeps steady time of its own, on purpose:
+// RetryEnv (runtime/retry_policy.h) injects time with sleep and random draws, since a retry's
+// time moves by its own sleeps.
 #ifndef ECPS_RUNTIME_CLOCK_H_
 #define ECPS_RUNTIME_CLOCK_H_
 

@@ -21,10 +21,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "kernels/dlrm.h"
 #include "kernels/optimizers.h"
 #include "domain/spec_config.h"
 #include "proto/ecps.pb.h"
+#include "runtime/clock.h"
 #include "runtime/spec.h"
 #include "kernels/cpu_dense_math.h"
 #include "worker/data.h"
@@ -49,14 +51,14 @@ struct PreparedBatch {
 // Progress shared between the training loop and the heartbeat thread. Thread-safe.
 class ProgressBoard {
  public:
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
-  // `now` is injected so that tests can move time by hand.
-  explicit ProgressBoard(Clock now = std::chrono::steady_clock::now)
-      : now_(std::move(now)), last_time_(now_()), counted_at_(last_time_) {}
+  // `clock` (runtime/clock.h; it must outlive the board) is injected so that tests can move
+  // time by hand; by default the steady clock, since only differences are read.
+  explicit ProgressBoard(const Clock* clock = DefaultClock())
+      : clock_(clock), last_time_(clock_->Now()), counted_at_(last_time_) {}
 
   void Step(int64_t step, int64_t samples, double loss, int64_t position, int64_t bad) {
     absl::MutexLock lock(&mu_);
-    if (samples != p_.samples()) counted_at_ = now_();
+    if (samples != p_.samples()) counted_at_ = clock_->Now();
     p_.set_step(step);
     p_.set_samples(samples);
     p_.set_reader_position(position);
@@ -99,7 +101,7 @@ class ProgressBoard {
   // (start-up, waiting for the servers) must not count as a step that trained slowly.
   void TrainingStarts() {
     absl::MutexLock lock(&mu_);
-    counted_at_ = now_();
+    counted_at_ = clock_->Now();
   }
   void Done() {
     absl::MutexLock lock(&mu_);
@@ -116,7 +118,7 @@ class ProgressBoard {
     p_.set_samples(position);
     p_.set_reader_position(position);
     p_.set_resumed_generation(generation);
-    counted_at_ = now_();
+    counted_at_ = clock_->Now();
   }
   // A worker started after rollback `generation` was over: nothing of it to rewind.
   void Resumed(uint64_t generation) {
@@ -138,12 +140,12 @@ class ProgressBoard {
   // takes its rates from.
   v1::WorkerProgress Snapshot() {
     absl::MutexLock lock(&mu_);
-    const auto now = now_();
-    double dt = std::chrono::duration<double>(now - last_time_).count();
+    const absl::Time now = clock_->Now();
+    const double dt = absl::ToDoubleSeconds(now - last_time_);
     if (dt > 0 && p_.samples() >= last_samples_) {
       p_.set_samples_per_s((p_.samples() - last_samples_) / dt);
     }
-    p_.set_samples_age_s(std::chrono::duration<double>(now - counted_at_).count());
+    p_.set_samples_age_s(absl::ToDoubleSeconds(now - counted_at_));
     if (loss_count_ > 0) p_.set_loss(loss_sum_ / loss_count_);
     last_time_ = now;
     last_samples_ = p_.samples();
@@ -161,10 +163,15 @@ class ProgressBoard {
   }();
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t loss_count_ ABSL_GUARDED_BY(mu_) = 0;
-  const Clock now_;
-  std::chrono::steady_clock::time_point last_time_ ABSL_GUARDED_BY(mu_);
+  static const Clock* DefaultClock() {
+    static const MonotonicClock* const kSteady = new MonotonicClock;
+    return kSteady;
+  }
+
+  const Clock* const clock_;
+  absl::Time last_time_ ABSL_GUARDED_BY(mu_);
   // When p_.samples() was reached.
-  std::chrono::steady_clock::time_point counted_at_ ABSL_GUARDED_BY(mu_);
+  absl::Time counted_at_ ABSL_GUARDED_BY(mu_);
   int64_t last_samples_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -124,24 +124,23 @@ v1::Rollback RollbackOf(uint64_t generation, bool ready, int64_t step = 0) {
 // The board dates its count: how long before each snapshot it was reached, which is what
 // the coordinator's rates are taken from (coordinator/job_progress.h).
 TEST(ProgressBoardTest, SnapshotsSayHowLongAgoTheCountWasReached) {
-  using std::chrono::milliseconds;
-  std::chrono::steady_clock::time_point now{std::chrono::seconds(100)};
-  ProgressBoard board([&now] { return now; });
-  now += milliseconds(5000);  // start-up: tables, the map
+  FakeClock clock;
+  ProgressBoard board(&clock);
+  clock.Advance(absl::Milliseconds(5000));  // start-up: tables, the map
   board.TrainingStarts();
-  now += milliseconds(250);
+  clock.Advance(absl::Milliseconds(250));
   EXPECT_DOUBLE_EQ(board.Snapshot().samples_age_s(), 0.25) << "since training started";
   board.Step(1, 512, 0.5, 512, 0);
-  now += milliseconds(30);
+  clock.Advance(absl::Milliseconds(30));
   board.Step(2, 1024, 0.5, 1024, 0);
-  now += milliseconds(10);
+  clock.Advance(absl::Milliseconds(10));
   v1::WorkerProgress p = board.Snapshot();
   EXPECT_EQ(p.samples(), 1024);
   EXPECT_DOUBLE_EQ(p.samples_age_s(), 0.010) << "since step 2";
-  now += milliseconds(500);  // no step: the count stands, its age grows
+  clock.Advance(absl::Milliseconds(500));  // no step: the count stands, its age grows
   EXPECT_DOUBLE_EQ(board.Snapshot().samples_age_s(), 0.510);
   board.Rewind(/*generation=*/1, /*step=*/1, /*position=*/512);
-  now += milliseconds(40);
+  clock.Advance(absl::Milliseconds(40));
   EXPECT_DOUBLE_EQ(board.Snapshot().samples_age_s(), 0.040) << "since the rewind";
 }
 
