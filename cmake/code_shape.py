@@ -27,6 +27,8 @@ import re
 import sys
 import tempfile
 
+from cpp_source import strip
+
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
 SOURCES = (".h", ".cc", ".cu", ".cuh")
@@ -43,70 +45,6 @@ ACCESS = re.compile(r"^(?:(?:public|private|protected)\s*:(?!:)\s*)+")
 QUALIFIERS = {"const", "override", "final", "noexcept", "mutable", "volatile", "&", "&&", "try"}
 LEAD = re.compile(r"\s*(?:(?:public|private|protected)\s*:(?!:)\s*)*")
 TRAILING_RETURN = re.compile(r"\)\s*(?:const\s*|noexcept\s*|&&?\s*|mutable\s*)*->")
-
-
-def strip(text):
-    """The source without comments and preprocessor lines, and with every string and char
-    literal emptied, so that no brace inside one counts; newlines are kept for line
-    numbers."""
-    out = []
-    i, n = 0, len(text)
-    line_start = True
-    while i < n:
-        c = text[i]
-        if line_start and c == "#":
-            # A preprocessor line, with its continuations.
-            j = i
-            while True:
-                k = text.find("\n", j)
-                if k < 0:
-                    k = n
-                    break
-                if text[k - 1] != "\\":
-                    break
-                out.append("\n")
-                j = k + 1
-            i = k
-            continue
-        if c == "\n":
-            line_start = True
-            out.append(c)
-            i += 1
-            continue
-        if c in " \t":
-            out.append(c)
-            i += 1
-            continue
-        line_start = False
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("\n" * text.count("\n", i, j))
-            i = j
-        elif c == "R" and text.startswith('R"', i) and not (i > 0 and (text[i - 1].isalnum()
-                                                                       or text[i - 1] == "_")):
-            delim_end = text.find("(", i + 2)
-            delim = text[i + 2:delim_end]
-            j = text.find(")" + delim + '"', delim_end)
-            j = n if j < 0 else j + len(delim) + 2
-            out.append('""' + "\n" * text.count("\n", i, j))
-            i = j
-        elif c == "'" and i > 0 and text[i - 1].isalnum() and text[i + 1:i + 2].isalnum():
-            out.append(c)  # a digit separator (600'000)
-            i += 1
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(c + c)
-            i = j + 1 if j < n and text[j] == c else j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 def drop_template_prefix(head):
@@ -170,7 +108,7 @@ def classify(head):
 
 def functions(text):
     """(name, first line, last line) of each function of the source text."""
-    code = strip(text)
+    code = strip(text, preprocessor=True)
     found = []
     # Each open brace: (kind, first line of its head, name).
     stack = []

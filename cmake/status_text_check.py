@@ -26,6 +26,8 @@ import re
 import sys
 import tempfile
 
+from cpp_source import strip
+
 FOLDERS = ["proto", "codec", "kernels", "runtime", "checkpoint", "ps", "worker", "coordinator",
            "cli", "tests", "bench", "fuzz"]
 SOURCES = (".h", ".cc", ".cu", ".cuh")
@@ -45,43 +47,6 @@ PATTERNS = [
     ("matches the message", re.compile(r"\b" + MATCHERS + r"\s*\([^;{}]*" + TEXT)),
 ]
 ASSERTION = re.compile(r"^\s*(?:EXPECT|ASSERT)_[A-Z_]+\s*\(")
-
-
-def strip(text):
-    """The source without comments and with every string and char literal emptied, so that
-    neither can hide or fake a hit; newlines are kept for line numbers."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            i = n if j < 0 else j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("\n" * text.count("\n", i, j))
-            i = j
-        elif c == "R" and text.startswith('R"', i):
-            delim_end = text.find("(", i + 2)
-            delim = text[i + 2:delim_end]
-            j = text.find(")" + delim + '"', delim_end)
-            j = n if j < 0 else j + len(delim) + 2
-            out.append('""' + "\n" * text.count("\n", i, j))
-            i = j
-        elif c == "'" and i > 0 and text[i - 1].isalnum() and text[i + 1:i + 2].isalnum():
-            out.append(c)  # a digit separator (600'000)
-            i += 1
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            out.append(c + c)
-            i = j + 1 if j < n and text[j] == c else j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 def statements(text):
