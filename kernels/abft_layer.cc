@@ -97,31 +97,31 @@ ECPS_CLONES double SumsOfX(int rows, int cols, const float* __restrict x, double
   return Sum8(q_all) + q_tail;
 }
 
+// *sum = rows[0][j..] + ... + rows[R - 1][j..], in float (V: V8f or V16f), in row order.
+template <typename V, int R>
+ECPS_ALWAYS_INLINE void SumOfBlock(const float* const* rows, int j, V* sum) {
+  std::memcpy(sum, rows[0] + j, sizeof(V));
+  for (int i = 1; i < R; ++i) {
+    V v;
+    std::memcpy(&v, rows[i] + j, sizeof(v));
+    *sum += v;
+  }
+}
 // col += the sum of rows[0..R) (cols each). A block's R values of a column are summed in float,
 // in row order, and only their sum is converted and added in double: one conversion and one
 // double add per R elements instead of per element. The float sums' rounding is a term of the
-// bound (ColumnBound: the 2k + 24 under its square root).
+// bound (ColumnBound: the 2k + 12 under its square root).
 template <int R>
 ECPS_ALWAYS_INLINE void AddRows(const float* const* rows, int cols, double* col) {
   int j = 0;
   for (; j + 16 <= cols; j += 16) {
     V16f sum;
-    std::memcpy(&sum, rows[0] + j, sizeof(sum));
-    for (int i = 1; i < R; ++i) {
-      V16f v;
-      std::memcpy(&v, rows[i] + j, sizeof(v));
-      sum += v;
-    }
+    SumOfBlock<V16f, R>(rows, j, &sum);
     AddTo16(col + j, sum);
   }
   for (; j + 8 <= cols; j += 8) {
     V8f sum;
-    std::memcpy(&sum, rows[0] + j, sizeof(sum));
-    for (int i = 1; i < R; ++i) {
-      V8f v;
-      std::memcpy(&v, rows[i] + j, sizeof(v));
-      sum += v;
-    }
+    SumOfBlock<V8f, R>(rows, j, &sum);
     AddTo8(col + j, __builtin_convertvector(sum, V8d));
   }
   for (; j < cols; ++j) {
