@@ -27,7 +27,7 @@ import re
 import sys
 import tempfile
 
-from cpp_source import strip
+from source_checks import check_main, strip
 
 MAX_FILE_LINES = 600
 MAX_FUNCTION_LINES = 80
@@ -272,21 +272,11 @@ def self_test():
 
 
 def main(argv):
-    if argv[1:] == ["--self-test"]:
-        return self_test()
-    if len(argv) != 2:
-        print(__doc__)
-        return 2
-    problems = check(argv[1])
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} file(s) or function(s) over the size limits "
-              f"({MAX_FILE_LINES} lines a file, {MAX_FUNCTION_LINES} a function)")
-        return 1
-    print(f"no file over {MAX_FILE_LINES} lines, no function over {MAX_FUNCTION_LINES}")
-    return 0
-
+    return check_main(
+        argv, __doc__, self_test, check,
+        lambda n: (f"{n} file(s) or function(s) over the size limits "
+                   f"({MAX_FILE_LINES} lines a file, {MAX_FUNCTION_LINES} a function)"),
+        f"no file over {MAX_FILE_LINES} lines, no function over {MAX_FUNCTION_LINES}")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

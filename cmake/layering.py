@@ -16,6 +16,8 @@ import re
 import sys
 import tempfile
 
+from source_checks import check_main
+
 # folder -> the project folders its files may include (besides its own).
 ALLOWED = {
     "codec": set(),
@@ -128,20 +130,9 @@ def main(argv):
     if cycle:
         print(cycle)
         return 1
-    if argv[1:] == ["--self-test"]:
-        return self_test()
-    if len(argv) != 2:
-        print(__doc__)
-        return 2
-    problems = check(argv[1])
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} include(s) against the layers (see docs/architecture.md)")
-        return 1
-    print("every include keeps the layers")
-    return 0
-
+    return check_main(argv, __doc__, self_test, check,
+                      lambda n: f"{n} include(s) against the layers (see docs/architecture.md)",
+                      "every include keeps the layers")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

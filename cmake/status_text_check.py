@@ -26,7 +26,7 @@ import re
 import sys
 import tempfile
 
-from cpp_source import strip
+from source_checks import check_main, strip
 
 FOLDERS = ["proto", "codec", "kernels", "runtime", "checkpoint", "ps", "worker", "coordinator",
            "cli", "tests", "bench", "fuzz"]
@@ -144,20 +144,9 @@ def self_test():
 
 
 def main(argv):
-    if argv[1:] == ["--self-test"]:
-        return self_test()
-    if len(argv) != 2:
-        print(__doc__)
-        return 2
-    problems = check(argv[1])
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} branch(es) on an error's message text")
-        return 1
-    print("no code branches on an error's message text")
-    return 0
-
+    return check_main(argv, __doc__, self_test, check,
+                      lambda n: f"{n} branch(es) on an error's message text",
+                      "no code branches on an error's message text")
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))

@@ -1,4 +1,5 @@
-"""C++ source text for the checks of cmake/ (code_shape.py, status_text_check.py)."""
+"""What the source checks of cmake/ share (code_shape.py, layering.py, status_text_check.py):
+the C++ text without comments and literals, and the command line."""
 
 
 def strip(text, preprocessor=False):
@@ -63,3 +64,21 @@ def strip(text, preprocessor=False):
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def check_main(argv, doc, self_test, check, failure, success):
+    """A check's command line: ROOT checks the tree at ROOT and prints every problem, then
+    failure(count) and exits 1, or prints `success`; --self-test runs self_test()."""
+    if argv[1:] == ["--self-test"]:
+        return self_test()
+    if len(argv) != 2:
+        print(doc)
+        return 2
+    problems = check(argv[1])
+    for p in problems:
+        print(p)
+    if problems:
+        print(failure(len(problems)))
+        return 1
+    print(success)
+    return 0
