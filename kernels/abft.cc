@@ -305,19 +305,13 @@ void CheckRows(const GemmCall& g, int r0, int r1, bool norms, int site,
 // rounding bound of its dot product (ConfirmMiss). NaN and infinity are not.
 bool WithinRounding(const GemmCall& g, int r0, int r1, int j0, int j1) {
   for (int r = r0; r < r1; ++r) {
+    const float* a = g.ta ? g.a + r : g.a + static_cast<int64_t>(r) * g.lda;
     for (int j = j0; j < j1; ++j) {
-      double exact = 0, magnitude = 0, inputs = 0;
-      for (int i = 0; i < g.k; ++i) {
-        const double a = g.ta ? g.a[static_cast<int64_t>(i) * g.lda + r]
-                              : g.a[static_cast<int64_t>(r) * g.lda + i];
-        const double b = g.tb ? g.b[static_cast<int64_t>(j) * g.ldb + i]
-                              : g.b[static_cast<int64_t>(i) * g.ldb + j];
-        exact += a * b;
-        magnitude += std::fabs(a * b);
-        inputs += std::fabs(a) + std::fabs(b);
+      const float* b = g.tb ? g.b + static_cast<int64_t>(j) * g.ldb : g.b + j;
+      if (!AbftElementWithinRounding(g.c[static_cast<int64_t>(r) * g.ldc + j], g.k, a,
+                                     g.ta ? g.lda : 1, b, g.tb ? 1 : g.ldb)) {
+        return false;
       }
-      const double diff = std::fabs(g.c[static_cast<int64_t>(r) * g.ldc + j] - exact);
-      if (!(diff <= AbftElementBound(g.k, magnitude, inputs))) return false;
     }
   }
   return true;

@@ -1,10 +1,12 @@
-// The ABFT check's tolerances (docs/abft.md derives them), written once for every path: the CPU's ColumnBound (kernels/abft.cc) and the GPU's check bodies
-// (kernels/cuda/train_kernels.h, which the CPU also runs) both call it. Plain C++17 with no
-// project include, so that device code can call it: __host__ __device__ under nvcc.
+// The ABFT check's tolerances (docs/abft.md derives them), written once for every path: the
+// CPU's checks (kernels/abft.cc) and the GPU's check bodies (kernels/cuda/train_kernels.h,
+// which the CPU also runs) call them. Plain C++17 with no project include, so that device
+// code can call it: __host__ __device__ under nvcc.
 #ifndef ECPS_KERNELS_ABFT_BOUND_H_
 #define ECPS_KERNELS_ABFT_BOUND_H_
 
 #include <cmath>
+#include <cstdint>
 
 #if defined(__CUDACC__)
 #define ECPS_ABFT_BOUND_HD __host__ __device__ inline
@@ -39,6 +41,21 @@ ECPS_ABFT_BOUND_HD double AbftElementBound(int k, double magnitude, double input
   const double kU = 0x1p-24, kUd = 0x1p-53, kFlush = 0x1p-126;
   const double gamma = k * kU / (1.0 - k * kU) + k * kUd / (1.0 - k * kUd);
   return gamma * magnitude + kFlush * (2.0 * k + inputs);
+}
+
+// Whether c, an element of a float GEMM, is within AbftElementBound of its dot product
+// sum_i a[i * a_step] b[i * b_step] (k terms, summed in double in index order). NaN and
+// infinity are not. The confirmation of a missed line on both paths.
+ECPS_ABFT_BOUND_HD bool AbftElementWithinRounding(float c, int k, const float* a, int64_t a_step,
+                                                  const float* b, int64_t b_step) {
+  double exact = 0.0, magnitude = 0.0, inputs = 0.0;
+  for (int i = 0; i < k; ++i) {
+    const double x = a[i * a_step], y = b[i * b_step];
+    exact += x * y;
+    magnitude += fabs(x * y);
+    inputs += fabs(x) + fabs(y);
+  }
+  return fabs(c - exact) <= AbftElementBound(k, magnitude, inputs);
 }
 
 }  // namespace ecps

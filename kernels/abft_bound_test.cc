@@ -8,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/abft.h"
+#include "kernels/abft_test_util.h"
 #include "kernels/cuda/body_dense_math.h"
 
 namespace ecps {
@@ -25,18 +26,6 @@ TEST(AbftBound, TheGpuBodiesBoundIsTheCpuChecksBound) {
     }
   }
 }
-
-class FlipOnce : public GemmFaultInjector {
- public:
-  explicit FlipOnce(GemmFault fault) : fault_(fault) {}
-  bool Inject(int, const GemmCall&, GemmFault* fault) override {
-    *fault = fault_;
-    return true;
-  }
-
- private:
-  GemmFault fault_;
-};
 
 // The bodies' misses over a GEMM's output.
 int BodyMisses(const GemmCall& call) {
@@ -62,7 +51,7 @@ TEST(AbftBound, CpuAndBodyChecksDecideAlike) {
     g.c = c.data(), g.ldc = g.n;
     EXPECT_EQ(CheckedGemm(g, AbftScheme::kGlobal).misses, 0);
     EXPECT_EQ(BodyMisses(g), 0);
-    FlipOnce flip({GemmFault::kOutput, 5 * g.ldc + 7, 30});
+    EveryRunFlip flip({GemmFault::kOutput, 5 * g.ldc + 7, 30});
     EXPECT_EQ(CheckedGemm(g, AbftScheme::kGlobal, 0, &flip).misses, 1);
     EXPECT_EQ(BodyMisses(g), 1);
   }

@@ -278,16 +278,13 @@ ECPS_HD void AbftColumnSumsAt(int64_t j, const GemmOperands& g, const double* a_
 // column bound is probabilistic: rounding errors that correlate (repeated values, repeated
 // rows) can add up past it on a clean GEMM, and pass this; a flipped element does not.
 ECPS_HD bool AbftColumnWithinRounding(const GemmOperands& g, int col) {
+  const float* b = g.tb ? g.b + static_cast<int64_t>(col) * g.ldb : g.b + col;
   for (int r = 0; r < g.m; ++r) {
-    double exact = 0.0, magnitude = 0.0, inputs = 0.0;
-    for (int i = 0; i < g.k; ++i) {
-      const double a = OpA(g, r, i), b = OpB(g, i, col);
-      exact += a * b;
-      magnitude += fabs(a * b);
-      inputs += fabs(a) + fabs(b);
+    const float* a = g.ta ? g.a + r : g.a + static_cast<int64_t>(r) * g.lda;
+    if (!ecps::AbftElementWithinRounding(g.c[static_cast<int64_t>(r) * g.ldc + col], g.k, a,
+                                         g.ta ? g.lda : 1, b, g.tb ? 1 : g.ldb)) {
+      return false;
     }
-    const double diff = fabs(g.c[static_cast<int64_t>(r) * g.ldc + col] - exact);
-    if (!(diff <= ecps::AbftElementBound(g.k, magnitude, inputs))) return false;
   }
   return true;
 }
